@@ -1,0 +1,507 @@
+"""Privacy curves as values: RDP curves, zCDP / tCDP, GDP, privacy profiles δ(ε), trade-off curves f(α).
+
+Curves are immutable. An :class:`RdpCurve` is a weighted sum of picklable functions of α, so
+composition (``+``) and self-composition (``*``) are exact and cheap, and the curve can be evaluated
+at any real α > 1. Conversion to (ε, δ) optimises α continuously (GaussMix needs α in the millions),
+never only on a fixed grid.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import optimize
+
+from dplens.accountant import conversions
+
+__all__ = [
+    "Gdp",
+    "PrivacyProfile",
+    "RdpConvergenceWarning",
+    "RdpConversion",
+    "RdpCurve",
+    "Tcdp",
+    "TradeOff",
+    "Zcdp",
+    "check_alpha",
+]
+
+
+class RdpConvergenceWarning(RuntimeWarning):
+    """An RDP order could not be evaluated (e.g. a series did not converge); it was excluded (→ +∞)."""
+
+
+class RdpConversion(enum.Enum):
+    """Which theorem turns an RDP curve into (ε, δ)."""
+
+    #: Canonne–Kamath–Steinke 2020 Prop. 12 = Balle et al. 2020 Thm 21 (+ the TV shortcut). Default.
+    OPTIMAL = "optimal"
+    #: Mironov 2017 Prop. 3: ε = r(α) + log(1/δ)/(α − 1). Only for reproducing legacy numbers.
+    CLASSIC = "classic"
+
+
+def check_alpha(alpha: float | np.ndarray) -> np.ndarray:
+    """Validate Rényi orders: real, not NaN, > 1. Returns a float array."""
+    arr = np.asarray(alpha, dtype=float)
+    if np.any(np.isnan(arr)) or np.any(arr <= 1):
+        raise ValueError(f"alpha must be > 1 (and not NaN); got {alpha!r}")
+    return arr
+
+
+# Orders tried before the continuous refinement: dense near 1, logarithmic up to 1e8.
+_SEARCH_ALPHAS = np.unique(
+    np.concatenate(
+        [
+            1.0 + np.geomspace(1e-3, 1e8, 600),
+            np.arange(2.0, 257.0),  # integer orders: where integer-only curves are exact
+            [512.0, 1024.0],
+        ]
+    )
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RdpCurve:
+    """An RDP curve ε_RDP(α) for α ∈ (1, alpha_max); +∞ at α ≥ alpha_max.
+
+    The curve is Σᵢ wᵢ·fᵢ(α) over ``terms`` = ((w₁, f₁), …). Each fᵢ maps a float array of orders to
+    a float array (vectorised, +∞ allowed) and should be picklable (module-level function or
+    ``functools.partial``). Adding curves composes the mechanisms (Mironov 2017, Proposition 1);
+    multiplying by a count is self-composition.
+
+    Args:
+        terms: the weighted functions.
+        alpha_max: exclusive upper end of the domain (ω for tCDP; γ for GaussMix).
+        integer_only: True when the fᵢ are exact only at integer α (then only integer orders are
+            used in conversions).
+        description: human-readable provenance.
+    """
+
+    terms: tuple[tuple[float, Callable[[np.ndarray], np.ndarray]], ...]
+    alpha_max: float = math.inf
+    integer_only: bool = False
+    description: str = ""
+
+    @classmethod
+    def from_function(
+        cls,
+        function: Callable[[np.ndarray], np.ndarray],
+        *,
+        alpha_max: float = math.inf,
+        integer_only: bool = False,
+        description: str = "",
+    ) -> RdpCurve:
+        """A curve from one vectorised function of α."""
+        if not alpha_max > 1:
+            raise ValueError(f"alpha_max must be > 1; got {alpha_max!r}")
+        return cls(((1.0, function),), alpha_max, integer_only, description)
+
+    @classmethod
+    def zero(cls) -> RdpCurve:
+        """The RDP curve of a mechanism that reveals nothing."""
+        return cls((), math.inf, False, "no-op")
+
+    @classmethod
+    def infinite(cls, description: str = "non-private") -> RdpCurve:
+        """The RDP curve of a non-private mechanism (ε = ∞ everywhere)."""
+        return cls(((1.0, _infinite),), math.inf, False, description)
+
+    def __call__(self, alpha: float | np.ndarray) -> np.ndarray:
+        alpha_arr = check_alpha(alpha)
+        flat = np.atleast_1d(alpha_arr).ravel()
+        total = np.zeros_like(flat)
+        inside = flat < self.alpha_max
+        if inside.any():
+            orders = flat[inside]
+            acc = np.zeros_like(orders)
+            for weight, function in self.terms:
+                if weight == 0:
+                    continue
+                acc = acc + weight * np.asarray(function(orders), dtype=float)
+            total[inside] = acc
+        total[~inside] = np.inf
+        total = np.where(np.isnan(total), np.inf, total)
+        return total.reshape(np.shape(alpha_arr)) if np.ndim(alpha_arr) else total.reshape(())
+
+    def __add__(self, other: RdpCurve) -> RdpCurve:
+        if not isinstance(other, RdpCurve):
+            return NotImplemented
+        description = " + ".join(d for d in (self.description, other.description) if d)
+        return RdpCurve(
+            self.terms + other.terms,
+            min(self.alpha_max, other.alpha_max),
+            self.integer_only or other.integer_only,
+            description,
+        )
+
+    def __mul__(self, count: float) -> RdpCurve:
+        count = _check_count(count)
+        if count == 0:
+            return RdpCurve.zero()
+        terms = tuple((weight * count, function) for weight, function in self.terms)
+        description = f"{count:g} × ({self.description})" if self.description else ""
+        return RdpCurve(terms, self.alpha_max, self.integer_only, description)
+
+    __rmul__ = __mul__
+
+    # ---- conversions -----------------------------------------------------------------------
+
+    def _candidate_orders(self) -> np.ndarray:
+        orders = _SEARCH_ALPHAS[self.alpha_max > _SEARCH_ALPHAS]
+        if self.integer_only:
+            orders = np.unique(np.floor(orders))
+            orders = orders[orders >= 2]
+        return orders
+
+    def epsilon_and_order(
+        self, delta: float, *, conversion: RdpConversion = RdpConversion.OPTIMAL
+    ) -> tuple[float, float]:
+        """Smallest ε over α (continuous search) such that the curve implies (ε, δ)-DP, and its α.
+
+        Any α gives a valid bound, so the continuous refinement can only tighten the grid result.
+        The returned ε is rounded up. α = nan when ε = 0 came from the TV shortcut.
+        """
+        delta = conversions.check_delta(delta)
+        orders = self._candidate_orders()
+        if orders.size == 0:
+            return math.inf, math.nan
+        rdp = self(orders)
+        if conversion is RdpConversion.OPTIMAL:
+            to_eps = conversions.rdp_to_epsilon_optimal
+            if conversions.rdp_tv_shortcut(rdp, delta):
+                return 0.0, math.nan
+        elif conversion is RdpConversion.CLASSIC:
+            to_eps = conversions.rdp_to_epsilon_classic
+        else:
+            raise ValueError(f"conversion must be an RdpConversion; got {conversion!r}")
+        eps = to_eps(rdp, orders, delta)
+        if not np.isfinite(eps).any():
+            return math.inf, math.nan
+        best = int(np.argmin(eps))
+        best_eps, best_alpha = float(eps[best]), float(orders[best])
+        if not self.integer_only:
+            best_eps, best_alpha = self._refine(
+                lambda a: float(to_eps(self(np.array([a])), np.array([a]), delta)[0]),
+                orders,
+                best,
+                best_eps,
+                best_alpha,
+            )
+        return conversions.round_up(max(best_eps, 0.0)), best_alpha
+
+    def epsilon(self, delta: float, *, conversion: RdpConversion = RdpConversion.OPTIMAL) -> float:
+        """ε such that the curve implies (ε, δ)-DP; an upper bound (see :meth:`epsilon_and_order`)."""
+        return self.epsilon_and_order(delta, conversion=conversion)[0]
+
+    def delta_and_order(self, epsilon: float) -> tuple[float, float]:
+        """Smallest δ over α such that the curve implies (ε, δ)-DP (CKS 2020 Prop. 12 + the KL bound)."""
+        epsilon = conversions.check_epsilon(epsilon)
+        orders = self._candidate_orders()
+        rdp = self(orders)
+        log_delta = conversions.rdp_to_log_delta_optimal(rdp, orders, epsilon)
+        best = int(np.argmin(log_delta))
+        best_ld, best_alpha = float(log_delta[best]), float(orders[best])
+        if not self.integer_only and math.isfinite(best_ld):
+            best_ld, best_alpha = self._refine(
+                lambda a: float(
+                    conversions.rdp_to_log_delta_optimal(self(np.array([a])), np.array([a]), epsilon)[0]
+                ),
+                orders,
+                best,
+                best_ld,
+                best_alpha,
+            )
+        # Bretagnolle–Huber: δ ≤ TV ≤ √(1 − e^{−KL}) with KL ≤ r(α) for every α.
+        finite = rdp[np.isfinite(rdp)]
+        if finite.size:
+            log_tv = 0.5 * math.log1p(-math.exp(-max(float(finite.min()), 1e-300)))
+            if log_tv < best_ld:
+                best_ld, best_alpha = log_tv, float(orders[np.isfinite(rdp)][0])
+        return min(conversions.round_up(math.exp(min(best_ld, 0.0))), 1.0), best_alpha
+
+    def delta(self, epsilon: float) -> float:
+        """δ such that the curve implies (ε, δ)-DP; an upper bound on the optimal δ at that ε."""
+        return self.delta_and_order(epsilon)[0]
+
+    def _refine(
+        self,
+        objective: Callable[[float], float],
+        orders: np.ndarray,
+        best: int,
+        best_value: float,
+        best_alpha: float,
+    ) -> tuple[float, float]:
+        """Refine a grid minimum continuously (Brent on log(α − 1) between the grid neighbours)."""
+        lo = orders[max(best - 1, 0)]
+        hi = orders[min(best + 1, orders.size - 1)]
+        if hi <= lo:
+            return best_value, best_alpha
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RdpConvergenceWarning)
+            result = optimize.minimize_scalar(
+                lambda t: objective(1.0 + math.exp(t)),
+                bounds=(math.log(lo - 1.0), math.log(hi - 1.0)),
+                method="bounded",
+                options={"xatol": 1e-10, "maxiter": 200},
+            )
+        alpha = 1.0 + math.exp(float(result.x))
+        value = objective(alpha)
+        if math.isfinite(value) and value < best_value and alpha < self.alpha_max:
+            return value, alpha
+        return best_value, best_alpha
+
+
+def _infinite(alpha: np.ndarray) -> np.ndarray:
+    return np.full_like(np.asarray(alpha, dtype=float), np.inf)
+
+
+def _linear(alpha: np.ndarray, *, slope: float, intercept: float) -> np.ndarray:
+    return intercept + slope * np.asarray(alpha, dtype=float)
+
+
+def _check_count(count: float) -> float:
+    try:
+        value = float(count)
+    except (TypeError, ValueError):
+        raise ValueError(f"count must be a finite number >= 0; got {count!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"count must be a finite number >= 0; got {count!r}")
+    return value
+
+
+def _check_rho(rho: float) -> float:
+    try:
+        value = float(rho)
+    except (TypeError, ValueError):
+        raise ValueError(f"rho must be a finite number >= 0; got {rho!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"rho must be a finite number >= 0; got {rho!r}")
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# zCDP, tCDP, GDP
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Zcdp:
+    """(ξ, ρ)-zCDP: D_α ≤ ξ + ρα for all α > 1 (Bun & Steinke 2016, Definition 1.1)."""
+
+    rho: float
+    xi: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check_rho(self.rho)
+        if not (math.isfinite(self.xi) and self.xi >= 0):
+            raise ValueError(f"xi must be a finite number >= 0; got {self.xi!r}")
+
+    def rdp_curve(self) -> RdpCurve:
+        return RdpCurve.from_function(
+            _partial_linear(self.rho, self.xi), description=f"zCDP(rho={self.rho:g}, xi={self.xi:g})"
+        )
+
+    def epsilon(self, delta: float) -> float:
+        """The optimal RDP route (CKS 2020 Prop. 12 on ξ + ρα, α optimised continuously)."""
+        return self.rdp_curve().epsilon(delta)
+
+    def epsilon_bun_steinke(self, delta: float) -> float:
+        """Bun & Steinke 2016 Proposition 1.3 (for ξ = 0; ξ is added)."""
+        return conversions.round_up(self.xi + conversions.zcdp_to_epsilon_bun_steinke(self.rho, delta))
+
+    def __add__(self, other: Zcdp) -> Zcdp:
+        """Composition adds ρ and ξ (Bun & Steinke 2016, Lemma 1.7)."""
+        return Zcdp(rho=self.rho + other.rho, xi=self.xi + other.xi)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tcdp:
+    """(ρ, ω)-tCDP: D_α ≤ ρα for α ∈ (1, ω) (Bun, Dwork, Rothblum, Steinke 2018, Definition 1)."""
+
+    rho: float
+    omega: float
+
+    def __post_init__(self) -> None:
+        _check_rho(self.rho)
+        if not self.omega > 1:
+            raise ValueError(f"omega must be > 1; got {self.omega!r}")
+
+    def rdp_curve(self) -> RdpCurve:
+        return RdpCurve.from_function(
+            _partial_linear(self.rho, 0.0),
+            alpha_max=self.omega,
+            description=f"tCDP(rho={self.rho:g}, omega={self.omega:g})",
+        )
+
+    def epsilon(self, delta: float) -> float:
+        """CKS 2020 Prop. 12 on ρα restricted to α < ω (tighter than the BDRS lemma)."""
+        delta = conversions.check_delta(delta)
+        # The boundary α → ω is allowed as a limit (the bound holds for every α < ω, and ε(α) is
+        # continuous), so also try α = ω(1 − 1e-15).
+        curve = self.rdp_curve()
+        eps = curve.epsilon(delta)
+        edge = self.omega * (1 - 1e-15)
+        if edge > 1:
+            eps_edge = float(
+                conversions.rdp_to_epsilon_optimal(np.array([self.rho * edge]), np.array([edge]), delta)[0]
+            )
+            eps = min(eps, conversions.round_up(max(eps_edge, 0.0)))
+        return eps
+
+    def epsilon_bdrs(self, delta: float) -> float:
+        """Bun, Dwork, Rothblum, Steinke 2018 Lemma 6."""
+        return conversions.tcdp_to_epsilon_bdrs(self.rho, self.omega, delta)
+
+    def __add__(self, other: Tcdp) -> Tcdp:
+        """Composition: (ρ₁ + ρ₂, min(ω₁, ω₂)) (BDRS 2018, Lemma 3)."""
+        return Tcdp(rho=self.rho + other.rho, omega=min(self.omega, other.omega))
+
+
+def _partial_linear(rho: float, xi: float) -> Callable[[np.ndarray], np.ndarray]:
+    import functools
+
+    return functools.partial(_linear, slope=rho, intercept=xi)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Gdp:
+    """μ-Gaussian DP: trade-off curve G_μ (Dong, Roth, Su 2022, Definition 2.7)."""
+
+    mu: float
+
+    def __post_init__(self) -> None:
+        conversions._check_mu(self.mu)
+
+    def delta(self, epsilon: float | np.ndarray) -> float | np.ndarray:
+        """Exact δ(ε) (DRS 2022 Corollary 2.13)."""
+        return conversions.gdp_delta(self.mu, epsilon)
+
+    def epsilon(self, delta: float) -> float:
+        """Exact ε(δ), rounded up."""
+        return conversions.gdp_epsilon(self.mu, delta)
+
+    def trade_off(self) -> TradeOff:
+        import functools
+
+        return TradeOff(
+            functools.partial(conversions.gaussian_trade_off, self.mu), description=f"G_{self.mu:g}"
+        )
+
+    def profile(self) -> PrivacyProfile:
+        import functools
+
+        return PrivacyProfile(
+            remove=functools.partial(conversions.gdp_delta, self.mu), description=f"{self.mu:g}-GDP"
+        )
+
+    def rdp_curve(self) -> RdpCurve:
+        """μ-GDP ⇒ (μ²/2)-zCDP, i.e. RDP α μ²/2 (the Gaussian mechanism's curve)."""
+        return RdpCurve.from_function(_partial_linear(self.mu**2 / 2, 0.0), description=f"{self.mu:g}-GDP")
+
+    def __add__(self, other: Gdp) -> Gdp:
+        """G_μ₁ ⊗ G_μ₂ = G_√(μ₁² + μ₂²) (DRS 2022 Corollary 3.3)."""
+        return Gdp(mu=math.hypot(self.mu, other.mu))
+
+
+# --------------------------------------------------------------------------------------------
+# Privacy profiles and trade-off curves
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrivacyProfile:
+    """A privacy profile ε ↦ δ(ε) (hockey-stick divergence), tracked per direction.
+
+    ``remove`` is δ for the pair (M(D), M(D′)) with D′ = D minus a record; ``add`` the reverse
+    pair. ``add=None`` means the profile is symmetric. The guarantee is the worse (larger) δ.
+    ``epsilon_for_delta`` optionally gives a direct ε(δ) (it must be an upper bound).
+    """
+
+    remove: Callable[[np.ndarray], np.ndarray]
+    add: Callable[[np.ndarray], np.ndarray] | None = None
+    epsilon_for_delta: Callable[[float], float] | None = None
+    description: str = ""
+    discretisation: str = ""
+
+    def delta_by_direction(self, epsilon: float) -> dict[str, float]:
+        """δ(ε) in each direction."""
+        epsilon = conversions.check_epsilon(epsilon)
+        out = {"remove": float(np.asarray(self.remove(np.array([epsilon])), dtype=float).ravel()[0])}
+        if self.add is not None:
+            out["add"] = float(np.asarray(self.add(np.array([epsilon])), dtype=float).ravel()[0])
+        return out
+
+    def delta(self, epsilon: float) -> float:
+        """δ(ε) = max over directions (the guarantee for the neighbouring relation), ≤ 1."""
+        return min(max(self.delta_by_direction(epsilon).values()), 1.0)
+
+    def deltas(self, epsilons: np.ndarray) -> np.ndarray:
+        """Vectorised δ(ε) (max over directions)."""
+        eps = np.asarray(epsilons, dtype=float)
+        out = np.asarray(self.remove(eps), dtype=float)
+        if self.add is not None:
+            out = np.maximum(out, np.asarray(self.add(eps), dtype=float))
+        return np.minimum(out, 1.0)
+
+    def epsilon(self, delta: float) -> float:
+        """Smallest ε with δ(ε) ≤ delta, as an upper bound."""
+        delta = conversions.check_delta(delta)
+        if self.epsilon_for_delta is not None:
+            return self.epsilon_for_delta(delta)
+        return conversions.solve_epsilon_for_delta(self.delta, delta)
+
+    def trade_off(self, *, epsilons: np.ndarray | None = None) -> TradeOff:
+        """The f-DP curve implied by this profile (DRS 2022 Prop. 2.12), pessimistic on an ε grid."""
+        import functools
+
+        return TradeOff(
+            functools.partial(_profile_trade_off, self.deltas, epsilons),
+            description=f"trade-off of {self.description}",
+        )
+
+    def __add__(self, other: PrivacyProfile) -> PrivacyProfile:
+        raise TypeError(
+            "privacy profiles do not compose by addition; compose the events with the Accountant "
+            "(PLD) or compose their RDP curves"
+        )
+
+
+def _profile_trade_off(deltas: Callable, epsilons: np.ndarray | None, alpha: np.ndarray) -> np.ndarray:
+    return conversions.profile_to_trade_off(deltas, alpha, epsilons=epsilons)
+
+
+@dataclass(frozen=True, slots=True)
+class TradeOff:
+    """An f-DP trade-off curve α ↦ β (Dong, Roth, Su 2022, Definition 2.1): β = f(α) on [0, 1]."""
+
+    function: Callable[[np.ndarray], np.ndarray]
+    description: str = field(default="")
+
+    def __call__(self, alpha: float | np.ndarray) -> float | np.ndarray:
+        arr = np.asarray(alpha, dtype=float)
+        if np.any(np.isnan(arr)) or np.any(arr < 0) or np.any(arr > 1):
+            raise ValueError(f"alpha (type-I error) must be in [0, 1]; got {alpha!r}")
+        out = np.asarray(self.function(np.atleast_1d(arr)), dtype=float).reshape(np.shape(arr))
+        return float(out) if np.ndim(out) == 0 else out
+
+    def delta(self, epsilon: float | np.ndarray) -> np.ndarray:
+        """δ(ε) of the profile this curve implies (DRS 2022 Prop. 2.12), an upper bound."""
+        return conversions.trade_off_to_delta(self.function, epsilon)
+
+    def profile(self) -> PrivacyProfile:
+        """The privacy profile implied by this curve (symmetric in the sense of DRS Prop. 2.12)."""
+        import functools
+
+        return PrivacyProfile(
+            remove=functools.partial(conversions.trade_off_to_delta, self.function),
+            description=f"profile of {self.description}",
+        )
+
+    def lower_envelope_points(self, alphas: Sequence[float]) -> np.ndarray:
+        """β values at the given α (a convenience for plots)."""
+        return np.asarray(self(np.asarray(alphas, dtype=float)))

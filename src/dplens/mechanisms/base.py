@@ -1,0 +1,61 @@
+"""The Mechanism protocol: what audits and reports need from a runnable mechanism.
+
+Randomness is always a ``numpy.random.Generator`` passed in; nothing reads global state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from dplens.accountant.events import Event
+
+__all__ = ["Mechanism", "NeighbouringPair", "check_rng"]
+
+
+@dataclass(frozen=True, slots=True)
+class NeighbouringPair:
+    """A pair of neighbouring data sets (D, D′) and a sentence saying how they differ."""
+
+    data: Any
+    neighbour: Any
+    description: str = ""
+
+
+@runtime_checkable
+class Mechanism(Protocol):
+    """A runnable DP mechanism.
+
+    - ``release(data, rng)``: one real output.
+    - ``sample(data, n, rng)``: n independent outputs, vectorised (leading axis n); this is what
+      makes audits fast.
+    - ``event``: the accountant's description of the mechanism (its claimed guarantee).
+    - ``worst_case_pair()``: the neighbouring pair the audit uses by default.
+    - ``log_likelihood_ratio(outputs, data, neighbour)`` (optional): log p_D(o) − log p_D′(o) for each
+      output, for the optimal (Neyman–Pearson) attack; mechanisms without known densities omit it.
+    """
+
+    @property
+    def event(self) -> Event: ...
+
+    def release(self, data: Any, rng: np.random.Generator) -> Any: ...
+
+    def sample(self, data: Any, n: int, rng: np.random.Generator) -> np.ndarray: ...
+
+    def worst_case_pair(self) -> NeighbouringPair: ...
+
+
+def check_rng(rng: Any) -> np.random.Generator:
+    """Require an explicit ``numpy.random.Generator``."""
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng must be a numpy.random.Generator; got {rng!r}")
+    return rng
+
+
+def check_count(n: Any, *, name: str = "n") -> int:
+    """Require a positive integer sample count."""
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+        raise ValueError(f"{name} must be an integer >= 1; got {n!r}")
+    return int(n)
