@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize
 
 from dplens.accountant import conversions
 
@@ -53,16 +52,14 @@ def check_alpha(alpha: float | np.ndarray) -> np.ndarray:
     return arr
 
 
-# Orders tried before the continuous refinement: dense near 1, logarithmic up to 1e8.
-_SEARCH_ALPHAS = np.unique(
-    np.concatenate(
-        [
-            1.0 + np.geomspace(1e-3, 1e8, 600),
-            np.arange(2.0, 257.0),  # integer orders: where integer-only curves are exact
-            [512.0, 1024.0],
-        ]
-    )
-)
+# The continuous search over α: a log grid on α − 1, extended by decades while the minimum sits at
+# the upper edge (GaussMix needs α in the millions), then zoomed in with vectorised rounds.
+_GRID_LOW = 1e-3  # smallest α − 1 tried
+_GRID_FIRST_UPPER = 1e3
+_GRID_CEILING = 1e10
+_GRID_POINTS = 48
+_ZOOM_POINTS = 16
+_ZOOM_ROUNDS = 9
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,48 +148,97 @@ class RdpCurve:
 
     # ---- conversions -----------------------------------------------------------------------
 
-    def _candidate_orders(self) -> np.ndarray:
-        orders = _SEARCH_ALPHAS[self.alpha_max > _SEARCH_ALPHAS]
+    def _minimise(self, objective: Callable[[np.ndarray], np.ndarray]) -> tuple[float, float]:
+        """Minimise a vectorised objective of α over the curve's domain: (value, α).
+
+        Any α gives a valid bound, so the search only has to be good, not globally exact: a log grid
+        on α − 1 (extended while the minimum is at its upper edge), then vectorised zoom rounds
+        around the best point. Integer-only curves are searched over integers.
+        """
+        upper_cap = self.alpha_max * (1 - 1e-12) if math.isfinite(self.alpha_max) else _GRID_CEILING
+        if upper_cap <= 1 + _GRID_LOW and not self.integer_only:
+            return math.inf, math.nan
+
+        def evaluate(alphas: np.ndarray) -> np.ndarray:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RdpConvergenceWarning)
+                values = np.asarray(objective(alphas), dtype=float)
+            return np.where(np.isnan(values), np.inf, values)
+
         if self.integer_only:
-            orders = np.unique(np.floor(orders))
-            orders = orders[orders >= 2]
-        return orders
+            return self._minimise_integer(evaluate, upper_cap)
+        log_lo = math.log(_GRID_LOW)
+        upper = min(_GRID_FIRST_UPPER, upper_cap)
+        t = np.linspace(log_lo, math.log(upper - 1.0), _GRID_POINTS)
+        values = evaluate(1.0 + np.exp(t))
+        while int(np.argmin(values)) == t.size - 1 and upper < upper_cap and np.isfinite(values[-1]):
+            new_upper = min(upper * 1e3, upper_cap)
+            t_new = np.linspace(math.log(upper - 1.0), math.log(new_upper - 1.0), _GRID_POINTS // 2 + 1)[1:]
+            t = np.concatenate([t, t_new])
+            values = np.concatenate([values, evaluate(1.0 + np.exp(t_new))])
+            upper = new_upper
+        best = int(np.argmin(values))
+        best_value, best_t = float(values[best]), float(t[best])
+        if not math.isfinite(best_value):
+            return math.inf, math.nan
+        lo_t = t[max(best - 1, 0)]
+        hi_t = t[min(best + 1, t.size - 1)]
+        for _ in range(_ZOOM_ROUNDS):
+            probe = np.linspace(lo_t, hi_t, _ZOOM_POINTS + 2)[1:-1]
+            probe_values = evaluate(1.0 + np.exp(probe))
+            i = int(np.argmin(probe_values))
+            gain = best_value - float(probe_values[i])
+            if gain > 0:
+                best_value, best_t = float(probe_values[i]), float(probe[i])
+            step = (hi_t - lo_t) / (_ZOOM_POINTS + 1)
+            lo_t, hi_t = best_t - step, best_t + step
+            # Near a smooth minimum the gain shrinks geometrically; stop once it is below float noise.
+            if step < 1e-12 or 0 <= gain < 1e-13 * max(abs(best_value), 1.0):
+                break
+        return best_value, 1.0 + math.exp(best_t)
+
+    def _minimise_integer(self, evaluate: Callable[[np.ndarray], np.ndarray], upper_cap: float) -> tuple[float, float]:
+        top = int(min(upper_cap, 2.0**40))
+        grid = np.unique(np.concatenate([np.arange(2, min(top, 256) + 1), 2.0 ** np.arange(9, 41)]))
+        grid = grid[(grid >= 2) & (grid <= top)].astype(float)
+        if grid.size == 0:
+            return math.inf, math.nan
+        values = evaluate(grid)
+        best = int(np.argmin(values))
+        lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)]
+        while hi - lo > 2:
+            probe = np.unique(np.round(np.linspace(lo, hi, 34)))
+            probe_values = evaluate(probe)
+            i = int(np.argmin(probe_values))
+            lo, hi = probe[max(i - 1, 0)], probe[min(i + 1, probe.size - 1)]
+            if probe_values[i] < values[best]:
+                values[best] = probe_values[i]
+                grid[best] = probe[i]
+        return float(values[best]), float(grid[best])
 
     def epsilon_and_order(
         self, delta: float, *, conversion: RdpConversion = RdpConversion.OPTIMAL
     ) -> tuple[float, float]:
         """Smallest ε over α (continuous search) such that the curve implies (ε, δ)-DP, and its α.
 
-        Any α gives a valid bound, so the continuous refinement can only tighten the grid result.
-        The returned ε is rounded up. α = nan when ε = 0 came from the TV shortcut.
+        Any α gives a valid bound, so the search can only tighten a valid result. The returned ε is
+        rounded up. α is nan when ε = 0 comes from the TV shortcut (see
+        :func:`conversions.rdp_tv_shortcut`).
         """
         delta = conversions.check_delta(delta)
-        orders = self._candidate_orders()
-        if orders.size == 0:
-            return math.inf, math.nan
-        rdp = self(orders)
-        if conversion is RdpConversion.OPTIMAL:
-            to_eps = conversions.rdp_to_epsilon_optimal
-            if conversions.rdp_tv_shortcut(rdp, delta):
-                return 0.0, math.nan
-        elif conversion is RdpConversion.CLASSIC:
-            to_eps = conversions.rdp_to_epsilon_classic
-        else:
+        if not isinstance(conversion, RdpConversion):
             raise ValueError(f"conversion must be an RdpConversion; got {conversion!r}")
-        eps = to_eps(rdp, orders, delta)
-        if not np.isfinite(eps).any():
-            return math.inf, math.nan
-        best = int(np.argmin(eps))
-        best_eps, best_alpha = float(eps[best]), float(orders[best])
-        if not self.integer_only:
-            best_eps, best_alpha = self._refine(
-                lambda a: float(to_eps(self(np.array([a])), np.array([a]), delta)[0]),
-                orders,
-                best,
-                best_eps,
-                best_alpha,
-            )
-        return conversions.round_up(max(best_eps, 0.0)), best_alpha
+        if not self.terms:
+            return 0.0, math.nan
+        if conversion is RdpConversion.OPTIMAL:
+            near_one = self(np.array([1.0 + _GRID_LOW]))
+            if conversions.rdp_tv_shortcut(near_one, delta):
+                return 0.0, math.nan
+            to_eps = conversions.rdp_to_epsilon_optimal
+        else:
+            to_eps = conversions.rdp_to_epsilon_classic
+        value, alpha = self._minimise(lambda a: to_eps(self(a), a, delta))
+        return conversions.round_up(max(value, 0.0)), alpha
 
     def epsilon(self, delta: float, *, conversion: RdpConversion = RdpConversion.OPTIMAL) -> float:
         """ε such that the curve implies (ε, δ)-DP; an upper bound (see :meth:`epsilon_and_order`)."""
@@ -201,59 +247,22 @@ class RdpCurve:
     def delta_and_order(self, epsilon: float) -> tuple[float, float]:
         """Smallest δ over α such that the curve implies (ε, δ)-DP (CKS 2020 Prop. 12 + the KL bound)."""
         epsilon = conversions.check_epsilon(epsilon)
-        orders = self._candidate_orders()
-        rdp = self(orders)
-        log_delta = conversions.rdp_to_log_delta_optimal(rdp, orders, epsilon)
-        best = int(np.argmin(log_delta))
-        best_ld, best_alpha = float(log_delta[best]), float(orders[best])
-        if not self.integer_only and math.isfinite(best_ld):
-            best_ld, best_alpha = self._refine(
-                lambda a: float(
-                    conversions.rdp_to_log_delta_optimal(self(np.array([a])), np.array([a]), epsilon)[0]
-                ),
-                orders,
-                best,
-                best_ld,
-                best_alpha,
-            )
-        # Bretagnolle–Huber: δ ≤ TV ≤ √(1 − e^{−KL}) with KL ≤ r(α) for every α.
-        finite = rdp[np.isfinite(rdp)]
-        if finite.size:
-            log_tv = 0.5 * math.log1p(-math.exp(-max(float(finite.min()), 1e-300)))
-            if log_tv < best_ld:
-                best_ld, best_alpha = log_tv, float(orders[np.isfinite(rdp)][0])
-        return min(conversions.round_up(math.exp(min(best_ld, 0.0))), 1.0), best_alpha
+        if not self.terms:
+            return 0.0, math.nan
+        log_delta, alpha = self._minimise(lambda a: conversions.rdp_to_log_delta_optimal(self(a), a, epsilon))
+        # Bretagnolle–Huber: δ ≤ TV ≤ √(1 − e^{−KL}), and KL ≤ r(α) for every α > 1.
+        near_one = float(self(np.array([1.0 + _GRID_LOW]))[0])
+        if math.isfinite(near_one):
+            log_tv = 0.5 * math.log(-math.expm1(-max(near_one, 1e-300)))
+            if log_tv < log_delta:
+                log_delta, alpha = log_tv, 1.0 + _GRID_LOW
+        if not math.isfinite(log_delta) and log_delta > 0:
+            return 1.0, alpha
+        return min(conversions.round_up(math.exp(min(log_delta, 0.0))), 1.0), alpha
 
     def delta(self, epsilon: float) -> float:
         """δ such that the curve implies (ε, δ)-DP; an upper bound on the optimal δ at that ε."""
         return self.delta_and_order(epsilon)[0]
-
-    def _refine(
-        self,
-        objective: Callable[[float], float],
-        orders: np.ndarray,
-        best: int,
-        best_value: float,
-        best_alpha: float,
-    ) -> tuple[float, float]:
-        """Refine a grid minimum continuously (Brent on log(α − 1) between the grid neighbours)."""
-        lo = orders[max(best - 1, 0)]
-        hi = orders[min(best + 1, orders.size - 1)]
-        if hi <= lo:
-            return best_value, best_alpha
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RdpConvergenceWarning)
-            result = optimize.minimize_scalar(
-                lambda t: objective(1.0 + math.exp(t)),
-                bounds=(math.log(lo - 1.0), math.log(hi - 1.0)),
-                method="bounded",
-                options={"xatol": 1e-10, "maxiter": 200},
-            )
-        alpha = 1.0 + math.exp(float(result.x))
-        value = objective(alpha)
-        if math.isfinite(value) and value < best_value and alpha < self.alpha_max:
-            return value, alpha
-        return best_value, best_alpha
 
 
 def _infinite(alpha: np.ndarray) -> np.ndarray:
@@ -388,16 +397,12 @@ class Gdp:
     def trade_off(self) -> TradeOff:
         import functools
 
-        return TradeOff(
-            functools.partial(conversions.gaussian_trade_off, self.mu), description=f"G_{self.mu:g}"
-        )
+        return TradeOff(functools.partial(conversions.gaussian_trade_off, self.mu), description=f"G_{self.mu:g}")
 
     def profile(self) -> PrivacyProfile:
         import functools
 
-        return PrivacyProfile(
-            remove=functools.partial(conversions.gdp_delta, self.mu), description=f"{self.mu:g}-GDP"
-        )
+        return PrivacyProfile(remove=functools.partial(conversions.gdp_delta, self.mu), description=f"{self.mu:g}-GDP")
 
     def rdp_curve(self) -> RdpCurve:
         """μ-GDP ⇒ (μ²/2)-zCDP, i.e. RDP α μ²/2 (the Gaussian mechanism's curve)."""

@@ -129,10 +129,7 @@ class RandomizedResponse(Event):
 
     def __post_init__(self) -> None:
         _positive("epsilon", self.epsilon)
-        if (
-            not (isinstance(self.num_values, int) and not isinstance(self.num_values, bool))
-            or self.num_values < 2
-        ):
+        if not (isinstance(self.num_values, int) and not isinstance(self.num_values, bool)) or self.num_values < 2:
             raise ValueError(f"num_values must be an integer >= 2; got {self.num_values!r}")
 
 
@@ -344,11 +341,7 @@ def from_dp_accounting(dp_event, *, neighboring: NeighboringRelation = ADD_REMOV
                 event=from_dp_accounting(dp_event.event, neighboring=NeighboringRelation.REPLACE_ONE),
             )
         case dpa.SelfComposedDpEvent():
-            return SelfComposed(
-                event=from_dp_accounting(dp_event.event, neighboring=neighboring), count=dp_event.count
-            )
+            return SelfComposed(event=from_dp_accounting(dp_event.event, neighboring=neighboring), count=dp_event.count)
         case dpa.ComposedDpEvent():
-            return Composed(
-                events=tuple(from_dp_accounting(e, neighboring=neighboring) for e in dp_event.events)
-            )
+            return Composed(events=tuple(from_dp_accounting(e, neighboring=neighboring) for e in dp_event.events))
     raise ValueError(f"dp-accounting event not supported: {dp_event!r}")

@@ -1,0 +1,349 @@
+"""The Accountant: a ledger of (event, count) entries, composed heterogeneously, with every route.
+
+Routes (:class:`Method`):
+
+- ``RDP``: add the RDP curves of all entries, convert with the optimal conversion, α continuous.
+- ``PLD``: dp-accounting's pessimistic connect-the-dots PLD of the whole composition.
+- ``EXACT``: a closed-form privacy profile of the whole composition (compositions of Gaussians → GDP;
+  a single event with an exact profile registered in :func:`dplens.accountant.pld.privacy_profile`).
+- ``BEST``: the smallest ε among the routes that support the ledger; every route is an upper bound, so
+  their minimum is too.
+
+The ledger is validated before it changes: :meth:`Accountant.compose` refuses an event that no route
+supports, or whose neighbouring relation differs from the ledger's, and leaves the state untouched.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from dplens.accountant import conversions, pld, rdp
+from dplens.accountant import events as ev
+from dplens.accountant.curves import PrivacyProfile, RdpConversion, RdpCurve, TradeOff
+from dplens.accountant.rdp import UnsupportedEventError
+
+__all__ = ["Accountant", "EpsilonResult", "Method"]
+
+LEDGER_FORMAT_VERSION = 1
+
+
+class Method(enum.Enum):
+    """An accounting route."""
+
+    RDP = "rdp"
+    PLD = "pld"
+    EXACT = "exact"
+    BEST = "best"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpsilonResult:
+    """One accounting answer: (ε, δ), the route that produced it and how.
+
+    ``epsilon`` is an upper bound on the true ε of the ledger at ``delta`` (``is_estimate`` is False
+    for every route here; it exists so reports can carry estimates from other sources labelled).
+    """
+
+    epsilon: float
+    delta: float
+    method: Method
+    details: str
+    optimal_order: float | None = None
+    discretisation: str | None = None
+    is_estimate: bool = False
+    routes: tuple[EpsilonResult, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "method": self.method.value,
+            "details": self.details,
+            "is_estimate": self.is_estimate,
+        }
+        if self.optimal_order is not None and math.isfinite(self.optimal_order):
+            out["optimal_order"] = self.optimal_order
+        if self.discretisation is not None:
+            out["discretisation"] = self.discretisation
+        if self.routes:
+            out["routes"] = [r.to_dict() for r in self.routes]
+        return out
+
+
+def _entry_relation(event: ev.Event) -> ev.NeighboringRelation | None:
+    relation = getattr(event, "neighboring", None)
+    if relation is not None:
+        return relation
+    if isinstance(event, ev.SelfComposed):
+        return _entry_relation(event.event)
+    if isinstance(event, ev.Composed):
+        relations = {_entry_relation(e) for e in event.events} - {None}
+        if len(relations) > 1:
+            raise ValueError(f"events mixes neighbouring relations {sorted(r.value for r in relations)}")
+        return relations.pop() if relations else None
+    return None
+
+
+class Accountant:
+    """A privacy ledger composed across heterogeneous mechanisms.
+
+    Example::
+
+        acc = Accountant().compose(PoissonSampled(sampling_rate=q, event=Gaussian(noise_multiplier=s)), count=T)
+        acc.epsilon(1e-5)                  # best valid route
+        acc.epsilon(1e-5, method=Method.RDP)
+
+    Args:
+        neighboring: the neighbouring relation of the whole ledger; None takes the first event's.
+        value_discretization_interval: PLD grid interval.
+    """
+
+    def __init__(
+        self,
+        *,
+        neighboring: ev.NeighboringRelation | None = None,
+        value_discretization_interval: float = pld.DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+    ) -> None:
+        if neighboring is not None and not isinstance(neighboring, ev.NeighboringRelation):
+            raise ValueError(f"neighboring must be a NeighboringRelation; got {neighboring!r}")
+        self._neighboring = neighboring
+        self._interval = pld._check_interval(value_discretization_interval)
+        self._ledger: list[tuple[ev.Event, int]] = []
+
+    # ---- ledger ---------------------------------------------------------------------------
+
+    @property
+    def neighboring(self) -> ev.NeighboringRelation:
+        return self._neighboring or ev.NeighboringRelation.ADD_OR_REMOVE_ONE
+
+    @property
+    def ledger(self) -> tuple[tuple[ev.Event, int], ...]:
+        return tuple(self._ledger)
+
+    @property
+    def value_discretization_interval(self) -> float:
+        return self._interval
+
+    def supported_methods(self, event: ev.Event) -> list[Method]:
+        """The routes that can interpret ``event`` (dry run: no state changes)."""
+        methods = []
+        try:
+            rdp.rdp_curve(event)
+            methods.append(Method.RDP)
+        except UnsupportedEventError:
+            pass
+        if pld.pld_supports(event, neighboring=_entry_relation(event) or self.neighboring):
+            methods.append(Method.PLD)
+        try:
+            pld.privacy_profile(event)
+            methods.append(Method.EXACT)
+        except UnsupportedEventError:
+            pass
+        return methods
+
+    def compose(self, event: ev.Event, count: int = 1) -> Accountant:
+        """Append ``count`` adaptive runs of ``event``; validated first, so a refusal changes nothing.
+
+        Raises:
+            ValueError: count invalid, neighbouring relation mismatch, or no route supports the event
+                (:class:`UnsupportedEventError`, a ValueError).
+        """
+        if not isinstance(event, ev.Event):
+            raise ValueError(f"event must be an Event; got {event!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"count must be an integer >= 0; got {count!r}")
+        relation = _entry_relation(event)
+        ledger_relation = self._neighboring or (_entry_relation(self._ledger[0][0]) if self._ledger else None)
+        if relation is not None and ledger_relation is not None and relation is not ledger_relation:
+            raise ValueError(
+                f"event neighbouring relation {relation.value!r} differs from the ledger's {ledger_relation.value!r}; "
+                "a composition must be stated under one relation"
+            )
+        if not self.supported_methods(event):
+            raise UnsupportedEventError(f"no accounting route supports event {event!r}")
+        if self._neighboring is None and relation is not None:
+            self._neighboring = relation
+        if count > 0:
+            self._ledger.append((event, count))
+        return self
+
+    # ---- routes ---------------------------------------------------------------------------
+
+    def rdp_curve(self) -> RdpCurve:
+        """The RDP curve of the ledger (sum of the entries' curves)."""
+        total = RdpCurve.zero()
+        for event, count in self._ledger:
+            total = total + rdp.rdp_curve(event) * count
+        return total
+
+    def _composed_event(self) -> ev.Event:
+        parts = tuple(
+            event if count == 1 else ev.SelfComposed(event=event, count=count) for event, count in self._ledger
+        )
+        return parts[0] if len(parts) == 1 else ev.Composed(events=parts)
+
+    def exact_profile(self) -> PrivacyProfile:
+        """The closed-form profile of the whole ledger; :class:`UnsupportedEventError` where none is known."""
+        if not self._ledger:
+            raise UnsupportedEventError("the ledger is empty")
+        return pld.privacy_profile(self._composed_event())
+
+    def pld_profile(self) -> PrivacyProfile:
+        """The pessimistic PLD profile of the ledger (both directions)."""
+        return pld.pld_profile(self._ledger, neighboring=self.neighboring, value_discretization_interval=self._interval)
+
+    def _route_epsilon(self, delta: float, method: Method, conversion: RdpConversion) -> EpsilonResult:
+        if method is Method.RDP:
+            eps, order = self.rdp_curve().epsilon_and_order(delta, conversion=conversion)
+            name = (
+                "Canonne-Kamath-Steinke 2020 Prop. 12"
+                if conversion is RdpConversion.OPTIMAL
+                else "Mironov 2017 Prop. 3"
+            )
+            return EpsilonResult(
+                epsilon=eps,
+                delta=delta,
+                method=method,
+                details=f"RDP, {name}, alpha optimised continuously",
+                optimal_order=order,
+            )
+        if method is Method.PLD:
+            result = pld.pld_epsilon(
+                self._ledger, delta, neighboring=self.neighboring, value_discretization_interval=self._interval
+            )
+            return EpsilonResult(
+                epsilon=result.epsilon,
+                delta=delta,
+                method=method,
+                details=result.method,
+                discretisation=f"value_discretization_interval={self._interval:g}",
+            )
+        if method is Method.EXACT:
+            profile = self.exact_profile()
+            return EpsilonResult(
+                epsilon=profile.epsilon(delta),
+                delta=delta,
+                method=method,
+                details=f"exact privacy profile: {profile.description}",
+                discretisation=profile.discretisation or None,
+            )
+        raise ValueError(f"method must be a Method; got {method!r}")
+
+    def epsilon_result(
+        self, delta: float, *, method: Method = Method.BEST, conversion: RdpConversion = RdpConversion.OPTIMAL
+    ) -> EpsilonResult:
+        """ε at ``delta`` by ``method`` with its provenance (BEST: the minimum over supported routes)."""
+        delta = conversions.check_delta(delta)
+        if not isinstance(method, Method):
+            raise ValueError(f"method must be a Method; got {method!r}")
+        if not self._ledger:
+            return EpsilonResult(epsilon=0.0, delta=delta, method=method, details="empty ledger")
+        if method is not Method.BEST:
+            return self._route_epsilon(delta, method, conversion)
+        routes = self.all_routes(delta)
+        if not routes:
+            raise UnsupportedEventError("no single accounting route supports the whole ledger")
+        best = min(routes, key=lambda r: r.epsilon)
+        return EpsilonResult(
+            epsilon=best.epsilon,
+            delta=delta,
+            method=best.method,
+            details=best.details,
+            optimal_order=best.optimal_order,
+            discretisation=best.discretisation,
+            routes=tuple(routes),
+        )
+
+    def all_routes(self, delta: float) -> list[EpsilonResult]:
+        """ε at ``delta`` by every route that supports the whole ledger."""
+        out = []
+        for method in (Method.RDP, Method.PLD, Method.EXACT):
+            try:
+                out.append(self._route_epsilon(delta, method, RdpConversion.OPTIMAL))
+            except UnsupportedEventError:
+                continue
+        return out
+
+    def epsilon(
+        self, delta: float, *, method: Method = Method.BEST, conversion: RdpConversion = RdpConversion.OPTIMAL
+    ) -> float:
+        """An upper bound on ε at ``delta`` (see :meth:`epsilon_result`)."""
+        return self.epsilon_result(delta, method=method, conversion=conversion).epsilon
+
+    def delta(self, epsilon: float, *, method: Method = Method.BEST) -> float:
+        """An upper bound on δ at ``epsilon`` (BEST: the minimum over supported routes)."""
+        epsilon = conversions.check_epsilon(epsilon)
+        if not isinstance(method, Method):
+            raise ValueError(f"method must be a Method; got {method!r}")
+        if not self._ledger:
+            return 0.0
+        candidates = []
+        for route in (Method.RDP, Method.PLD, Method.EXACT) if method is Method.BEST else (method,):
+            try:
+                if route is Method.RDP:
+                    candidates.append(self.rdp_curve().delta(epsilon))
+                elif route is Method.PLD:
+                    candidates.append(
+                        pld.pld_delta(
+                            self._ledger,
+                            epsilon,
+                            neighboring=self.neighboring,
+                            value_discretization_interval=self._interval,
+                        ).delta
+                    )
+                else:
+                    candidates.append(min(conversions.round_up(self.exact_profile().delta(epsilon)), 1.0))
+            except UnsupportedEventError:
+                if method is not Method.BEST:
+                    raise
+        if not candidates:
+            raise UnsupportedEventError("no single accounting route supports the whole ledger")
+        return min(candidates)
+
+    def trade_off(self) -> TradeOff:
+        """The f-DP trade-off curve of the ledger from its tightest available profile (exact, else PLD)."""
+        try:
+            return self.exact_profile().trade_off()
+        except UnsupportedEventError:
+            return self.pld_profile().trade_off()
+
+    # ---- state ----------------------------------------------------------------------------
+
+    def to_json(self) -> str:
+        """Serialise the ledger so a training run can checkpoint and resume its budget."""
+        return json.dumps(
+            {
+                "format": "dplens-ledger",
+                "version": LEDGER_FORMAT_VERSION,
+                "neighboring": self._neighboring.value if self._neighboring else None,
+                "value_discretization_interval": self._interval,
+                "entries": [{"event": ev.event_to_dict(e), "count": c} for e, c in self._ledger],
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Accountant:
+        """Inverse of :meth:`to_json` (validated: a bad document raises ValueError)."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"ledger is not valid JSON: {err}") from None
+        if not isinstance(data, dict) or data.get("format") != "dplens-ledger":
+            raise ValueError("ledger JSON must have format 'dplens-ledger'")
+        if data.get("version") != LEDGER_FORMAT_VERSION:
+            raise ValueError(f"unsupported ledger version {data.get('version')!r}; expected {LEDGER_FORMAT_VERSION}")
+        relation = data.get("neighboring")
+        acc = cls(
+            neighboring=ev.NeighboringRelation(relation) if relation else None,
+            value_discretization_interval=data.get(
+                "value_discretization_interval", pld.DEFAULT_VALUE_DISCRETIZATION_INTERVAL
+            ),
+        )
+        for entry in data.get("entries", []):
+            acc.compose(ev.event_from_dict(entry["event"]), entry["count"])
+        return acc
