@@ -1,0 +1,255 @@
+"""The ``dplens`` command (see DESIGN.md, "CLI contract").
+
+Errors in the input (a bad spec, a bad flag value) print one line on stderr and exit with status 2:
+no traceback, no partial output file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from dplens import __version__
+from dplens.accountant.calibrate import Direction, calibrate
+from dplens.accountant.compose import Method
+from dplens.accountant.curves import RdpConversion
+from dplens.spec import Spec, load_spec
+
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A user error: reported as one line on stderr, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, not usage + message
+        raise CliError(message)
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1); got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1); got {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0; got {text!r}") from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0; got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}")
+    return value
+
+
+def _fmt(value: float) -> str:
+    return "inf" if math.isinf(value) else f"{value:.6g}"
+
+
+def _emit(payload: dict[str, Any], as_json: bool, text: str) -> None:
+    if as_json:
+        print(json.dumps(payload, sort_keys=True, default=_json_default))
+    else:
+        print(text)
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if hasattr(value, "value"):
+        return value.value
+    if isinstance(value, float) and math.isinf(value):
+        return "Infinity"
+    raise TypeError(f"not JSON serialisable: {value!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# account
+# --------------------------------------------------------------------------------------------
+
+
+def _cmd_account(args: argparse.Namespace) -> int:
+    spec = load_spec(args.spec)
+    acc = spec.accountant()
+    method = Method(args.method)
+    conversion = RdpConversion(args.conversion)
+    if args.delta is not None:
+        result = acc.epsilon_result(args.delta, method=method, conversion=conversion)
+        payload = {
+            "epsilon": result.epsilon,
+            "delta": args.delta,
+            "method": result.method.value,
+            "details": result.details,
+            "neighboring": acc.neighboring.value,
+            "spec_sha256": spec.sha256,
+        }
+        if result.optimal_order is not None and math.isfinite(result.optimal_order):
+            payload["optimal_order"] = result.optimal_order
+        if result.discretisation:
+            payload["discretisation"] = result.discretisation
+        if result.routes:
+            payload["routes"] = [r.to_dict() for r in result.routes]
+        lines = [f"epsilon = {_fmt(result.epsilon)}  (delta = {args.delta:g}, method = {result.method.value})"]
+        lines += [f"  {r.method.value:>5}: epsilon = {_fmt(r.epsilon)}  [{r.details}]" for r in result.routes]
+        lines.append(f"  neighbouring relation: {acc.neighboring.value}; every epsilon above is an upper bound")
+        _emit(payload, args.json, "\n".join(lines))
+    else:
+        delta = acc.delta(args.epsilon, method=method)
+        payload = {
+            "epsilon": args.epsilon,
+            "delta": delta,
+            "method": method.value,
+            "neighboring": acc.neighboring.value,
+            "spec_sha256": spec.sha256,
+        }
+        _emit(payload, args.json, f"delta = {delta:.6g}  (epsilon = {args.epsilon:g}, method = {method.value})")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# calibrate
+# --------------------------------------------------------------------------------------------
+
+# name → (default bracket, direction of ε as the parameter grows, integer?)
+_PARAMS: dict[str, tuple[tuple[float, float], Direction | None, bool]] = {
+    "noise_multiplier": ((0.05, 500.0), Direction.DECREASING, False),
+    "scale": ((1e-3, 1e4), Direction.DECREASING, False),
+    "sigma": ((1e-3, 1e6), Direction.DECREASING, False),
+    "gamma": ((2.5 + 1e-9, 1e15), Direction.DECREASING, False),
+    "steps": ((1, 1e8), Direction.INCREASING, True),
+    "count": ((1, 1e8), Direction.INCREASING, True),
+    "sampling_rate": ((1e-9, 1.0), Direction.INCREASING, False),
+    "epsilon": ((1e-6, 50.0), Direction.INCREASING, False),
+}
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    spec = load_spec(args.spec)
+    known = _PARAMS.get(args.param)
+    if args.bracket is not None:
+        lower, upper = args.bracket
+    elif known is not None:
+        lower, upper = known[0]
+    else:
+        raise ValueError(f"param {args.param!r} has no default bracket; pass --bracket LOW HIGH")
+    direction = known[1] if known else None
+    integer = known[2] if known else False
+    spec.with_param(args.param, int(lower) if integer else lower)  # validates the parameter name early
+
+    def make(value: float):
+        return spec.with_param(args.param, int(value) if integer else float(value)).accountant()
+
+    result = calibrate(
+        make,
+        target_epsilon=args.target_epsilon,
+        target_delta=args.delta,
+        lower=lower,
+        upper=upper,
+        method=Method(args.method) if args.method != "best" else Method.PLD,
+        direction=direction,
+        integer=integer,
+        param=args.param,
+    )
+    payload = result.to_dict() | {"spec_sha256": spec.sha256}
+    text = (
+        f"{args.param} = {result.value:.8g}  gives epsilon = {_fmt(result.epsilon)} <= {args.target_epsilon:g} "
+        f"at delta = {args.delta:g}  [{result.details}]"
+    )
+    _emit(payload, args.json, text)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# demo (until the report layer is wired: the accounting of a built-in DP-SGD example)
+# --------------------------------------------------------------------------------------------
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from dplens.demo import run_demo
+
+    return run_demo(Path(args.output), progress=not args.quiet)
+
+
+# --------------------------------------------------------------------------------------------
+# Parser and entry point
+# --------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="dplens", description="Differential-privacy accounting, auditing and reports.")
+    parser.add_argument("--version", action="version", version=f"dplens {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    methods = [m.value for m in Method]
+    account = sub.add_parser("account", help="epsilon for a delta, or delta for an epsilon")
+    account.add_argument("spec", help="TOML or JSON spec file")
+    target = account.add_mutually_exclusive_group(required=True)
+    target.add_argument("--delta", type=_probability, help="report epsilon at this delta")
+    target.add_argument("--epsilon", type=_non_negative, help="report delta at this epsilon")
+    account.add_argument("--method", choices=methods, default="best")
+    account.add_argument(
+        "--conversion",
+        choices=[c.value for c in RdpConversion],
+        default="optimal",
+        help="RDP to (epsilon, delta) conversion; 'classic' reproduces legacy numbers",
+    )
+    account.add_argument("--json", action="store_true", help="print one JSON object")
+    account.set_defaults(func=_cmd_account)
+
+    cal = sub.add_parser("calibrate", help="smallest noise (or largest budget) meeting a target epsilon")
+    cal.add_argument("spec")
+    cal.add_argument("--param", required=True, help="parameter to calibrate, e.g. noise_multiplier, steps")
+    cal.add_argument("--target-epsilon", type=_non_negative, required=True)
+    cal.add_argument("--delta", type=_probability, required=True)
+    cal.add_argument("--method", choices=methods, default="pld")
+    cal.add_argument("--bracket", type=float, nargs=2, metavar=("LOW", "HIGH"))
+    cal.add_argument("--json", action="store_true")
+    cal.set_defaults(func=_cmd_calibrate)
+
+    demo = sub.add_parser("demo", help="the main job end to end on a built-in example")
+    demo.add_argument("-o", "--output", default="dplens-demo", help="output directory (default: ./dplens-demo)")
+    demo.add_argument("--quiet", action="store_true", help="no progress output")
+    demo.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return int(args.func(args) or 0)
+    except (CliError, ValueError) as err:
+        message = str(err).splitlines()[0] if str(err) else type(err).__name__
+        print(f"dplens: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("dplens: interrupted", file=sys.stderr)
+        return 130
+
+
+def _spec_for(args: argparse.Namespace) -> Spec:  # pragma: no cover - helper for later commands
+    return load_spec(args.spec)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,284 @@
+"""TOML / JSON specs → events, validated with clear errors.
+
+A spec is a list of ``[[mechanism]]`` tables composed in order, an optional ``[claim]`` (the guarantee
+under test in an audit: ``epsilon``, ``delta``) and an optional top-level ``neighboring``. Each mechanism
+table has a ``type`` and that type's parameters; ``count`` / ``steps`` repeat it. Unknown keys, missing
+keys and bad values raise ``ValueError`` naming the key and echoing the value.
+
+Research modules add types by exporting ``SPEC_TYPES = {"name": builder}``; ``builder(table) -> Event``.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib
+import json
+import math
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dplens.accountant import events as ev
+from dplens.accountant.compose import Accountant
+
+__all__ = ["Claim", "Spec", "load_spec", "parse_spec", "spec_types"]
+
+# Modules that may export SPEC_TYPES (imported lazily; a missing one is skipped).
+_EXTENSION_MODULES = (
+    "dplens.accountant.gaussmix",
+    "dplens.accountant.feature_dp",
+    "dplens.accountant.corrdp",
+    "dplens.accountant.bcdp",
+    "dplens.accountant.matrix",
+)
+
+
+def _number(table: dict, key: str, *, type_name: str, integer: bool = False, default: Any = None) -> Any:
+    if key not in table:
+        if default is not None:
+            return default
+        raise ValueError(f"mechanism type {type_name!r} requires parameter {key!r}")
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{key} must be a number; got {value!r} (mechanism type {type_name!r})")
+    if integer:
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError(f"{key} must be an integer; got {value!r} (mechanism type {type_name!r})")
+        value = int(value)
+    elif not math.isfinite(value):
+        raise ValueError(f"{key} must be finite; got {value!r} (mechanism type {type_name!r})")
+    return value
+
+
+def _relation(table: dict, default: ev.NeighboringRelation) -> ev.NeighboringRelation:
+    value = table.get("neighboring", default.value)
+    try:
+        return ev.NeighboringRelation(value)
+    except ValueError:
+        allowed = [r.value for r in ev.NeighboringRelation]
+        raise ValueError(f"neighboring must be one of {allowed}; got {value!r}") from None
+
+
+def _repeat(event: ev.Event, count: int, key: str) -> tuple[ev.Event, int]:
+    if count < 0:
+        raise ValueError(f"{key} must be an integer >= 0; got {count!r}")
+    return event, count
+
+
+def _gaussian(table: dict) -> tuple[ev.Event, int]:
+    relation = _relation(table, ev.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    event = ev.Gaussian(noise_multiplier=_number(table, "noise_multiplier", type_name="gaussian"), neighboring=relation)
+    return _repeat(event, _number(table, "count", type_name="gaussian", integer=True, default=1), "count")
+
+
+def _laplace(table: dict) -> tuple[ev.Event, int]:
+    relation = _relation(table, ev.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    if ("scale" in table) == ("epsilon" in table):
+        raise ValueError("mechanism type 'laplace' requires exactly one of 'scale' or 'epsilon'")
+    if "scale" in table:
+        scale = _number(table, "scale", type_name="laplace")
+    else:
+        eps = _number(table, "epsilon", type_name="laplace")
+        if not eps > 0:
+            raise ValueError(f"epsilon must be > 0; got {eps!r} (mechanism type 'laplace')")
+        scale = 1.0 / eps
+    event = ev.Laplace(noise_multiplier=scale, neighboring=relation)
+    return _repeat(event, _number(table, "count", type_name="laplace", integer=True, default=1), "count")
+
+
+def _randomized_response(table: dict) -> tuple[ev.Event, int]:
+    relation = _relation(table, ev.NeighboringRelation.REPLACE_ONE)
+    event = ev.RandomizedResponse(
+        epsilon=_number(table, "epsilon", type_name="randomized_response"),
+        num_values=_number(table, "num_values", type_name="randomized_response", integer=True, default=2),
+        neighboring=relation,
+    )
+    return _repeat(event, _number(table, "count", type_name="randomized_response", integer=True, default=1), "count")
+
+
+def _poisson_subsampled_gaussian(table: dict) -> tuple[ev.Event, int]:
+    name = "poisson_subsampled_gaussian"
+    relation = _relation(table, ev.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    if relation is ev.NeighboringRelation.REPLACE_ONE:
+        raise ValueError(
+            "neighboring must be 'add_remove' for poisson_subsampled_gaussian; got 'replace_one' "
+            "(Poisson amplification is analysed under add/remove)"
+        )
+    inner = ev.Gaussian(noise_multiplier=_number(table, "noise_multiplier", type_name=name), neighboring=relation)
+    event = ev.PoissonSampled(
+        sampling_rate=_number(table, "sampling_rate", type_name=name), event=inner, neighboring=relation
+    )
+    steps_key = "steps" if "steps" in table or "count" not in table else "count"
+    return _repeat(event, _number(table, steps_key, type_name=name, integer=True, default=1), steps_key)
+
+
+_BUILTIN: dict[str, tuple[Callable[[dict], tuple[ev.Event, int]], frozenset[str]]] = {
+    "gaussian": (_gaussian, frozenset({"noise_multiplier", "count", "neighboring"})),
+    "laplace": (_laplace, frozenset({"scale", "epsilon", "count", "neighboring"})),
+    "randomized_response": (_randomized_response, frozenset({"epsilon", "num_values", "count", "neighboring"})),
+    "poisson_subsampled_gaussian": (
+        _poisson_subsampled_gaussian,
+        frozenset({"noise_multiplier", "sampling_rate", "steps", "count", "neighboring"}),
+    ),
+}
+
+
+def spec_types() -> dict[str, tuple[Callable[[dict], tuple[ev.Event, int]], frozenset[str] | None]]:
+    """All mechanism types: the built-in ones and those exported by research modules."""
+    types: dict[str, tuple[Callable, frozenset[str] | None]] = dict(_BUILTIN)
+    for module_name in _EXTENSION_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for name, builder in getattr(module, "SPEC_TYPES", {}).items():
+            types.setdefault(name, (_wrap_extension(builder), None))
+    return types
+
+
+def _wrap_extension(builder: Callable[[dict], Any]) -> Callable[[dict], tuple[ev.Event, int]]:
+    def build(table: dict) -> tuple[ev.Event, int]:
+        result = builder(table)
+        if isinstance(result, tuple):
+            return result
+        return result, 1
+
+    return build
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    """The guarantee under test in an audit (e.g. a vendor's claim)."""
+
+    epsilon: float
+    delta: float = 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        return {"epsilon": self.epsilon, "delta": self.delta}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Spec:
+    """A parsed, validated spec."""
+
+    mechanisms: tuple[dict[str, Any], ...]
+    claim: Claim | None = None
+    neighboring: ev.NeighboringRelation | None = None
+    sha256: str = ""
+    source: str = ""
+    entries: tuple[tuple[ev.Event, int], ...] = field(default=())
+
+    def accountant(self) -> Accountant:
+        """A fresh Accountant with every mechanism composed in order."""
+        acc = Accountant(neighboring=self.neighboring)
+        for event, count in self.entries:
+            acc.compose(event, count)
+        return acc
+
+    def with_param(self, name: str, value: Any) -> Spec:
+        """A copy with parameter ``name`` set to ``value`` in every mechanism that takes it."""
+        tables = [dict(t) for t in self.mechanisms]
+        types = spec_types()
+        hit = False
+        for table in tables:
+            _, allowed = types[table["type"]]
+            if name in table or (allowed is not None and name in allowed):
+                if name == "steps" and "count" in table and "steps" not in table:
+                    table["count"] = value
+                else:
+                    table[name] = value
+                hit = True
+        if not hit:
+            raise ValueError(f"param {name!r} is not a parameter of any mechanism in the spec")
+        data = {"mechanism": tables}
+        if self.claim is not None:
+            data["claim"] = self.claim.to_dict()
+        if self.neighboring is not None:
+            data["neighboring"] = self.neighboring.value
+        return parse_spec(data, source=self.source)
+
+
+def parse_spec(data: dict[str, Any], *, source: str = "<dict>") -> Spec:
+    """Validate a spec document (already decoded from TOML/JSON)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"spec must be a table/object; got {type(data).__name__}")
+    unknown = set(data) - {"mechanism", "claim", "neighboring", "name", "description"}
+    if unknown:
+        raise ValueError(f"unknown top-level key(s) {sorted(unknown)} in spec {source}")
+    tables = data.get("mechanism")
+    if isinstance(tables, dict):
+        tables = [tables]
+    if not isinstance(tables, list) or not tables:
+        raise ValueError(f"spec {source} needs at least one [[mechanism]] table")
+    neighboring = None
+    if "neighboring" in data:
+        neighboring = _relation(data, ev.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    types = spec_types()
+    entries = []
+    for index, table in enumerate(tables):
+        if not isinstance(table, dict) or "type" not in table:
+            raise ValueError(f"mechanism #{index + 1} in spec {source} needs a 'type'")
+        type_name = table["type"]
+        if type_name not in types:
+            raise ValueError(f"unknown mechanism type {type_name!r}; known types: {sorted(types)}")
+        builder, allowed = types[type_name]
+        params = {k: v for k, v in table.items() if k != "type"}
+        if neighboring is not None and "neighboring" not in params and (allowed is None or "neighboring" in allowed):
+            params["neighboring"] = neighboring.value
+        if allowed is not None:
+            extra = set(params) - allowed
+            if extra:
+                raise ValueError(
+                    f"unknown parameter(s) {sorted(extra)} for mechanism type {type_name!r}; allowed: {sorted(allowed)}"
+                )
+        entries.append(builder(params))
+    claim = None
+    if "claim" in data:
+        raw = data["claim"]
+        if not isinstance(raw, dict) or "epsilon" not in raw:
+            raise ValueError("[claim] must be a table with 'epsilon' (and optionally 'delta')")
+        extra = set(raw) - {"epsilon", "delta"}
+        if extra:
+            raise ValueError(f"unknown key(s) {sorted(extra)} in [claim]")
+        eps, delta = raw["epsilon"], raw.get("delta", 0.0)
+        if isinstance(eps, bool) or not isinstance(eps, int | float) or not (eps >= 0 and math.isfinite(eps)):
+            raise ValueError(f"claim epsilon must be a finite number >= 0; got {eps!r}")
+        if isinstance(delta, bool) or not isinstance(delta, int | float) or not (0 <= delta < 1):
+            raise ValueError(f"claim delta must be in [0, 1); got {delta!r}")
+        claim = Claim(epsilon=float(eps), delta=float(delta))
+    canonical = json.dumps(data, sort_keys=True, default=str).encode()
+    return Spec(
+        mechanisms=tuple(copy.deepcopy(tables)),
+        claim=claim,
+        neighboring=neighboring,
+        sha256=hashlib.sha256(canonical).hexdigest(),
+        source=source,
+        entries=tuple(entries),
+    )
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read a TOML (``.toml``) or JSON (anything else) spec file and validate it."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"spec file not found: {str(path)!r}")
+    raw = path.read_bytes()
+    try:
+        if path.suffix.lower() == ".toml":
+            data = tomllib.loads(raw.decode("utf-8"))
+        else:
+            data = json.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"spec file {str(path)!r} is not valid {path.suffix.lstrip('.') or 'JSON'}: {err}") from None
+    spec = parse_spec(data, source=str(path))
+    return Spec(
+        mechanisms=spec.mechanisms,
+        claim=spec.claim,
+        neighboring=spec.neighboring,
+        sha256=hashlib.sha256(raw).hexdigest(),
+        source=str(path),
+        entries=spec.entries,
+    )
