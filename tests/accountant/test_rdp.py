@@ -1,0 +1,253 @@
+"""RDP of mechanisms: dp-accounting agreement on its order grid, mpmath oracles, pinned values, properties."""
+
+import math
+import warnings
+
+import mpmath
+import numpy as np
+import pytest
+from dp_accounting.rdp import rdp_privacy_accountant as dpa_rdp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dplens.accountant import events as ev
+from dplens.accountant import rdp
+from dplens.accountant.curves import RdpConvergenceWarning
+
+ORDERS = np.array(dpa_rdp.DEFAULT_RDP_ORDERS, dtype=float)
+
+
+def _both_finite_rel(mine, ref, orders=ORDERS):
+    # Where log A = (α − 1)·RDP < 1e-8, float64 cannot resolve 1e-6 relative (the sum is 1 + tiny): those
+    # values are checked against mpmath instead (test_tiny_sampling_rate_against_mpmath).
+    mask = np.isfinite(mine) & np.isfinite(ref) & ((orders - 1) * np.abs(ref) > 1e-8)
+    return np.abs(mine[mask] - ref[mask]) / np.maximum(np.abs(ref[mask]), 1e-300)
+
+
+@pytest.mark.parametrize(
+    ("q", "sigma"),
+    [
+        (0.01, 1.1),
+        (0.01, 4.0),
+        (256 / 60000, 1.1),
+        (0.04, 1.5),
+        (0.1, 2.0),
+        (1e-6, 0.5),
+        (0.5, 0.7),
+        (0.9, 5.0),
+        (1e-3, 0.8),
+        (0.2, 0.5),
+    ],
+)
+def test_poisson_subsampled_gaussian_matches_dp_accounting(q, sigma):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = dpa_rdp._compute_rdp_poisson_subsampled_gaussian(q, sigma, ORDERS)
+        mine = rdp.subsampled_gaussian_rdp(ORDERS, sampling_rate=q, noise_multiplier=sigma)
+        ref_at_ceil = dpa_rdp._compute_rdp_poisson_subsampled_gaussian(q, sigma, np.ceil(ORDERS))
+    # Where dp-accounting's fractional value exceeds its own value at ⌈α⌉ (its |terms| series is loose and
+    # non-monotone there) we return the tighter, still valid, monotone cap; elsewhere the two agree.
+    consistent = ~(ref > ref_at_ceil)
+    assert np.all(_both_finite_rel(mine[consistent], ref[consistent], ORDERS[consistent]) <= 1e-6)
+    resolvable = np.isfinite(ref) & ((ORDERS - 1) * ref > 1e-8)
+    assert np.all(mine[resolvable] <= ref[resolvable] * (1 + 1e-6))
+    assert np.all(np.isfinite(mine))
+
+
+@pytest.mark.parametrize(("q", "sigma"), [(0.01, 1.1), (0.05, 2.0), (0.01, 4.0)])
+def test_without_replacement_matches_dp_accounting(q, sigma):
+    orders = ORDERS[(ORDERS < 40) | (ORDERS == 128)]
+    ref = dpa_rdp._compute_rdp_sample_wor_gaussian(q, sigma, orders)
+    mine = rdp.subsampled_without_replacement_gaussian_rdp(orders, sampling_rate=q, noise_multiplier=sigma)
+    assert np.all(_both_finite_rel(mine, ref, orders) <= 1e-6)
+
+
+@pytest.mark.parametrize("b", [0.1, 0.5, 1.0, 10.0])
+def test_laplace_matches_dp_accounting(b):
+    ref = np.array([dpa_rdp._laplace_rdp(1 / b, a) for a in ORDERS])
+    assert np.all(_both_finite_rel(rdp.laplace_rdp(ORDERS, noise_multiplier=b), ref) <= 1e-9)
+
+
+def test_laplace_kl_limit():
+    # α → 1: ε₀ + e^{−ε₀} − 1 (Mironov 2017 Prop. 6 in the limit).
+    for b in (0.3, 1.0, 5.0):
+        eps0 = 1 / b
+        assert rdp.laplace_rdp(np.array([1 + 1e-10]), noise_multiplier=b)[0] == pytest.approx(
+            eps0 + math.expm1(-eps0), rel=1e-6
+        )
+
+
+@pytest.mark.parametrize(("eps", "k"), [(0.5, 2), (1.0, 2), (2.0, 5), (3.0, 10)])
+def test_randomized_response_matches_dp_accounting(eps, k):
+    p = k / (math.exp(eps) + k - 1)
+    ref = np.array([dpa_rdp._randomized_response_rdp_replace_one(p, k, a) for a in ORDERS])
+    assert np.all(_both_finite_rel(rdp.randomized_response_rdp(ORDERS, epsilon=eps, num_values=k), ref) <= 1e-9)
+
+
+def _mp_log_a(q: float, sigma: float, alpha: float) -> float:
+    """log E_{z∼N(0,σ²)}[((1 − q) + q·exp((2z − 1)/(2σ²)))^α] by mpmath quadrature (MTZ19 §3.3)."""
+    with mpmath.workdps(40):
+        q, sigma, alpha = mpmath.mpf(q), mpmath.mpf(sigma), mpmath.mpf(alpha)
+
+        def integrand(z):
+            base = (1 - q) + q * mpmath.exp((2 * z - 1) / (2 * sigma**2))
+            return mpmath.npdf(z, 0, sigma) * base**alpha
+
+        z0 = sigma**2 * mpmath.log(1 / q - 1) + mpmath.mpf(0.5)
+        points = sorted({-mpmath.inf, -10 * sigma, 0, z0, alpha, 10 * sigma + alpha, mpmath.inf})
+        return float(mpmath.log(mpmath.quad(integrand, points)))
+
+
+@pytest.mark.parametrize(
+    ("q", "sigma", "alpha"),
+    [(1e-5, 0.5, 2.5), (0.01, 1.0, 1.5), (0.01, 1.0, 20.5), (0.5, 3.0, 4.25), (0.1, 10.0, 27.0), (0.001, 1.0, 7.0)],
+)
+def test_subsampled_gaussian_against_mpmath(q, sigma, alpha):
+    expected = _mp_log_a(q, sigma, alpha) / (alpha - 1)
+    got = rdp.subsampled_gaussian_rdp(np.array([alpha]), sampling_rate=q, noise_multiplier=sigma)[0]
+    if float(alpha).is_integer():
+        assert got == pytest.approx(expected, rel=1e-9)
+    else:
+        # The fractional series sums |terms| (as dp-accounting does): an upper bound, a few % loose near α = 1.
+        assert expected * (1 - 1e-9) <= got <= expected * 1.05
+
+
+@pytest.mark.parametrize("alpha", [2.0, 3.0, 8.0, 1.1, 1.5, 10.5])
+def test_tiny_sampling_rate_against_mpmath(alpha):
+    expected = _mp_log_a(1e-6, 0.5, alpha) / (alpha - 1)
+    got = rdp.subsampled_gaussian_rdp(np.array([alpha]), sampling_rate=1e-6, noise_multiplier=0.5)[0]
+    if alpha.is_integer():
+        assert got == pytest.approx(expected, rel=1e-9)  # exact sum, computed as log1p(A − 1)
+    else:
+        assert expected <= got <= expected * 1.005  # |terms| series: an upper bound
+
+
+def test_pinned_values_from_notes():
+    # accounting-anchors.md §5.2 (dp-accounting 0.6.0 values, verified there).
+    alphas = np.array([1.5, 2, 2.5, 3, 4, 8, 16, 32, 64, 256])
+    poisson = [
+        9.8587569680e-05,
+        1.2851008161e-04,
+        1.6215219756e-04,
+        1.9627788992e-04,
+        2.6671831463e-04,
+        5.8407033552e-04,
+        1.6998267278e00,
+        8.4694164337e00,
+        2.1768012866e01,
+        1.0116189429e02,
+    ]
+    wor = [
+        4.5693226931e-04,
+        4.5693226931e-04,
+        6.1697899111e-04,
+        6.9700235202e-04,
+        9.4550281974e-04,
+        2.0421531238e-03,
+        1.7460409811e00,
+        8.4917760202e00,
+        2.1779015202e01,
+        1.0116461251e02,
+    ]
+    got = rdp.subsampled_gaussian_rdp(alphas, sampling_rate=0.01, noise_multiplier=1.1)
+    assert got == pytest.approx(poisson, rel=1e-9)
+    got_wor = rdp.subsampled_without_replacement_gaussian_rdp(alphas, sampling_rate=0.01, noise_multiplier=1.1)
+    assert got_wor == pytest.approx(wor, rel=1e-9)
+    # Closed form at α = 2: log(1 + q²(e^{1/σ²} − 1)).
+    assert got[1] == pytest.approx(math.log1p(0.01**2 * math.expm1(1 / 1.1**2)), rel=1e-10)
+    assert rdp.gaussian_rdp(np.array([10.0]), noise_multiplier=2.0)[0] == 1.25
+
+
+def test_nonconvergent_series_is_reported_and_still_an_upper_bound():
+    # q = 0.1, σ = 1, α = 1.5: the series does not converge (dp-accounting returns ∞ there).
+    with pytest.warns(RdpConvergenceWarning, match="did not converge"):
+        value = rdp.subsampled_gaussian_rdp(np.array([1.5]), sampling_rate=0.1, noise_multiplier=1.0)[0]
+    assert np.isfinite(value)
+    expected = _mp_log_a(0.1, 1.0, 1.5) / 0.5
+    assert value >= expected
+    # The fallback is the convex interpolation of log A between α = 1 and α = 2, i.e. RDP(2).
+    two = rdp.subsampled_gaussian_rdp(np.array([2.0]), sampling_rate=0.1, noise_multiplier=1.0)[0]
+    assert value == pytest.approx(two, rel=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    q=st.floats(1e-4, 0.5),
+    sigma=st.floats(0.5, 8.0),
+    alphas=st.lists(st.floats(1.01, 200.0), min_size=2, max_size=6),
+)
+def test_rdp_curves_non_decreasing_in_alpha(q, sigma, alphas):
+    a = np.sort(np.array(alphas))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RdpConvergenceWarning)
+        for values in (
+            rdp.subsampled_gaussian_rdp(a, sampling_rate=q, noise_multiplier=sigma),
+            rdp.laplace_rdp(a, noise_multiplier=sigma),
+            rdp.randomized_response_rdp(a, epsilon=1 / sigma, num_values=3),
+        ):
+            assert np.all(np.diff(values) >= -1e-9 * np.abs(values[1:]))
+
+
+@settings(max_examples=25, deadline=None)
+@given(q=st.floats(1e-3, 0.3), sigma=st.floats(0.6, 4.0), t1=st.integers(1, 500), t2=st.integers(1, 500))
+def test_composition_adds_rdp(q, sigma, t1, t2):
+    step = ev.PoissonSampled(sampling_rate=q, event=ev.Gaussian(noise_multiplier=sigma))
+    a = np.array([1.5, 2.0, 3.7, 8.0, 32.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RdpConvergenceWarning)
+        composed = rdp.rdp_curve(
+            ev.Composed(events=(ev.SelfComposed(event=step, count=t1), ev.SelfComposed(event=step, count=t2)))
+        )(a)
+        single = rdp.rdp_curve(step)(a)
+    assert composed == pytest.approx((t1 + t2) * single, rel=1e-12)
+
+
+def test_subsampling_never_exceeds_the_unsubsampled_curve():
+    a = np.array([1.1, 2.0, 10.0, 1000.0, 1e6])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RdpConvergenceWarning)
+        sub = rdp.subsampled_gaussian_rdp(a, sampling_rate=0.3, noise_multiplier=1.0)
+    assert np.all(sub <= a / 2 + 1e-12)
+
+
+def test_effective_noise_multiplier_of_composed_inner_gaussians():
+    inner = ev.Composed(events=(ev.Gaussian(noise_multiplier=2.0), ev.Gaussian(noise_multiplier=2.0)))
+    nested = rdp.rdp_curve(ev.PoissonSampled(sampling_rate=0.01, event=inner))
+    direct = rdp.rdp_curve(ev.PoissonSampled(sampling_rate=0.01, event=ev.Gaussian(noise_multiplier=math.sqrt(2))))
+    a = np.array([2.0, 5.5])
+    assert nested(a) == pytest.approx(direct(a), rel=1e-12)
+
+
+def test_unsupported_events_are_refused():
+    with pytest.raises(rdp.UnsupportedEventError):
+        rdp.rdp_curve(ev.PoissonSampled(sampling_rate=0.1, event=ev.Laplace(noise_multiplier=1.0)))
+    with pytest.raises(rdp.UnsupportedEventError, match="replace-one"):
+        rdp.rdp_curve(ev.RandomizedResponse(epsilon=1.0, neighboring=ev.NeighboringRelation.ADD_OR_REMOVE_ONE))
+
+
+@pytest.mark.parametrize("bad_alpha", [1.0, 0.5, -2.0, float("nan")])
+def test_bad_alpha_is_value_error(bad_alpha):
+    with pytest.raises(ValueError, match="alpha"):
+        rdp.gaussian_rdp(np.array([bad_alpha]), noise_multiplier=1.0)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
+def test_bad_sigma_is_value_error(bad):
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        rdp.subsampled_gaussian_rdp(np.array([2.0]), sampling_rate=0.1, noise_multiplier=bad)
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        ev.Gaussian(noise_multiplier=bad)
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.1, 1.5, float("nan")])
+def test_bad_sampling_rate_is_value_error(bad):
+    with pytest.raises(ValueError, match="sampling_rate"):
+        rdp.subsampled_gaussian_rdp(np.array([2.0]), sampling_rate=bad, noise_multiplier=1.0)
+    with pytest.raises(ValueError, match="sampling_rate"):
+        ev.PoissonSampled(sampling_rate=bad, event=ev.Gaussian(noise_multiplier=1.0))
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True])
+def test_bad_count_is_value_error(bad):
+    with pytest.raises(ValueError, match="count"):
+        ev.SelfComposed(event=ev.Gaussian(noise_multiplier=1.0), count=bad)
