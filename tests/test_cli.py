@@ -1,0 +1,151 @@
+"""The dplens command: the CLI contract of DESIGN.md, and bad input → one line on stderr, exit 2."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dplens.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_account_epsilon_json_keys(capsys):
+    code, out, err = run(capsys, "account", str(EXAMPLES / "dp_sgd_mnist.toml"), "--delta", "1e-5", "--json")
+    assert code == 0 and err == ""
+    payload = json.loads(out)
+    assert {"epsilon", "delta", "method"} <= set(payload)
+    assert payload["epsilon"] == pytest.approx(2.3818, rel=5e-3)
+    assert payload["method"] == "pld"
+
+
+def test_account_delta_json(capsys):
+    code, out, _ = run(
+        capsys, "account", str(EXAMPLES / "dp_sgd_mnist.toml"), "--epsilon", "3", "--method", "rdp", "--json"
+    )
+    payload = json.loads(out)
+    assert code == 0 and 0 < payload["delta"] < 1e-5 and payload["epsilon"] == 3
+
+
+def test_account_classic_conversion_reproduces_legacy(tmp_path, capsys):
+    spec = tmp_path / "abadi.toml"
+    spec.write_text(
+        '[[mechanism]]\ntype="poisson_subsampled_gaussian"\nnoise_multiplier=4\nsampling_rate=0.01\nsteps=10000\n'
+    )
+    _, out, _ = run(
+        capsys, "account", str(spec), "--delta", "1e-5", "--method", "rdp", "--conversion", "classic", "--json"
+    )
+    assert round(json.loads(out)["epsilon"], 2) == 1.26
+
+
+def test_calibrate_json_keys_and_no_overshoot(capsys):
+    code, out, _ = run(
+        capsys,
+        "calibrate",
+        str(EXAMPLES / "dp_sgd_mnist.toml"),
+        "--param",
+        "noise_multiplier",
+        "--target-epsilon",
+        "3",
+        "--delta",
+        "1e-5",
+        "--json",
+    )
+    payload = json.loads(out)
+    assert code == 0
+    assert {"param", "value", "epsilon", "delta"} <= set(payload)
+    assert payload["param"] == "noise_multiplier" and payload["epsilon"] <= 3
+    assert payload["value"] == pytest.approx(0.96844, rel=5e-3)
+
+
+def test_calibrate_integer_steps(capsys):
+    code, out, _ = run(
+        capsys,
+        "calibrate",
+        str(EXAMPLES / "dp_sgd_mnist.toml"),
+        "--param",
+        "steps",
+        "--target-epsilon",
+        "1",
+        "--delta",
+        "1e-5",
+        "--method",
+        "rdp",
+        "--json",
+    )
+    payload = json.loads(out)
+    assert code == 0 and isinstance(payload["value"], int) and payload["epsilon"] <= 1
+
+
+def test_heterogeneous_and_laplace_and_rr_types(tmp_path, capsys):
+    code, out, _ = run(capsys, "account", str(EXAMPLES / "heterogeneous.toml"), "--delta", "1e-6", "--json")
+    assert code == 0 and json.loads(out)["epsilon"] == pytest.approx(11.1492, rel=5e-3)
+    spec = tmp_path / "rr.json"
+    spec.write_text(
+        json.dumps({"mechanism": [{"type": "randomized_response", "epsilon": 1.0, "num_values": 3, "count": 2}]})
+    )
+    code, out, _ = run(capsys, "account", str(spec), "--delta", "1e-5", "--json")
+    assert code == 0 and 0 < json.loads(out)["epsilon"] <= 2.0
+
+
+BAD_SPECS = {
+    "unknown_type.toml": '[[mechanism]]\ntype = "gausian"\nnoise_multiplier = 1\n',
+    "negative_sigma.toml": '[[mechanism]]\ntype = "gaussian"\nnoise_multiplier = -1\n',
+    "bad_rate.toml": '[[mechanism]]\ntype="poisson_subsampled_gaussian"\nnoise_multiplier=1\nsampling_rate=2\n',
+    "extra_key.toml": '[[mechanism]]\ntype = "gaussian"\nnoise_multiplier = 1\nsigma = 3\n',
+    "negative_count.toml": '[[mechanism]]\ntype = "gaussian"\nnoise_multiplier = 1\ncount = -4\n',
+    "broken.toml": '[[mechanism]\ntype = "gaussian"\n',
+    "empty.toml": 'name = "nothing"\n',
+    "nan.json": '{"mechanism": [{"type": "gaussian", "noise_multiplier": NaN}]}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_SPECS))
+def test_bad_specs_one_line_exit_2(tmp_path, capsys, name):
+    spec = tmp_path / name
+    spec.write_text(BAD_SPECS[name])
+    code, out, err = run(capsys, "account", str(spec), "--delta", "1e-5", "--json")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("dplens: error:")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["account", "missing.toml", "--delta", "1e-5"],
+        ["account", "{spec}", "--delta", "2"],
+        ["account", "{spec}", "--delta", "nan"],
+        ["account", "{spec}", "--epsilon", "-1"],
+        ["account", "{spec}"],
+        ["calibrate", "{spec}", "--param", "nonexistent", "--target-epsilon", "1", "--delta", "1e-5"],
+        ["calibrate", "{spec}", "--param", "noise_multiplier", "--target-epsilon", "1e-9", "--delta", "1e-5"],
+        ["frobnicate"],
+    ],
+)
+def test_bad_arguments_one_line_exit_2(capsys, argv):
+    argv = [a.replace("{spec}", str(EXAMPLES / "dp_sgd_mnist.toml")) for a in argv]
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("dplens: error:"), err
+
+
+def test_console_script_has_no_traceback(tmp_path):
+    spec = tmp_path / "bad.toml"
+    spec.write_text('[[mechanism]]\ntype = "gaussian"\nnoise_multiplier = 0\n')
+    proc = subprocess.run(
+        [sys.executable, "-m", "dplens.cli", "account", str(spec), "--delta", "1e-5"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "noise_multiplier" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
