@@ -542,7 +542,9 @@ def test_exact_linear_mixing_calibration_smaller():
 def test_events_and_from_noise():
     event = gm.GaussMix.from_noise(k=150, sigma=3.0, row_bound=2.0, lambda_min_bound=7.0)
     assert event.gamma == pytest.approx(4.0)
-    assert event.neighboring is ev.NeighboringRelation.REPLACE_SPECIAL
+    assert event.neighboring is ev.NeighboringRelation.ADD_OR_REMOVE_ONE
+    zero_out = gm.GaussMix(k=3, gamma=2.0, neighboring=ev.NeighboringRelation.REPLACE_SPECIAL)
+    assert ev.event_from_dict(ev.event_to_dict(zero_out)) == zero_out
     assert ev.event_from_dict(ev.event_to_dict(event)) == event
     modified = gm.ModifiedGaussMix(k=10, gamma=30.0, eta=1.5)
     assert ev.event_from_dict(ev.event_to_dict(modified)) == modified

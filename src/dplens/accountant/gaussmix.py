@@ -19,9 +19,11 @@ C_X and a public lower bound λ̄_min ≤ λ_min(XᵀX), the normalised paramete
 - **Beyond the paper:** :func:`gaussmix_privacy_profile` — the exact privacy profile δ(ε) and f-DP
   trade-off curve of the worst-case pair (notes §5 item 12), and calibration through it.
 
-Neighbouring relation: zero-out (one row replaced by 0). GaussMix's output depends on X only
-through XᵀX, so add/remove gives the same output distributions (notes §1.2). Replace-one is not
-covered by the paper.
+Neighbouring relation: the paper's is zero-out (one row replaced by 0). GaussMix's output depends on
+X only through XᵀX, and zeroing a row or removing it leave XᵀX equal, so add/remove gives the same
+output distributions and the same guarantee (notes §1.2). Events therefore default to add/remove
+(so they compose with the other add/remove events) and accept zero-out; replace-one is rejected
+(not covered by the paper).
 """
 
 from __future__ import annotations
@@ -158,13 +160,14 @@ def gamma_from_noise(*, sigma: float, row_bound: float, lambda_min_bound: float 
 class GaussMix(ev.Event):
     """One release of GaussMix ``S X + σ ξ`` with sketch size ``k`` and normalised parameter ``gamma``.
 
-    γ = (σ² + λ̄_min)/C_X² must exceed 1 (seed 004, Lemma 1). Zero-out neighbours (identical output
-    distributions to add/remove, notes §1.2). Build from the raw parameters with :meth:`from_noise`.
+    γ = (σ² + λ̄_min)/C_X² must exceed 1 (seed 004, Lemma 1). Add/remove or zero-out neighbours
+    (identical output distributions, notes §1.2); replace-one raises ``ValueError``. Build from the
+    raw parameters with :meth:`from_noise`.
     """
 
     k: int
     gamma: float
-    neighboring: ev.NeighboringRelation = ev.NeighboringRelation.REPLACE_SPECIAL
+    neighboring: ev.NeighboringRelation = ev.NeighboringRelation.ADD_OR_REMOVE_ONE
 
     def __post_init__(self) -> None:
         _check_k(self.k)
@@ -198,7 +201,7 @@ class ModifiedGaussMix(ev.Event):
     k: int
     gamma: float
     eta: float
-    neighboring: ev.NeighboringRelation = ev.NeighboringRelation.REPLACE_SPECIAL
+    neighboring: ev.NeighboringRelation = ev.NeighboringRelation.ADD_OR_REMOVE_ONE
 
     def __post_init__(self) -> None:
         _check_k(self.k)
@@ -426,20 +429,32 @@ def _log_diff(log_a: np.ndarray, log_b: np.ndarray) -> np.ndarray:
     return np.where((log_b < log_a) & np.isfinite(log_a), out, -np.inf)
 
 
-def _log_delta_remove(eps: np.ndarray, k: float, t: float) -> np.ndarray:
+# Relative accuracy assumed for scipy's chi-square log-tails; the ε solver adds this fraction of the
+# larger tail term to δ, so cancellation in SF(c) − e^ε SF(c′) can never make δ look smaller than it is.
+_TAIL_REL_ERROR = 1e-12
+
+
+def _log_delta_upper(log_a: np.ndarray, log_b: np.ndarray) -> np.ndarray:
+    """log of an upper bound on eᵃ − eᵇ that covers a relative error _TAIL_REL_ERROR in both terms."""
+    return np.logaddexp(_log_diff(log_a, log_b), np.maximum(log_a, log_b) + math.log(2 * _TAIL_REL_ERROR))
+
+
+def _log_delta_remove(eps: np.ndarray, k: float, t: float, *, upper: bool = False) -> np.ndarray:
     # L = t/(2(1−t)) W + (k/2) log(1−t); L > ε ⇔ W > c. Under P: W ~ χ²_k; under Q: W ~ (1−t) χ²_k.
     c_over = (2.0 / t) * (eps - 0.5 * k * math.log1p(-t))  # c / (1 − t)
     c = (1.0 - t) * c_over
-    return _log_diff(stats.chi2.logsf(c, k), eps + stats.chi2.logsf(c_over, k))
+    combine = _log_delta_upper if upper else _log_diff
+    return combine(stats.chi2.logsf(c, k), eps + stats.chi2.logsf(c_over, k))
 
 
-def _log_delta_add(eps: np.ndarray, k: float, s: float) -> np.ndarray:
+def _log_delta_add(eps: np.ndarray, k: float, s: float, *, upper: bool = False) -> np.ndarray:
     # L = −s/(2(1+s)) W + (k/2) log(1+s); L > ε ⇔ W < c′. Under P: W ~ χ²_k; under Q: W ~ (1+s) χ²_k.
     c_over = (2.0 / s) * (0.5 * k * math.log1p(s) - eps)  # c′ / (1 + s)
     with np.errstate(divide="ignore", invalid="ignore"):
         positive = c_over > 0
         c_safe = np.where(positive, c_over, 1.0)
-        out = _log_diff(stats.chi2.logcdf((1.0 + s) * c_safe, k), eps + stats.chi2.logcdf(c_safe, k))
+        combine = _log_delta_upper if upper else _log_diff
+        out = combine(stats.chi2.logcdf((1.0 + s) * c_safe, k), eps + stats.chi2.logcdf(c_safe, k))
     return np.where(positive, out, -np.inf)
 
 
@@ -514,33 +529,16 @@ def exact_delta_add(epsilon: float | np.ndarray, *, k: int | float, s: float) ->
 
 def _profile_delta(eps: np.ndarray, *, k: float, t: float, add: bool) -> np.ndarray:
     eps = np.asarray(eps, dtype=float)
-    log_delta = _log_delta_add(eps, k, t) if add else _log_delta_remove(eps, k, t)
+    # The reported profile is an upper bound: it covers the float error of the tail difference.
+    log_delta = _log_delta_add(eps, k, t, upper=True) if add else _log_delta_remove(eps, k, t, upper=True)
     return np.exp(log_delta)
-
-
-# Relative accuracy assumed for scipy's chi-square log-tails; the ε solver adds this fraction of the
-# larger tail term to δ, so cancellation in SF(c) − e^ε SF(c′) can never make δ look smaller than it is.
-_TAIL_REL_ERROR = 1e-12
-
-
-def _log_delta_upper(log_a: np.ndarray, log_b: np.ndarray) -> np.ndarray:
-    """log of an upper bound on eᵃ − eᵇ that covers a relative error _TAIL_REL_ERROR in both terms."""
-    return np.logaddexp(_log_diff(log_a, log_b), np.maximum(log_a, log_b) + math.log(2 * _TAIL_REL_ERROR))
 
 
 def _exact_log_delta(eps: float, k: float, gamma: float) -> float:
     """log of an upper bound on max(δ_remove, δ_add) at t = s = 1/γ (see _TAIL_REL_ERROR)."""
     u = 1.0 / gamma
-    # remove
-    c_over = (2.0 / u) * (eps - 0.5 * k * math.log1p(-u))
-    log_rem = _log_delta_upper(stats.chi2.logsf((1.0 - u) * c_over, k), eps + stats.chi2.logsf(c_over, k))
-    # add
-    c_over = (2.0 / u) * (0.5 * k * math.log1p(u) - eps)
-    if c_over > 0:
-        log_add = _log_delta_upper(stats.chi2.logcdf((1.0 + u) * c_over, k), eps + stats.chi2.logcdf(c_over, k))
-    else:
-        log_add = -math.inf
-    return float(max(log_rem, log_add))
+    e = np.array([float(eps)])
+    return float(max(_log_delta_remove(e, k, u, upper=True)[0], _log_delta_add(e, k, u, upper=True)[0]))
 
 
 def _exact_epsilon_unchecked(delta: float, k: float, gamma: float) -> float:
