@@ -219,3 +219,31 @@ def test_logistic_mixing_classifies():
         model.release((x, y01 + 1), rng)
     pair = model.worst_case_pair()
     assert pair.data[1][0] == 1 and pair.neighbour[1][0] == 0
+
+
+def test_sampled_worst_case_pair_matches_exact_profile():
+    """Monte Carlo via sample + log_likelihood_ratio on the worst-case pair vs the exact chi-square profile.
+
+    The pair has removal leverage t = 1/(gamma+1) and addition leverage s = 1/gamma (both data sets satisfy
+    the scale bound), so delta_remove(eps; t) and delta_add(eps; s) must match the estimates.
+    """
+    g = mech.GaussMix(k=5, sigma=math.sqrt(2.0), row_bound=1.0, lambda_min_bound=1.0)  # gamma = 3
+    gamma = g.event.gamma
+    pair = g.worst_case_pair()
+    rng = np.random.default_rng(11)
+    n = 400_000
+    out_p = g.sample(pair.data, n, rng)
+    llr_p = g.log_likelihood_ratio(out_p, pair.data, pair.neighbour)
+    out_q = g.sample(pair.neighbour, n, rng)
+    llr_q = g.log_likelihood_ratio(out_q, pair.neighbour, pair.data)
+    for eps in (0.1, 0.4):
+        terms = np.maximum(0.0, -np.expm1(eps - llr_p))  # E_P[(1 - e^{eps - L})_+]
+        exact = float(acc.exact_delta_remove(eps, k=5, t=1 / (gamma + 1)))
+        assert abs(terms.mean() - exact) <= 4 * terms.std() / math.sqrt(n)
+        terms = np.maximum(0.0, -np.expm1(eps - llr_q))
+        exact = float(acc.exact_delta_add(eps, k=5, s=1 / gamma))
+        assert abs(terms.mean() - exact) <= 4 * terms.std() / math.sqrt(n)
+        # the accountant's profile (t = s = 1/gamma) dominates this pair in both directions
+        reported = acc.gaussmix_privacy_profile(g.event).delta(eps)
+        assert float(acc.exact_delta_remove(eps, k=5, t=1 / (gamma + 1))) <= reported
+        assert exact <= reported
