@@ -301,6 +301,16 @@ def kl_divergence(k: int | float, gamma: float) -> float:
     """The α → 1 limit of φ: (k/2)(1/(γ−1) + log(1 − 1/γ)) (notes §2.2), computed without cancellation.
 
     Series form (k/2) Σ_{j≥2} (j−1) u^j / j, u = 1/γ, when u ≤ 1/2.
+
+    Args:
+        k: sketch size, > 0.
+        gamma: γ > 1.
+
+    Returns:
+        KL(N(0,1)^k ‖ N(0, 1 − 1/γ)^k).
+
+    Raises:
+        ValueError: k ≤ 0 or γ ≤ 1.
     """
     k = _check_nonneg("k", k, strict=True)
     gamma = _check_gamma(gamma)
@@ -356,6 +366,12 @@ def gaussmix_rdp_curve(event: GaussMix) -> RdpCurve:
     Composes with other RDP curves by ``+``; ``.epsilon(δ)`` is Proposition 1 (CKS 2020 Prop. 12)
     optimised continuously in α (the optimum is ≈ 0.4γ, in the millions for large γ; notes §5 item 4).
 
+    Args:
+        event: a :class:`GaussMix` event.
+
+    Returns:
+        The :class:`RdpCurve` φ(·; k, γ).
+
     Raises:
         ValueError: if ``event`` is not a :class:`GaussMix`.
     """
@@ -370,6 +386,12 @@ def gaussmix_rdp_curve(event: GaussMix) -> RdpCurve:
 
 def gaussmix_tcdp(event: GaussMix) -> Tcdp:
     """Corollary 1 of seed 004: (k/(2γ²), 2γ/5)-tCDP for γ > 5/2.
+
+    Args:
+        event: a :class:`GaussMix` event with γ > 5/2.
+
+    Returns:
+        :class:`Tcdp` with ρ = k/(2γ²), ω = 2γ/5.
 
     Raises:
         ValueError: if γ ≤ 5/2 (the corollary does not apply).
@@ -392,6 +414,15 @@ def gaussmix_epsilon(
     RDP route: Proposition 1 of seed 004 (= CKS 2020 Prop. 12; ``conversion=CLASSIC`` gives the
     Mironov 2017 conversion the repo notebook also plots). EXACT route: :func:`exact_epsilon`.
 
+    Args:
+        event: a :class:`GaussMix` event.
+        delta: δ ∈ (0, 1).
+        route: :class:`AccountingRoute`.
+        conversion: RDP → DP theorem (RDP route only).
+
+    Returns:
+        ε, an upper bound.
+
     Raises:
         ValueError: on a bad event, δ ∉ (0, 1) or a non-enum option.
     """
@@ -409,6 +440,17 @@ def sheffet2019_epsilon(*, k: int, gamma: float, delta: float) -> float:
     """The Sheffet 2019 (Theorem 2) baseline as quoted by seed 004 §4: 2√(2k log(4/δ))/γ + 2 log(4/δ)/γ.
 
     Not checked against Sheffet's original [notes §8, UNSURE]; used only as the comparison curve.
+
+    Args:
+        k: sketch size ≥ 1.
+        gamma: γ > 1.
+        delta: δ ∈ (0, 1).
+
+    Returns:
+        The quoted bound (rounded up).
+
+    Raises:
+        ValueError: on bad arguments.
     """
     k = _check_k(k)
     gamma = _check_gamma(gamma)
@@ -570,6 +612,15 @@ def exact_epsilon(delta: float, *, k: int | float, gamma: float) -> float:
     leverage (checked numerically in the tests), so this is the exact (ε, δ) of the worst case. It
     is never larger than the Proposition 1 ε (any RDP conversion of the exact divergence is looser).
 
+    Args:
+        delta: δ ∈ (0, 1).
+        k: sketch size, > 0.
+        gamma: γ > 1.
+
+    Returns:
+        ε (rounded up; the profile is evaluated with a margin covering the float error of the tail
+        difference).
+
     Raises:
         ValueError: δ ∉ (0, 1), k ≤ 0, γ ≤ 1.
     """
@@ -619,6 +670,15 @@ def gaussmix_trade_off(event: GaussMix) -> TradeOff:
     T(P, Q)(α) = SF_k(F_k⁻¹(α)/(1−t)); for the add pair (1+s instead of 1−t)
     T(α) = F_k(SF_k⁻¹(α)/(1+s)). The curve returned is the pointwise minimum of both directions and
     their inverses (T(Q, P) = T(P, Q)⁻¹), with t = s = 1/γ: a valid f for the mechanism.
+
+    Args:
+        event: a :class:`GaussMix` event.
+
+    Returns:
+        A :class:`TradeOff`.
+
+    Raises:
+        ValueError: if ``event`` is not a :class:`GaussMix`.
     """
     if not isinstance(event, GaussMix):
         raise ValueError(f"event must be a GaussMix; got {event!r}")
@@ -636,6 +696,12 @@ def gaussmix_privacy_profile(event: GaussMix) -> PrivacyProfile:
     Lemma 1 allows (it is attained in the paper's tightness example); s = 1/γ is the largest
     addition leverage when the scale bound holds for the smaller data set, as in the proof of
     Lemma 1. δ(ε) is monotone in the leverage (tests), so the worst case is at the bound.
+
+    Args:
+        event: a :class:`GaussMix` event.
+
+    Returns:
+        A :class:`PrivacyProfile` (δ values are upper bounds).
 
     Raises:
         ValueError: if ``event`` is not a :class:`GaussMix`.
@@ -789,6 +855,15 @@ def calibrate_gamma(
     The returned γ never undershoots: ε(γ) ≤ target is checked at the returned value. Multiply by
     C_X² to get the required σ² + λ̄_min (Figure 1's y-axis).
 
+    Args:
+        epsilon: target ε > 0.
+        delta: δ ∈ (0, 1).
+        k: sketch size ≥ 1.
+        route: :class:`AccountingRoute`.
+
+    Returns:
+        The smallest feasible γ (to ~1e-14 relative), on the feasible side.
+
     Raises:
         ValueError: on bad arguments.
     """
@@ -820,6 +895,17 @@ def calibrate_gamma_linear_mixing(
     ``eta_factor=1`` is the paper; ``eta_factor=2`` reproduces the public code's units (C² = 2 folded
     into η; notes §6). ε̃ decreases in γ, so bisection finds the boundary; the returned γ is checked
     to satisfy the target. If γ → 5/2⁺ already satisfies it, the next float above 5/2 is returned.
+
+    Args:
+        epsilon: target ε > 0.
+        delta: δ ∈ (0, 1).
+        k: sketch size ≥ 1.
+        route: :class:`AccountingRoute` for the GaussMix term.
+        eta_factor: η = eta_factor · γ/√k.
+        gaussian_rule: :class:`GaussianTermRule` for the λ_min term.
+
+    Returns:
+        The smallest feasible γ > 5/2, on the feasible side.
 
     Raises:
         ValueError: on bad arguments.
@@ -882,6 +968,17 @@ def modified_gaussmix_privacy_profile(
 
     Not the exact profile of a single pair; a valid (ε, δ) curve. Compose it under basic
     composition only (it is not RDP).
+
+    Args:
+        event: a :class:`ModifiedGaussMix` event.
+        route: :class:`AccountingRoute` for the GaussMix term.
+        gaussian_rule: :class:`GaussianTermRule` for the λ_min term.
+
+    Returns:
+        A :class:`PrivacyProfile` with ``epsilon_for_delta`` = ε̃(δ).
+
+    Raises:
+        ValueError: if ``event`` is not a :class:`ModifiedGaussMix`.
     """
     if not isinstance(event, ModifiedGaussMix):
         raise ValueError(f"event must be a ModifiedGaussMix; got {event!r}")
@@ -935,6 +1032,13 @@ class PerInstanceDivergence:
 
 def ridge_leverage(data: np.ndarray, *, sigma: float) -> np.ndarray:
     """tᵢ = xᵢᵀ(XᵀX + σ²I)⁻¹xᵢ for every row (ridge leverage scores, ridge parameter σ²).
+
+    Args:
+        data: the n×d matrix X.
+        sigma: σ ≥ 0.
+
+    Returns:
+        The n leverages.
 
     Raises:
         ValueError: data not a finite 2-D array, or σ² = 0 with a singular XᵀX.
