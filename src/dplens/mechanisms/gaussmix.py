@@ -149,13 +149,36 @@ class GaussMix:
         return x.T @ x + self.sigma**2 * np.eye(x.shape[1])
 
     def release(self, data: Any, rng: np.random.Generator) -> np.ndarray:
-        """One output S X + σ ξ (k×d). S is drawn in blocks and discarded."""
+        """One output S X + σ ξ (k×d). S is drawn in blocks and discarded.
+
+        Args:
+            data: X (n×d), rows of norm ≤ C_X (or clipped when ``clip``).
+            rng: the randomness source.
+
+        Returns:
+            The k×d release.
+
+        Raises:
+            ValueError: on invalid data (see :meth:`prepare`) or a non-Generator rng.
+        """
         rng = check_rng(rng)
         x = self.prepare(data)
         return _sketch(x, self.k, rng) + self.sigma * rng.standard_normal((self.k, x.shape[1]))
 
     def sample(self, data: Any, n: int, rng: np.random.Generator) -> np.ndarray:
-        """n outputs, shape (n, k, d): rows i.i.d. N(0, XᵀX + σ²I) (paper App. B)."""
+        """n outputs, shape (n, k, d): rows i.i.d. N(0, XᵀX + σ²I) (paper App. B).
+
+        Args:
+            data: X (n×d).
+            n: number of outputs ≥ 1.
+            rng: the randomness source.
+
+        Returns:
+            Array of shape (n, k, d), distributed as n independent :meth:`release` outputs.
+
+        Raises:
+            ValueError: on invalid data, n < 1 or a non-Generator rng.
+        """
         rng = check_rng(rng)
         n = check_count(n)
         cov = self.covariance(data)
@@ -374,7 +397,18 @@ class LinearMixing:
         return np.column_stack([x, y])
 
     def release(self, data: Any, rng: np.random.Generator) -> np.ndarray:
-        """θ_Lin (length d) for data (X, y)."""
+        """θ_Lin (length d) for data (X, y).
+
+        Args:
+            data: the pair (X, y).
+            rng: the randomness source.
+
+        Returns:
+            θ_Lin, shape (d,).
+
+        Raises:
+            ValueError: on invalid data (see :meth:`concatenate`).
+        """
         a = self.concatenate(data)
         return _solve_sketched(self._inner.release(a, rng), a.shape[1] - 1)
 
@@ -400,6 +434,15 @@ def quadratic_logistic_surrogate(q: float = 6.0) -> tuple[float, float, float]:
 
     Nodes 0, ±Q√3/2. b1 = 1/2 exactly (−log(1+e^{−s}) = s/2 − log(2cosh(s/2))); Q = 6 gives
     b2 = −0.0707574661, −b1/(2b2) = 3.5331960549 (notes §3).
+
+    Args:
+        q: half-width Q > 0 of the interpolation interval.
+
+    Returns:
+        (b0, b1, b2).
+
+    Raises:
+        ValueError: Q ≤ 0.
     """
     q = _check_positive("q", q)
     h = q * math.sqrt(3.0) / 2.0
