@@ -524,6 +524,26 @@ def test_exact_calibration_gives_less_noise(k, delta, eps):
     assert gm.gaussmix_epsilon(gm.GaussMix(k=k, gamma=g_rdp), delta) <= eps
 
 
+@settings(max_examples=6, deadline=None)
+@given(
+    k=st.integers(min_value=1, max_value=500),
+    log_eps=st.floats(min_value=math.log(0.05), max_value=math.log(10.0)),
+    log_delta=st.floats(min_value=math.log(1e-10), max_value=math.log(1e-3)),
+)
+def test_exact_calibration_smaller_property(k, log_eps, log_delta):
+    eps, delta = math.exp(log_eps), math.exp(log_delta)
+    g_exact = gm.calibrate_gamma(eps, delta, k=k, route=gm.AccountingRoute.EXACT)
+    g_rdp = gm.calibrate_gamma(eps, delta, k=k)
+    assert g_exact <= g_rdp
+    assert gm.exact_epsilon(delta, k=k, gamma=g_exact) <= eps
+
+
+def test_events_normalise_numpy_scalars():
+    event = gm.GaussMix(k=np.int64(5), gamma=np.float64(3.0))
+    assert type(event.k) is int and type(event.gamma) is float
+    assert ev.event_from_dict(ev.event_to_dict(event)) == event
+
+
 def test_exact_linear_mixing_calibration_smaller():
     g_rdp = gm.calibrate_gamma_linear_mixing(1.0, 1e-8, k=150)
     g_exact = gm.calibrate_gamma_linear_mixing(1.0, 1e-8, k=150, route=gm.AccountingRoute.EXACT)

@@ -170,8 +170,8 @@ class GaussMix(ev.Event):
     neighboring: ev.NeighboringRelation = ev.NeighboringRelation.ADD_OR_REMOVE_ONE
 
     def __post_init__(self) -> None:
-        _check_k(self.k)
-        _check_gamma(self.gamma)
+        object.__setattr__(self, "k", _check_k(self.k))
+        object.__setattr__(self, "gamma", _check_gamma(self.gamma))
         if self.neighboring is ev.NeighboringRelation.REPLACE_ONE:
             raise ValueError(
                 f"neighboring must be zero-out or add/remove (replace-one is not covered); got {self.neighboring!r}"
@@ -204,9 +204,9 @@ class ModifiedGaussMix(ev.Event):
     neighboring: ev.NeighboringRelation = ev.NeighboringRelation.ADD_OR_REMOVE_ONE
 
     def __post_init__(self) -> None:
-        _check_k(self.k)
-        _check_gamma(self.gamma, minimum=GAMMA_MIN_THEOREM1)
-        _check_nonneg("eta", self.eta, strict=True)
+        object.__setattr__(self, "k", _check_k(self.k))
+        object.__setattr__(self, "gamma", _check_gamma(self.gamma, minimum=GAMMA_MIN_THEOREM1))
+        object.__setattr__(self, "eta", _check_nonneg("eta", self.eta, strict=True))
         if self.neighboring is ev.NeighboringRelation.REPLACE_ONE:
             raise ValueError(
                 f"neighboring must be zero-out or add/remove (replace-one is not covered); got {self.neighboring!r}"
