@@ -590,6 +590,13 @@ def test_modified_gaussmix_profile():
     delta = profile.delta(1.4)
     assert 0 < delta < 1e-8
     assert gm.theorem1_epsilon(eta=event.eta, gamma=100.0, k=150, delta=delta).epsilon <= 1.4
+    # vectorised queries (grid path) are pessimistic by at most one grid step and still valid
+    eps_grid = np.array([1.2, 1.3, 1.4, 1.6, 2.0, 3.0])
+    deltas = profile.deltas(eps_grid)
+    assert np.all(np.diff(deltas) <= 0)
+    assert delta <= deltas[2] <= delta * 1.2
+    for e, d in zip(eps_grid, deltas, strict=True):
+        assert gm.theorem1_epsilon(eta=event.eta, gamma=100.0, k=150, delta=min(d, 0.999)).epsilon <= e
 
 
 def test_spec_types():
