@@ -103,7 +103,7 @@ def _solve(
     def gap(x: float) -> float:
         return min(epsilon_of(x), _EPS_CAP) - target
 
-    root = optimize.brentq(gap, min(safe, unsafe), max(safe, unsafe), xtol=xtol, rtol=1e-15, maxiter=200)
+    root = optimize.brentq(gap, min(safe, unsafe), max(safe, unsafe), xtol=xtol, rtol=1e-12, maxiter=500)
     if gap(root) <= 0:
         return root
     toward_safe = math.copysign(xtol, safe - unsafe)
@@ -171,7 +171,9 @@ def calibrate(
         raise ValueError(f"lower must be < upper; got lower={lower!r}, upper={upper!r}")
     if integer:
         lower, upper = float(math.ceil(lower)), float(math.floor(upper))
-    tol = xtol if xtol is not None else (1.0 if integer else max(abs(upper), 1.0) * 1e-9)
+    # The default tolerance is relative to the smaller end of the bracket, so wide brackets (γ up to 1e15) still
+    # resolve the answer to ~1e-10 relative (Brent's rtol below does the rest).
+    tol = xtol if xtol is not None else (1.0 if integer else max(min(abs(lower), abs(upper)), 1e-12) * 1e-10)
 
     def route_epsilon(x: float, route: Method, interval: float | None = None) -> float:
         acc = make_accountant(int(x) if integer else x)

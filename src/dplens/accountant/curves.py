@@ -54,12 +54,13 @@ def check_alpha(alpha: float | np.ndarray) -> np.ndarray:
 
 # The continuous search over α: a log grid on α − 1, extended by decades while the minimum sits at
 # the upper edge (GaussMix needs α in the millions), then zoomed in with vectorised rounds.
-_GRID_LOW = 1e-3  # smallest α − 1 tried
-_GRID_FIRST_UPPER = 1e3
+_GRID_LOW = 1e-3  # smallest α − 1 ever tried
+_GRID_FIRST_LOW = 1e-2  # the first grid; extended towards _GRID_LOW only if the minimum sits at its lower edge
+_GRID_FIRST_UPPER = 256.0
 _GRID_CEILING = 1e10
 _GRID_POINTS = 48
 _ZOOM_POINTS = 16
-_ZOOM_ROUNDS = 9
+_ZOOM_ROUNDS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,9 +168,9 @@ class RdpCurve:
 
         if self.integer_only:
             return self._minimise_integer(evaluate, upper_cap)
-        log_lo = math.log(_GRID_LOW)
         upper = min(_GRID_FIRST_UPPER, upper_cap)
-        t = np.linspace(log_lo, math.log(upper - 1.0), _GRID_POINTS)
+        lower = min(_GRID_FIRST_LOW, (upper - 1.0) / 10)
+        t = np.linspace(math.log(lower), math.log(upper - 1.0), _GRID_POINTS)
         values = evaluate(1.0 + np.exp(t))
         while int(np.argmin(values)) == t.size - 1 and upper < upper_cap and np.isfinite(values[-1]):
             new_upper = min(upper * 1e3, upper_cap)
@@ -177,24 +178,52 @@ class RdpCurve:
             t = np.concatenate([t, t_new])
             values = np.concatenate([values, evaluate(1.0 + np.exp(t_new))])
             upper = new_upper
+        if int(np.argmin(values)) == 0 and lower > _GRID_LOW:
+            t_new = np.linspace(math.log(_GRID_LOW), math.log(lower), _GRID_POINTS // 4 + 1)[:-1]
+            t = np.concatenate([t_new, t])
+            values = np.concatenate([evaluate(1.0 + np.exp(t_new)), values])
         best = int(np.argmin(values))
         best_value, best_t = float(values[best]), float(t[best])
         if not math.isfinite(best_value):
             return math.inf, math.nan
         lo_t = t[max(best - 1, 0)]
         hi_t = t[min(best + 1, t.size - 1)]
+        centre, half_width = 0.5 * (lo_t + hi_t), 0.5 * (hi_t - lo_t)
+        standard_half_width, narrow = half_width, False
         for _ in range(_ZOOM_ROUNDS):
-            probe = np.linspace(lo_t, hi_t, _ZOOM_POINTS + 2)[1:-1]
+            probe = np.linspace(centre - half_width, centre + half_width, _ZOOM_POINTS + 2)[1:-1]
             probe_values = evaluate(1.0 + np.exp(probe))
             i = int(np.argmin(probe_values))
             gain = best_value - float(probe_values[i])
+            step = 2 * half_width / (_ZOOM_POINTS + 1)
             if gain > 0:
                 best_value, best_t = float(probe_values[i]), float(probe[i])
-            step = (hi_t - lo_t) / (_ZOOM_POINTS + 1)
-            lo_t, hi_t = best_t - step, best_t + step
-            # Near a smooth minimum the gain shrinks geometrically; stop once it is below float noise.
-            if step < 1e-12 or 0 <= gain < 1e-13 * max(abs(best_value), 1.0):
+            interior = 0 < i < probe.size - 1
+            # Near a bracketed smooth minimum the gain shrinks geometrically; stop once it is below float noise.
+            if step < 1e-12 or (interior and 0 < gain < 1e-11 * max(abs(best_value), 1.0)):
                 break
+            if gain > 0 and not interior:
+                # The best probe is at the window's edge: the minimum lies beyond it, so move the window.
+                centre, half_width, narrow = best_t, max(half_width, standard_half_width), False
+                continue
+            if gain <= 0:
+                # No improvement: the minimum is within ±step of the best point (or, after a narrowed round,
+                # within the last standard bracket): zoom around it in the standard way.
+                centre = best_t
+                half_width = standard_half_width if narrow else step
+                standard_half_width, narrow = half_width, False
+                continue
+            # Centre the next round on the vertex of the parabola through the three points around the best
+            # one (a smooth minimum is locally quadratic) with a narrower bracket. Any α is a valid bound,
+            # so a poor vertex only costs a round, never soundness.
+            centre, half_width, narrow = best_t, step, False
+            if 0 < i < probe.size - 1 and np.all(np.isfinite(probe_values[i - 1 : i + 2])):
+                y0, y1, y2 = probe_values[i - 1 : i + 2]
+                curvature = y0 - 2 * y1 + y2
+                if curvature > 0:
+                    centre = probe[i] + 0.5 * step * (y0 - y2) / curvature
+                    half_width, narrow = step / 4, True
+            standard_half_width = step
         return best_value, 1.0 + math.exp(best_t)
 
     def _minimise_integer(self, evaluate: Callable[[np.ndarray], np.ndarray], upper_cap: float) -> tuple[float, float]:
@@ -230,14 +259,26 @@ class RdpCurve:
             raise ValueError(f"conversion must be an RdpConversion; got {conversion!r}")
         if not self.terms:
             return 0.0, math.nan
-        if conversion is RdpConversion.OPTIMAL:
-            near_one = self(np.array([1.0 + _GRID_LOW]))
-            if conversions.rdp_tv_shortcut(near_one, delta):
-                return 0.0, math.nan
-            to_eps = conversions.rdp_to_epsilon_optimal
-        else:
-            to_eps = conversions.rdp_to_epsilon_classic
-        value, alpha = self._minimise(lambda a: to_eps(self(a), a, delta))
+        to_eps = (
+            conversions.rdp_to_epsilon_optimal
+            if conversion is RdpConversion.OPTIMAL
+            else conversions.rdp_to_epsilon_classic
+        )
+        rdp_seen: list[np.ndarray] = []
+
+        def objective(a: np.ndarray) -> np.ndarray:
+            values = self(a)
+            rdp_seen.append(values)
+            return to_eps(values, a, delta)
+
+        value, alpha = self._minimise(objective)
+        # KL ≤ r(α) for every α, so the smallest RDP value seen bounds KL: the TV shortcut (ε = 0) is valid.
+        if (
+            conversion is RdpConversion.OPTIMAL
+            and rdp_seen
+            and conversions.rdp_tv_shortcut(np.concatenate(rdp_seen), delta)
+        ):
+            return 0.0, math.nan
         return conversions.round_up(max(value, 0.0)), alpha
 
     def epsilon(self, delta: float, *, conversion: RdpConversion = RdpConversion.OPTIMAL) -> float:
@@ -249,13 +290,21 @@ class RdpCurve:
         epsilon = conversions.check_epsilon(epsilon)
         if not self.terms:
             return 0.0, math.nan
-        log_delta, alpha = self._minimise(lambda a: conversions.rdp_to_log_delta_optimal(self(a), a, epsilon))
+        rdp_seen: list[np.ndarray] = []
+
+        def objective(a: np.ndarray) -> np.ndarray:
+            values = self(a)
+            rdp_seen.append(values)
+            return conversions.rdp_to_log_delta_optimal(values, a, epsilon)
+
+        log_delta, alpha = self._minimise(objective)
         # Bretagnolle–Huber: δ ≤ TV ≤ √(1 − e^{−KL}), and KL ≤ r(α) for every α > 1.
-        near_one = float(self(np.array([1.0 + _GRID_LOW]))[0])
-        if math.isfinite(near_one):
-            log_tv = 0.5 * math.log(-math.expm1(-max(near_one, 1e-300)))
+        seen = np.concatenate(rdp_seen) if rdp_seen else np.array([np.inf])
+        smallest = float(np.min(seen))
+        if math.isfinite(smallest):
+            log_tv = 0.5 * math.log(-math.expm1(-max(smallest, 1e-300)))
             if log_tv < log_delta:
-                log_delta, alpha = log_tv, 1.0 + _GRID_LOW
+                log_delta, alpha = log_tv, math.nan
         if not math.isfinite(log_delta) and log_delta > 0:
             return 1.0, alpha
         return min(conversions.round_up(math.exp(min(log_delta, 0.0))), 1.0), alpha

@@ -142,15 +142,21 @@ def _log_a_integer(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray:
     weights sum to one, A_α − 1 = Σ_{i≥2} C(α,i) qⁱ (1−q)^{α−i} expm1((i² − i)/(2σ²)), a sum of positive terms;
     log A_α = log1p(A_α − 1) then keeps full relative precision even when A_α − 1 ~ 1e-15 (tiny q).
     """
-    a_max = int(alphas.max())
-    i = np.arange(2, a_max + 1, dtype=float)[None, :]
-    a = alphas[:, None]
+    unique, inverse = np.unique(alphas, return_inverse=True)
+    a_max = int(unique.max())
+    log_gamma = special.gammaln(np.arange(a_max + 2, dtype=float))  # log Γ(n) for n = 0..a_max+1; log n! = [n+1]
+    i_int = np.arange(2, a_max + 1)
+    a_int = unique.astype(int)[:, None]
+    i = i_int.astype(float)[None, :]
     c = (i * i - i) / (2 * sigma**2)
     with np.errstate(divide="ignore"):
         log_expm1 = np.where(c > 30.0, c + np.log1p(-np.exp(-c)), np.log(np.expm1(np.minimum(c, 30.0))))
-    log_terms = _log_comb(a, i) + i * math.log(q) + (a - i) * math.log1p(-q) + log_expm1
-    log_terms = np.where(i <= a, log_terms, -np.inf)
-    return np.logaddexp(0.0, _logsumexp(log_terms, axis=1))
+    valid = i_int[None, :] <= a_int
+    diff = np.where(valid, a_int - i_int[None, :], 0)
+    log_comb = log_gamma[a_int + 1] - log_gamma[i_int + 1][None, :] - log_gamma[diff + 1]
+    log_terms = log_comb + i * math.log(q) + (a_int - i) * math.log1p(-q) + log_expm1
+    log_terms = np.where(valid, log_terms, -np.inf)
+    return np.logaddexp(0.0, _logsumexp(log_terms, axis=1))[inverse]
 
 
 def _log_a_fractional(q: float, sigma: float, alphas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
