@@ -191,6 +191,50 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# reproduce
+# --------------------------------------------------------------------------------------------
+
+#: reproduction name → module (each exposes run(out_dir, *, quick=False) -> list[Path])
+REPRODUCTIONS: dict[str, str] = {
+    "gaussmix": "dplens.reproductions.gaussmix",
+    "feature-dp": "dplens.reproductions.feature_dp",
+    "corrdp": "dplens.reproductions.corrdp",
+    "bcdp": "dplens.reproductions.bcdp",
+    "dp-ftrl": "dplens.reproductions.dp_ftrl",
+}
+
+
+def _available_reproductions() -> dict[str, Any]:
+    import importlib
+
+    out = {}
+    for name, module_name in REPRODUCTIONS.items():
+        try:
+            out[name] = importlib.import_module(module_name)
+        except ImportError:
+            continue
+    return out
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from dplens.reproductions import write_index
+
+    available = _available_reproductions()
+    if args.name != "all" and args.name not in available:
+        raise ValueError(f"unknown reproduction {args.name!r}; available: {sorted(available)} or 'all'")
+    names = sorted(available) if args.name == "all" else [args.name]
+    root = Path(args.output)
+    for name in names:
+        print(f"[reproduce] {name} ...", flush=True)
+        written = available[name].run(root / name, quick=args.quick)
+        print(f"[reproduce] {name}: {len(written)} files in {(root / name).resolve()}", flush=True)
+    if args.name == "all":
+        index = write_index(root, names)
+        print(f"[reproduce] index: {index.resolve()}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
 # Parser and entry point
 # --------------------------------------------------------------------------------------------
 
@@ -230,6 +274,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("-o", "--output", default="dplens-demo", help="output directory (default: ./dplens-demo)")
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     demo.set_defaults(func=_cmd_demo)
+
+    rep = sub.add_parser("reproduce", help="regenerate the papers' reproductions under reports/")
+    rep.add_argument("name", nargs="?", default="all", help="a reproduction name, or 'all' (default)")
+    rep.add_argument("-o", "--output", default="reports", help="output root (default: ./reports)")
+    rep.add_argument("--quick", action="store_true", help="fewer seeds / smaller grids (for smoke tests)")
+    rep.set_defaults(func=_cmd_reproduce)
     return parser
 
 

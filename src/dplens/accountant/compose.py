@@ -88,6 +88,21 @@ def _entry_relation(event: ev.Event) -> ev.NeighboringRelation | None:
     return None
 
 
+def _pure_epsilon(event: ev.Event) -> float:
+    match event:
+        case ev.NoOp():
+            return 0.0
+        case ev.Laplace():
+            return 1.0 / event.noise_multiplier
+        case ev.RandomizedResponse():
+            return event.epsilon
+        case ev.SelfComposed():
+            return event.count * _pure_epsilon(event.event) if event.count else 0.0
+        case ev.Composed():
+            return sum(_pure_epsilon(e) for e in event.events)
+    return math.inf
+
+
 class Accountant:
     """A privacy ledger composed across heterogeneous mechanisms.
 
@@ -303,6 +318,13 @@ class Accountant:
         if not candidates:
             raise UnsupportedEventError("no single accounting route supports the whole ledger")
         return min(candidates)
+
+    def pure_epsilon(self) -> float:
+        """ε of (ε, 0)-DP for the ledger by basic composition (Dwork et al. 2006): Σ count·ε₀ over entries.
+
+        Laplace has ε₀ = 1/b, randomized response its ε; anything without a pure-DP guarantee gives ∞.
+        """
+        return conversions.round_up(sum(count * _pure_epsilon(event) for event, count in self._ledger))
 
     def trade_off(self) -> TradeOff:
         """The f-DP trade-off curve of the ledger from its tightest available profile (exact, else PLD)."""
