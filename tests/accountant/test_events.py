@@ -1,9 +1,14 @@
 """Events: validation, serialisation, dp-accounting interoperability."""
 
 import dp_accounting as dpa
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dplens.accountant import events as ev
+from dplens.accountant import rdp
+from dplens.accountant.compose import Accountant
 
 STEP = ev.PoissonSampled(sampling_rate=0.01, event=ev.Gaussian(noise_multiplier=1.1))
 EVENTS = [
@@ -77,3 +82,48 @@ def test_bad_parameters_name_the_argument(factory, name):
 def test_unknown_dp_accounting_event_is_refused():
     with pytest.raises(ValueError, match="not supported"):
         ev.from_dp_accounting(dpa.ZCDpEvent(0.5))
+
+
+_bad_positive = st.one_of(
+    st.floats(max_value=0.0, allow_nan=False), st.just(float("nan")), st.just(float("inf")), st.just(-float("inf"))
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sigma=_bad_positive)
+def test_invalid_noise_multiplier_property(sigma):
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        ev.Gaussian(noise_multiplier=sigma)
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        rdp.gaussian_rdp(np.array([2.0]), noise_multiplier=sigma)
+
+
+@settings(max_examples=60, deadline=None)
+@given(q=st.one_of(st.floats(max_value=0.0), st.floats(min_value=1.0, exclude_min=True), st.just(float("nan"))))
+def test_invalid_sampling_rate_property(q):
+    with pytest.raises(ValueError, match="sampling_rate"):
+        ev.PoissonSampled(sampling_rate=q, event=ev.Gaussian(noise_multiplier=1.0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(delta=st.one_of(st.floats(max_value=0.0), st.floats(min_value=1.0), st.just(float("nan"))))
+def test_invalid_delta_property(delta):
+    acc = Accountant().compose(ev.Gaussian(noise_multiplier=1.0))
+    with pytest.raises(ValueError, match="delta"):
+        acc.epsilon(delta)
+
+
+@settings(max_examples=60, deadline=None)
+@given(alpha=st.one_of(st.floats(max_value=1.0), st.just(float("nan"))))
+def test_invalid_alpha_property(alpha):
+    with pytest.raises(ValueError, match="alpha"):
+        rdp.rdp_curve(ev.Gaussian(noise_multiplier=1.0))(np.array([alpha]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(count=st.integers(max_value=-1))
+def test_invalid_count_property(count):
+    with pytest.raises(ValueError, match="count"):
+        Accountant().compose(ev.Gaussian(noise_multiplier=1.0), count)
+    with pytest.raises(ValueError, match="count"):
+        ev.SelfComposed(event=ev.Gaussian(noise_multiplier=1.0), count=count)
