@@ -164,7 +164,8 @@ def _log_a_fractional(q: float, sigma: float, alphas: np.ndarray) -> tuple[np.nd
 
     Terms are summed in absolute value (a slight upper bound on A_α, as dp-accounting does since it
     fixed negative log A values); the series is truncated where both partial terms are decreasing and
-    below total − 30 in log. Returns (log A, converged mask).
+    below total − 30 in log. Where that rule is not met within 1000 terms, a rigorous bound on the remaining
+    terms (:func:`_log_series_tail`) is added instead. Returns (log A, mask of orders with a valid value).
     """
     z0 = sigma**2 * math.log(1.0 / q - 1.0) + 0.5
     log_q, log_1mq = math.log(q), math.log1p(-q)
@@ -195,11 +196,39 @@ def _log_a_fractional(q: float, sigma: float, alphas: np.ndarray) -> tuple[np.nd
         done = pending[has_stop]
         out[done] = total[has_stop, first[has_stop]]
         converged[done] = True
-        pending = pending[~has_stop]
         if n_terms >= _MAX_SERIES_TERMS:
+            # Not converged by the stopping rule: add a rigorous bound on the rest of the series instead.
+            rest = ~has_stop
+            log_tail = _log_series_tail(alphas[pending[rest]], n_terms, log_coef[rest, -1], z0=z0, q=q, sigma=sigma)
+            bounded = np.isfinite(log_tail)
+            rows = pending[rest][bounded]
+            out[rows] = np.logaddexp(total[rest, -1][bounded], log_tail[bounded])
+            converged[rows] = True
             break
+        pending = pending[~has_stop]
         n_terms = min(4 * n_terms, _MAX_SERIES_TERMS)
     return out, converged
+
+
+def _log_series_tail(
+    alphas: np.ndarray, n_terms: int, log_coef_last: np.ndarray, *, z0: float, q: float, sigma: float
+) -> np.ndarray:
+    """log of an upper bound on Σ_{i ≥ N} (|s0ᵢ| + |s1ᵢ|) of the MTZ fractional series, N = n_terms (∞ if none).
+
+    With Φ(−x) ≤ φ(x)/x and (2z0 − 1)/(2σ²) = log((1 − q)/q), each term is at most
+    K·|C(α,i)|/(i − z0) (first half-line) or K·|C(α,i)|/(i + z0 − α) (second), K = (1 − q)^α e^{−z0²/(2σ²)} σ/√(2π).
+    For i > α + 1, |C(α,i)| ≤ |C(α,N)|((N + 1)/(i + 1))^{1+α}, so the tail is at most
+    K|C(α,N)|(1 + (N + 1)/(1 + α))(1/(N − z0) + 1/(N + z0 − α)). Needs N ≥ α + 1, N > z0 and N > α − z0.
+    """
+    n = float(n_terms)
+    a = np.asarray(alphas, dtype=float)
+    # log|C(α, N)| from log|C(α, N − 1)| by one more step of the recurrence.
+    log_coef_n = log_coef_last + np.log(np.abs(a - n + 1.0)) - math.log(n)
+    valid = (n >= a + 1.0) & (n > z0) & (n > a - z0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        log_k = a * math.log1p(-q) - z0**2 / (2 * sigma**2) + math.log(sigma) - 0.5 * math.log(2 * math.pi)
+        log_tail = log_k + log_coef_n + np.log1p((n + 1.0) / (1.0 + a)) + np.log(1.0 / (n - z0) + 1.0 / (n + z0 - a))
+    return np.where(valid, log_tail, np.inf)
 
 
 def subsampled_gaussian_rdp(alpha: np.ndarray, *, sampling_rate: float, noise_multiplier: float) -> np.ndarray:
