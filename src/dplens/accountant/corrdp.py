@@ -254,6 +254,8 @@ class JointDistribution:
             shape = tuple(_check_int("num_values", k) for k in num_values)
             if len(shape) != arr.shape[1] or np.any(arr.max(axis=0) >= np.asarray(shape)):
                 raise ValueError(f"num_values must cover every column's codes; got {num_values!r}")
+        if math.prod(shape) > 10**7:
+            raise ValueError(f"num_values give a table of more than 1e7 cells; got shape {shape!r}")
         flat = np.ravel_multi_index(tuple(arr.T), shape)
         counts = np.bincount(flat, minlength=math.prod(shape)).reshape(shape)
         return cls(counts / arr.shape[0], names=tuple(names))
@@ -847,20 +849,33 @@ def estimate_feature_tvs(
         A :class:`TvEstimate` for the insensitive features.
     """
     b = conversions.check_delta(beta, name="beta")
-    dist = JointDistribution.from_data(samples, names=names, num_values=num_values)
-    arr = np.asarray(samples).astype(np.int64)
-    n = arr.shape[0]
-    s_idx = dist.indices(sensitive)
-    u_idx = [j for j in range(dist.num_features) if j not in s_idx]
+    arr = np.asarray(samples)
+    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 2:
+        raise ValueError(f"samples must be a 2-D array (n, m) with m >= 2; got shape {arr.shape!r}")
+    m = arr.shape[1]
+    all_names = tuple(names) if names else tuple(f"x{j}" for j in range(m))
+    if len(all_names) != m:
+        raise ValueError(f"names must give {m} names; got {names!r}")
+    shape = tuple(num_values) if num_values is not None else None
+    s_idx = _sensitive_indices(sensitive, m)
+    if not s_idx:
+        raise ValueError(f"sensitive must name at least one feature; got {sensitive!r}")
+    u_idx = [j for j in range(m) if j not in s_idx]
     if not u_idx:
         raise ValueError(f"sensitive must leave at least one insensitive feature; got {sensitive!r}")
-    k_s = math.prod(dist.table.shape[a] for a in s_idx)
-    cells = sum(dist.table.shape[j] for j in u_idx)
-    log_term = math.log(cells / b)
+    n = arr.shape[0]
     est, infl, upper = [], [], []
+    pairs = []
     for j in u_idx:
-        counts = np.bincount(arr[:, j], minlength=dist.table.shape[j])
-        tv_hat = feature_tv(dist, s_idx, j)
+        cols = [*s_idx, j]  # only the (X^S, X^(j)) marginal is needed: no full joint table
+        sub_nv = None if shape is None else [shape[a] for a in cols]
+        pairs.append(JointDistribution.from_data(arr[:, cols], num_values=sub_nv))
+    k_s = math.prod(pairs[0].table.shape[:-1])
+    cells = sum(p.table.shape[-1] for p in pairs)
+    log_term = math.log(cells / b)
+    for j, dist in zip(u_idx, pairs, strict=True):
+        counts = np.bincount(np.asarray(arr[:, j], dtype=np.int64), minlength=dist.table.shape[-1])
+        tv_hat = feature_tv(dist, range(len(s_idx)), len(s_idx))
         seen = counts[counts > 0]
         radius = 0.5 * np.sqrt(k_s / seen) + np.sqrt(log_term / (2.0 * seen))
         inflation = float(2.0 * radius.max()) if seen.size >= 2 else 1.0
@@ -871,7 +886,7 @@ def estimate_feature_tvs(
         infl.append(inflation)
         upper.append(ub)
     return TvEstimate(
-        names=tuple(dist.names[j] for j in u_idx),
+        names=tuple(all_names[j] for j in u_idx),
         estimate=tuple(est),
         inflation=tuple(infl),
         upper=tuple(upper),
