@@ -263,3 +263,13 @@ def test_bad_sampling_rate_is_value_error(bad):
 def test_bad_count_is_value_error(bad):
     with pytest.raises(ValueError, match="count"):
         ev.SelfComposed(event=ev.Gaussian(noise_multiplier=1.0), count=bad)
+
+
+def test_integer_cache_survives_eviction(monkeypatch):
+    # Filling the cache past its size evicts it; values must be recomputed, not looked up from the cleared cache.
+    monkeypatch.setattr(rdp, "_INTEGER_LOG_A_CACHE_SIZE", 3)
+    rdp._INTEGER_LOG_A_CACHE.clear()
+    first = rdp._cached_log_a_integer(0.01, 1.0, np.array([2.0, 3.0]))
+    second = rdp._cached_log_a_integer(0.01, 1.0, np.array([2.0, 3.0, 4.0, 5.0]))
+    assert second[:2] == pytest.approx(first, rel=1e-15)
+    assert second == pytest.approx(rdp._log_a_integer(0.01, 1.0, np.array([2.0, 3.0, 4.0, 5.0])), rel=1e-15)

@@ -58,7 +58,7 @@ _GRID_LOW = 1e-3  # smallest α − 1 ever tried
 _GRID_FIRST_LOW = 1e-2  # the first grid; extended towards _GRID_LOW only if the minimum sits at its lower edge
 _GRID_FIRST_UPPER = 256.0
 _GRID_CEILING = 1e10
-_GRID_POINTS = 48
+_GRID_POINTS = 36
 _ZOOM_POINTS = 16
 _ZOOM_ROUNDS = 16
 

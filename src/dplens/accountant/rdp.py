@@ -159,6 +159,24 @@ def _log_a_integer(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray:
     return np.logaddexp(0.0, _logsumexp(log_terms, axis=1))[inverse]
 
 
+_INTEGER_LOG_A_CACHE: dict[tuple[float, float, float], float] = {}
+_INTEGER_LOG_A_CACHE_SIZE = 4096
+
+
+def _cached_log_a_integer(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray:
+    """:func:`_log_a_integer` with a small cache: the searches over α revisit the same integer orders."""
+    unique = np.unique(alphas)
+    missing = [a for a in unique.tolist() if (q, sigma, a) not in _INTEGER_LOG_A_CACHE]
+    if missing:
+        if len(_INTEGER_LOG_A_CACHE) + len(missing) > _INTEGER_LOG_A_CACHE_SIZE:
+            _INTEGER_LOG_A_CACHE.clear()
+            missing = unique.tolist()  # everything requested must be (re)computed after a clear
+        values = _log_a_integer(q, sigma, np.asarray(missing, dtype=float))
+        _INTEGER_LOG_A_CACHE.update({(q, sigma, a): v for a, v in zip(missing, values.tolist(), strict=True)})
+    lookup = {a: _INTEGER_LOG_A_CACHE[(q, sigma, a)] for a in unique.tolist()}
+    return np.array([lookup[a] for a in alphas.tolist()])
+
+
 def _log_a_fractional(q: float, sigma: float, alphas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """log A_α for fractional α by the two-sided series of MTZ 2019 Section 3.3.
 
@@ -287,7 +305,7 @@ def subsampled_gaussian_rdp(alpha: np.ndarray, *, sampling_rate: float, noise_mu
         low = frac <= 256  # the loose region is near α = 1; capping above 256 would only cost time
         if low.any():
             ceil = np.ceil(frac[low])
-            capped = np.minimum(out[frac_idx[low]], _log_a_integer(q, sigma, ceil) / (ceil - 1.0))
+            capped = np.minimum(out[frac_idx[low]], _cached_log_a_integer(q, sigma, ceil) / (ceil - 1.0))
             out[frac_idx[low]] = capped
     # Subsampling never hurts: min with the unsubsampled curve is still an upper bound.
     out = np.minimum(out, flat / (2 * sigma**2))
