@@ -186,3 +186,13 @@ def test_exact_gaussian_composition_is_gdp(mu1, mu2):
     from dplens.accountant.conversions import gdp_epsilon
 
     assert acc.epsilon(1e-5, method=Method.EXACT) == pytest.approx(gdp_epsilon(math.hypot(mu1, mu2), 1e-5), rel=1e-9)
+
+
+def test_self_composed_gaussmix_is_exactly_a_larger_sketch():
+    from dplens.accountant.gaussmix import GaussMix
+
+    three = Accountant().compose(GaussMix(k=50, gamma=100.0), 3)
+    once = Accountant().compose(GaussMix(k=150, gamma=100.0))
+    assert three.epsilon(1e-8, method=Method.EXACT) == once.epsilon(1e-8, method=Method.EXACT)
+    # … and the exact route stays below the RDP route of the same composition.
+    assert three.epsilon(1e-8, method=Method.EXACT) < three.epsilon(1e-8, method=Method.RDP)

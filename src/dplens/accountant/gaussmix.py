@@ -177,6 +177,11 @@ class GaussMix(ev.Event):
                 f"neighboring must be zero-out or add/remove (replace-one is not covered); got {self.neighboring!r}"
             )
 
+    def self_composed(self, count: int) -> GaussMix:
+        """``count`` runs on the same data: (S₁X, …, S_count X) is S X with k·count i.i.d. rows, i.e. exactly
+        GaussMix(k·count, γ); the exact profile of the composition is that of the larger sketch."""
+        return GaussMix(k=self.k * count, gamma=self.gamma, neighboring=self.neighboring)
+
     @classmethod
     def from_noise(cls, *, k: int, sigma: float, row_bound: float, lambda_min_bound: float = 0.0) -> GaussMix:
         """The event for noise σ, row bound C_X and scale bound λ̄_min (γ = (σ² + λ̄_min)/C_X²)."""

@@ -237,6 +237,9 @@ def privacy_profile(event: ev.Event) -> PrivacyProfile:
         return Gdp(mu=mu).profile()
     if isinstance(event, ev.SelfComposed) and event.count == 1:
         return privacy_profile(event.event)
+    # An event whose self-composition is exactly another event of its family (e.g. GaussMix(k)×m = GaussMix(k·m)).
+    if isinstance(event, ev.SelfComposed) and event.count > 1 and hasattr(event.event, "self_composed"):
+        return privacy_profile(event.event.self_composed(event.count))
     raise UnsupportedEventError(f"no exact privacy profile is known for event {event!r}")
 
 
