@@ -60,6 +60,15 @@ def test_c1_example_2_5_distances():
     assert c.feature_tv(dist, [0], 1) == pytest.approx(1 / 3, abs=1e-9)
 
 
+def test_conditional_tv_and_identity_equality():
+    dist = example_2_5()
+    assert c.conditional_tv(dist, ["x1"], {"x2": 2}, {"x2": 1}) == pytest.approx(1 / 3, abs=1e-12)
+    assert c.conditional_tv(dist, ["x1"], {"x1": 1}, {"x1": 0}) == 1.0
+    assert dist == dist and dist != example_2_5()
+    with pytest.raises(ValueError, match="given"):
+        c.conditional_tv(dist, ["x1"], {"x2": 0}, {"x2": 1})
+
+
 def test_c1_extended_with_independent_x3():
     dist = example_2_5(with_x3=True)
     tvs = c.feature_tvs(dist, ["x1"])

@@ -52,6 +52,7 @@ __all__ = [
     "TvConvention",
     "TvEstimate",
     "base_noise_variance",
+    "conditional_tv",
     "conservative_feature_tv",
     "corrdp_laplace_rdp_curve",
     "correlated_sensitivity",
@@ -175,7 +176,7 @@ def _check_pmf(name: str, p: Any) -> np.ndarray:
     return arr
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class JointDistribution:
     """A discrete joint distribution of m features, as a probability table.
 
@@ -313,12 +314,41 @@ class JointDistribution:
             # keep the axis (length 1) so axis numbering is unchanged
             slicer[a] = slice(int(code), int(code) + 1)
         sub = self.table[tuple(slicer)]
+        # re-embed conditioned sensitive axes at full length (a point mass on the given code), so conditionals
+        # on different sensitive codes live on the same support and can be compared
+        pad = [(0, 0)] * self.num_features
+        for a in s_idx:
+            if isinstance(slicer[a], slice) and slicer[a] != slice(None):
+                pad[a] = (slicer[a].start, self.table.shape[a] - slicer[a].stop)
+        sub = np.pad(sub, pad)
         drop = tuple(a for a in range(self.num_features) if a not in s_idx)
         joint = (sub.sum(axis=drop) if drop else sub).ravel()
         mass = float(joint.sum())
         if mass <= 0:
             raise ValueError(f"given must have positive probability; got {dict(given)!r}")
         return joint / mass
+
+
+def conditional_tv(
+    dist: JointDistribution,
+    sensitive: Collection[int | str],
+    given: Mapping[int | str, int],
+    other: Mapping[int | str, int],
+) -> float:
+    """TV(P_{X^S | X^I = given}, P_{X^S | X^I = other}) between two conditional laws of the sensitive block (Def. 2.4).
+
+    Args:
+        dist: the joint distribution.
+        sensitive: the sensitive features S.
+        given: {feature: code} of the first conditioning event (positive probability).
+        other: {feature: code} of the second conditioning event (positive probability).
+
+    Returns:
+        The TV distance ∈ [0, 1].
+    """
+    p = dist.conditional(sensitive, given)
+    q = dist.conditional(sensitive, other)
+    return float(min(1.0, 0.5 * np.abs(p - q).sum()))
 
 
 @dataclass(frozen=True, slots=True)

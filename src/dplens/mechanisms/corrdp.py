@@ -67,8 +67,8 @@ class CorrDpLaplaceMechanism:
         if b.ndim != 1 or b.size == 0 or not np.all(np.isfinite(b)) or np.any(b <= 0):
             raise ValueError(f"bounds must be a non-empty vector of finite values > 0; got {bounds!r}")
         self.bounds = b
+        self.correlated_sensitivity = acc.correlated_sensitivity(b, sensitive, tv, convention=convention)
         self.sensitive = tuple(sorted({int(j) for j in sensitive}))
-        self.correlated_sensitivity = acc.correlated_sensitivity(b, self.sensitive, tv, convention=convention)
         self.epsilon = float(epsilon)
         self.scale = acc.laplace_scale(self.correlated_sensitivity, self.epsilon)
         self._event = acc.CorrDpLaplace(epsilon=self.epsilon)
