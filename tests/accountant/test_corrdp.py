@@ -198,6 +198,16 @@ def test_c6_noisy_xor_gap_and_warning():
     assert cons == pytest.approx({"x2": 0.8, "x3": 0.8}, abs=1e-9)
 
 
+def test_weights_from_distribution_noisy_xor():
+    dist = noisy_xor()
+    with pytest.warns(c.CorrelationWarning):
+        paper = c.noise_weights_from_distribution(dist, ["x1"])
+    np.testing.assert_allclose(paper, [1.0, 1 / 9, 1 / 9])  # TV = 0 → the (m_s/m)² floor
+    with pytest.warns(c.CorrelationWarning):
+        cons = c.noise_weights_from_distribution(dist, ["x1"], convention=c.TvConvention.CONSERVATIVE)
+    np.testing.assert_allclose(cons, [1.0, 0.8, 0.8], atol=1e-9)
+
+
 def test_no_warning_when_tv_covers_d():
     with warnings.catch_warnings():
         warnings.simplefilter("error", c.CorrelationWarning)

@@ -66,6 +66,7 @@ __all__ = [
     "lower_bound_term",
     "noise_variances",
     "noise_weights",
+    "noise_weights_from_distribution",
     "pair_epsilon",
     "paper_tv_inflation",
     "tv_distance",
@@ -749,6 +750,30 @@ def noise_weights(
     w = np.minimum(1.0, np.maximum(tvv, floor))
     w[list(s_idx)] = 1.0
     return w
+
+
+def noise_weights_from_distribution(
+    dist: JointDistribution,
+    sensitive: Collection[int | str],
+    *,
+    convention: TvConvention = TvConvention.PAPER,
+) -> np.ndarray:
+    """Eq. (3) weights with TV(j) (PAPER) or TV*(j) (CONSERVATIVE) computed from a joint distribution.
+
+    Warns with :class:`CorrelationWarning` (via :func:`feature_tvs`) when TV(j) understates d(D, D′).
+
+    Args:
+        dist: the joint distribution of the features (coordinate i of the gradient ↔ feature i).
+        sensitive: the sensitive features S.
+        convention: which per-feature correlation enters eq. (3).
+
+    Returns:
+        w ∈ [(m_s/m)², 1]^m.
+    """
+    s_idx = dist.indices(sensitive)
+    tvs = feature_tvs(dist, s_idx, convention=convention)
+    by_index = {dist.index(name): value for name, value in tvs.items()}
+    return noise_weights(dist.num_features, s_idx, by_index)
 
 
 def noise_variances(
