@@ -100,7 +100,9 @@ def _pure_epsilon(event: ev.Event) -> float:
             return event.count * _pure_epsilon(event.event) if event.count else 0.0
         case ev.Composed():
             return sum(_pure_epsilon(e) for e in event.events)
-    return math.inf
+    # Research events with a pure-DP guarantee declare it (e.g. CorrDpLaplace).
+    declared = getattr(event, "pure_dp_epsilon", None)
+    return float(declared()) if callable(declared) else math.inf
 
 
 class Accountant:

@@ -975,6 +975,10 @@ class CorrDpLaplace(ev.Event):
         if not isinstance(self.neighboring, ev.NeighboringRelation):
             raise ValueError(f"neighboring must be a NeighboringRelation; got {self.neighboring!r}")
 
+    def pure_dp_epsilon(self) -> float:
+        """The pure (CorrDP) ε of one run, for basic composition in :meth:`Accountant.pure_epsilon`."""
+        return self.epsilon
+
 
 def corrdp_laplace_rdp_curve(event: CorrDpLaplace):
     """RDP of the CorrDP Laplace mechanism for pairs with budget ε (d = 1): the Laplace RDP at ε₀ = ε.
