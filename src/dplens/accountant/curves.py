@@ -61,6 +61,8 @@ _GRID_CEILING = 1e10
 _GRID_POINTS = 36
 _ZOOM_POINTS = 16
 _ZOOM_ROUNDS = 16
+_NARROW_POINTS = 5
+_ZOOM_RELATIVE_GAIN = 1e-9  # stop zooming once a round improves ε by less than this (relative)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,16 +193,19 @@ class RdpCurve:
         centre, half_width = 0.5 * (lo_t + hi_t), 0.5 * (hi_t - lo_t)
         standard_half_width, narrow = half_width, False
         for _ in range(_ZOOM_ROUNDS):
-            probe = np.linspace(centre - half_width, centre + half_width, _ZOOM_POINTS + 2)[1:-1]
+            # A parabola-centred round needs only a few points: the vertex is already close to the minimum,
+            # and each call of the objective costs far more in fixed overhead than per point.
+            points = _NARROW_POINTS if narrow else _ZOOM_POINTS
+            probe = np.linspace(centre - half_width, centre + half_width, points + 2)[1:-1]
             probe_values = evaluate(1.0 + np.exp(probe))
             i = int(np.argmin(probe_values))
             gain = best_value - float(probe_values[i])
-            step = 2 * half_width / (_ZOOM_POINTS + 1)
+            step = 2 * half_width / (points + 1)
             if gain > 0:
                 best_value, best_t = float(probe_values[i]), float(probe[i])
             interior = 0 < i < probe.size - 1
             # Near a bracketed smooth minimum the gain shrinks geometrically; stop once it is below float noise.
-            if step < 1e-12 or (interior and 0 < gain < 1e-11 * max(abs(best_value), 1.0)):
+            if step < 1e-12 or (interior and 0 < gain < _ZOOM_RELATIVE_GAIN * max(abs(best_value), 1.0)):
                 break
             if gain > 0 and not interior:
                 # The best probe is at the window's edge: the minimum lies beyond it, so move the window.
