@@ -21,6 +21,7 @@ Both draw w in the same order (time-major), so with equal seeds they produce the
 from __future__ import annotations
 
 import enum
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -390,12 +391,18 @@ def stationary_variance(*, nu: float, curvature: float, learning_rate: float, no
         return scale * mx.gamma_infinity(nu) ** 2
 
     def density(omega: float) -> float:
-        numerator = math.sqrt(1.0 - 2.0 * (1.0 - nu) * math.cos(omega) + (1.0 - nu) ** 2)
-        return numerator / (1.0 - 2.0 * a * math.cos(omega) + a * a)
+        # |1 − r e^{iω}|² = (1 − r)² + 4 r sin²(ω/2): no cancellation when r → 1 and ω → 0.
+        half = math.sin(0.5 * omega) ** 2
+        numerator = math.sqrt(nu * nu + 4.0 * (1.0 - nu) * half)
+        return numerator / ((1.0 - a) ** 2 + 4.0 * a * half)
 
-    width = max(abs(1.0 - abs(a)), 1e-12)
-    points = [p for p in (width, 10 * width, 100 * width) if p < math.pi]
-    value, _ = integrate.quad(density, 0.0, math.pi, points=points, limit=500, epsabs=0.0, epsrel=1e-12)
+    # The integrand peaks at ω = 0 with width ~ 1 − a (at ω = π when a < 0): integrate over geometric pieces.
+    width = max(min(abs(1.0 - abs(a)), 1.0), 1e-12)
+    pieces = np.geomspace(width, math.pi, max(2, int(math.log(math.pi / width) / math.log(4.0)) + 2))
+    nodes = np.unique(np.concatenate([[0.0], pieces, math.pi - pieces, [math.pi]]))
+    value = sum(
+        integrate.quad(density, lo, hi, limit=200, epsabs=0.0, epsrel=1e-11)[0] for lo, hi in itertools.pairwise(nodes)
+    )
     return scale * value / math.pi
 
 
