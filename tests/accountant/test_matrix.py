@@ -141,6 +141,15 @@ def test_nu0_asymptotics():
     assert mx.gamma_infinity(1e-7) ** 2 == pytest.approx(math.log(8e7) / math.pi, rel=1e-5)
 
 
+def test_nu0_tail_bound_beyond_exact_terms():
+    steps = mx._EXACT_TERMS + 1_000_000
+    exact = mx.nu_ftrl_gamma_curve(0.0, [steps])[0]  # one cumulative sum over all terms
+    bound = mx.nu_ftrl_gamma(0.0, steps)
+    assert exact <= bound <= exact * (1 + 1e-9)
+    huge = mx.nu_ftrl_gamma(0.0, 10**12) ** 2
+    assert huge == pytest.approx((math.log(1e12) + math.log(16) + np.euler_gamma) / math.pi, rel=1e-9)
+
+
 def test_chunked_sum_equals_single_cumsum_beyond_one_chunk():
     steps = (1 << 20) + 12_345
     assert mx.nu_ftrl_gamma(0.0, steps) == pytest.approx(mx.nu_ftrl_gamma_curve(0.0, [steps])[0], rel=1e-12)
