@@ -171,11 +171,11 @@ class CorrelatedNoiseStream:
         """How many steps :meth:`next` has returned so far."""
         return self._produced - self._pending.shape[0]
 
-    def _ensure(self, length: int) -> None:
-        if self._beta.size < length:
-            size = max(length, 2 * self._beta.size)
-            self._beta = mx.noising_coefficients(self.nu, size)
-        for name in ("_white", "_future"):
+    def _ensure(self, end: int) -> None:
+        # β up to index 2·end, past w up to `end`, future outputs up to 3·end (the largest dyadic block ends at `end`).
+        if self._beta.size < 2 * end:
+            self._beta = mx.noising_coefficients(self.nu, max(2 * end, 2 * self._beta.size))
+        for name, length in (("_white", end), ("_future", 3 * end)):
             buffer = getattr(self, name)
             if buffer.shape[0] < length:
                 grown = np.zeros((max(length, 2 * buffer.shape[0]), self.dim))
@@ -186,7 +186,7 @@ class CorrelatedNoiseStream:
         size = _DIRECT_BLOCK
         start = self._produced
         end = start + size
-        self._ensure(3 * end + 1)
+        self._ensure(end)
         w = self._rng.standard_normal((size, self.dim)) * self.noise_std
         self._white[start:end] = w
         previous = self._white[start - size : start] if start else np.zeros((size, self.dim))
