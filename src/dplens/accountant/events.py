@@ -309,6 +309,10 @@ def to_dp_accounting(event: Event):
             return dpa.SelfComposedDpEvent(to_dp_accounting(event.event), event.count)
         case Composed():
             return dpa.ComposedDpEvent([to_dp_accounting(e) for e in event.events])
+    # Research events with an exact dp-accounting equivalent declare it (e.g. DpFtrl: a Gaussian mechanism).
+    declared = getattr(event, "to_dp_accounting", None)
+    if callable(declared):
+        return declared()
     raise ValueError(f"event has no dp-accounting counterpart: {event!r}")
 
 
