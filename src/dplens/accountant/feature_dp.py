@@ -64,6 +64,7 @@ __all__ = [
     "feature_dp_privacy_profile",
     "feature_dp_rdp_curve",
     "feature_dp_replacement_epsilon",
+    "gdp_clt_mu_estimate",
     "noise_multiplier_from_averaged_std",
     "noise_multiplier_from_sum_std",
     "replacement_gdp_mu",
@@ -419,6 +420,19 @@ def feature_dp_epsilon(
     )
 
 
+def gdp_clt_mu_estimate(event: FeatureDpSgd) -> float:
+    """An *estimate* (not a bound): the central-limit μ ≈ p·√(T(e^{1/z²} − 1)) of Bu, Dong, Long, Su 2020.
+
+    Asymptotic in T → ∞ with p√T fixed (the note §4.4); it can under-state ε, so it is reported only labelled as an
+    estimate, never as a guarantee. Exact (μ = √T/z) when the effective rate is 1.
+    """
+    event = _check_event(event)
+    p, z = event.effective_sampling_rate, event.noise_multiplier
+    if p == 1:
+        return math.sqrt(event.steps) / z
+    return p * math.sqrt(event.steps * math.expm1(1.0 / z**2))
+
+
 # --------------------------------------------------------------------------------------------
 # Replacement variant (Proposition 1)
 # --------------------------------------------------------------------------------------------
@@ -592,15 +606,30 @@ def attribute_inference_bound_profile(
 ) -> float:
     """Theorem 4 from a full privacy profile: adv ≤ 1 − f(b) = inf_{ε ∈ ℝ} [e^ε b + δ_remove(ε)].
 
-    ``profile_or_remove_delta`` is a :class:`PrivacyProfile` (its ``remove`` direction: real run vs simulator, the
-    only direction Theorem 4 uses) or a vectorised function ε ↦ δ_remove(ε) that must be valid for negative ε too.
+    Only the remove direction (real run M(S ∪ {x}) against the simulator) enters Theorem 4, but at every real ε:
+    negative ε matter for a one-sided curve (the note §3.3).
+
+    - A :class:`PrivacyProfile` is read only at ε ≥ 0, where every profile is stated: at ε < 0 the identity
+      δ_remove(ε) = 1 − e^ε + e^ε·δ_add(−ε) (complement the event in the hockey-stick supremum) is used, with the
+      ``add`` direction (``remove`` for a symmetric profile).
+    - A bare function ε ↦ δ_remove(ε) must be valid for negative ε too; it is evaluated directly.
+
     Every ε gives a valid bound, so the minimum over a dense grid (mesh 0.002 on [−10, 30]) is an upper bound on the
-    infimum. A hockey-stick divergence is at least 1 − e^ε at ε < 0, so δ is raised to that where
-    smaller (profiles written for ε ≥ 0 only stay sound). The result is rounded up and capped at 1.
+    infimum; δ is floored at 1 − e^ε (a hockey-stick divergence is never below it). Rounded up, capped at 1.
     """
     b = _check_baseline(baseline)
     if isinstance(profile_or_remove_delta, PrivacyProfile):
-        remove = profile_or_remove_delta.remove
+        profile = profile_or_remove_delta
+        other = profile.add if profile.add is not None else profile.remove
+
+        def remove(eps: np.ndarray) -> np.ndarray:
+            out = np.empty_like(eps)
+            negative = eps < 0
+            out[~negative] = np.asarray(profile.remove(eps[~negative]), dtype=float).reshape(-1)
+            flipped = np.minimum(np.asarray(other(-eps[negative]), dtype=float).reshape(-1), 1.0)
+            out[negative] = -np.expm1(eps[negative]) + np.exp(eps[negative]) * flipped
+            return out
+
     elif callable(profile_or_remove_delta):
         remove = profile_or_remove_delta
     else:
@@ -610,14 +639,11 @@ def attribute_inference_bound_profile(
         )
     if b == 1.0:
         return 1.0
-
-    def objective(eps: np.ndarray) -> np.ndarray:
-        deltas = np.minimum(np.asarray(remove(eps), dtype=float).reshape(eps.shape), 1.0)
-        deltas = np.where(np.isnan(deltas), 1.0, deltas)
-        deltas = np.maximum(deltas, -np.expm1(np.minimum(eps, 0.0)))
-        return np.exp(eps) * b + deltas
-
-    value = float(np.min(objective(_PROFILE_GRID)))
+    eps = _PROFILE_GRID
+    deltas = np.minimum(np.asarray(remove(eps), dtype=float).reshape(eps.shape), 1.0)
+    deltas = np.where(np.isnan(deltas), 1.0, deltas)
+    deltas = np.maximum(deltas, -np.expm1(np.minimum(eps, 0.0)))
+    value = float(np.min(np.exp(eps) * b + deltas))
     return min(1.0, conversions.round_up(value))
 
 
