@@ -338,10 +338,16 @@ def _check_event(event: Any) -> FeatureDpSgd:
 
 
 def _pld_directions(event: FeatureDpSgd, value_discretization_interval: float):
-    """(remove PMF, add PMF) of dp-accounting's pessimistic PLD of the run (add is None if symmetric)."""
+    """(remove PMF, add PMF) of dp-accounting's pessimistic PLD of the run (add is None if symmetric).
+
+    Reads dp-accounting's composed PLD as :func:`dplens.accountant.pld.pld_profile` does; should its internals change,
+    both directions fall back to the PLD's own (worst-direction) answer, which is still an upper bound.
+    """
     accountant = pld.pld_of(event, value_discretization_interval=value_discretization_interval)
-    composed = accountant._pld  # dp-accounting keeps the composed PLD here (as pld.pld_profile reads it)
-    remove = composed._pmf_remove
+    composed = accountant._pld
+    remove = getattr(composed, "_pmf_remove", None)
+    if remove is None:  # pragma: no cover - dp-accounting internals changed
+        return composed, None
     add = None if getattr(composed, "_symmetric", True) else composed._pmf_add
     return remove, add
 
