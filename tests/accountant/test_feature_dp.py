@@ -493,6 +493,13 @@ def test_property_attribute_bounds_are_valid_and_monotone(eps, delta, b, mu):
 # Event, spec, CLI, bad input
 
 
+def test_zero_steps_release_nothing():
+    event = f.FeatureDpSgd(noise_multiplier=1.0, sampling_rate=0.1, steps=0)
+    for method in (Method.RDP, Method.PLD, Method.BEST):
+        assert f.feature_dp_epsilon(event, 1e-5, method=method).epsilon <= 1e-300  # round_up(0)
+    assert f.feature_dp_attribute_bound(event, baseline=0.3) == pytest.approx(0.3, abs=1e-9)
+
+
 def test_event_round_trip_and_ledger():
     with pytest.warns(f.SharedBatchWarning):
         event = f.FeatureDpSgd(noise_multiplier=1.3, sampling_rate=0.02, steps=50, public_batch=f.PublicBatch.SHARED)

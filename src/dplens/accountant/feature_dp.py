@@ -35,6 +35,7 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -173,13 +174,15 @@ def schedule_from_epochs(
     b = _check_int("batch_size", batch_size, minimum=1)
     if b > n:
         raise ValueError(f"batch_size must be <= dataset_size = {n}; got {batch_size!r}")
-    e = _check_positive("epochs", epochs)
+    _check_positive("epochs", epochs)
     if not isinstance(convention, StepConvention):
         raise ValueError(f"convention must be a StepConvention; got {convention!r}")
+    # Exact rational arithmetic (the float epochs' exact value): no rounding can drop a step.
+    exact = Fraction(epochs)
     if convention is StepConvention.EXPECTED_BATCH:
-        return b / n, math.ceil(e * n / b - 1e-9)
-    batches = math.ceil(n / b)
-    return 1.0 / batches, math.ceil(e * batches - 1e-9)
+        return b / n, math.ceil(exact * n / b)
+    batches = -(-n // b)
+    return 1.0 / batches, math.ceil(exact * batches)
 
 
 # --------------------------------------------------------------------------------------------
@@ -249,7 +252,9 @@ class FeatureDpSgd(ev.Event):
         )
 
     def standard_event(self) -> ev.Event:
-        """The whole run as the standard DP-SGD event with the same privacy curve (Theorem 5)."""
+        """The whole run as the standard DP-SGD event with the same privacy curve (Theorem 5); NoOp for 0 steps."""
+        if self.steps == 0:
+            return ev.NoOp()
         return ev.SelfComposed(event=self.per_step_event(), count=self.steps)
 
     def to_dp_accounting(self):
