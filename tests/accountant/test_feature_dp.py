@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import pathlib
 import warnings
 
 import dp_accounting as dpa
@@ -534,6 +535,23 @@ def test_spec_and_cli(tmp_path, capsys):
     assert code == 0 and payload["epsilon"] <= 2.0
     event = f.FeatureDpSgd(noise_multiplier=payload["value"], sampling_rate=0.01, steps=1000)
     assert f.feature_dp_epsilon(event, 1e-5, method=Method.RDP).epsilon <= 2.0
+    for method, param in (("pld", "noise_multiplier"), ("best", "steps")):
+        code = cli_main(
+            [
+                *("calibrate", str(spec), "--param", param, "--target-epsilon", "2"),
+                *("--delta", "1e-5", "--method", method, "--json"),
+            ]
+        )
+        payload = json.loads(capsys.readouterr().out)
+        assert code == 0 and payload["param"] == param and payload["epsilon"] <= 2.0
+        params = {"noise_multiplier": 1.0, "sampling_rate": 0.01, "steps": 1000} | {param: payload["value"]}
+        params["steps"] = int(params["steps"])
+        assert f.feature_dp_epsilon(f.FeatureDpSgd(**params), 1e-5, method=Method.PLD).epsilon <= 2.0
+    # The example spec (AFHQ, Table I) by every route.
+    example = pathlib.Path(__file__).resolve().parents[2] / "examples" / "feature_dp_sgd.toml"
+    for method, value in (("rdp", 7.9947), ("pld", 7.3036), ("best", 7.3036)):
+        code = cli_main(["account", str(example), "--delta", repr(AFHQ_DELTA), "--method", method, "--json"])
+        assert code == 0 and json.loads(capsys.readouterr().out)["epsilon"] == pytest.approx(value, abs=5e-5)
     bad = tmp_path / "bad.toml"
     bad.write_text('[[mechanism]]\ntype = "feature_dp_sgd"\nnoise_multiplier = 1.0\nsampling_rate = 2\nsteps = 10\n')
     assert cli_main(["account", str(bad), "--delta", "1e-5"]) == 2
