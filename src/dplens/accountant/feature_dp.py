@@ -16,6 +16,8 @@ Contents:
   (:meth:`FeatureDpSgd.to_dp_accounting`), and exactly (μ-GDP) when there is no amplification (p = 1).
 - :func:`feature_dp_epsilon` — ε at δ by a chosen route, with both directions (real run vs simulator and back)
   reported; the worse one is the guarantee (Def 6 needs both inequalities; P4).
+- :func:`schedule_from_epochs`, :func:`noise_multiplier_from_sum_std`, :func:`noise_multiplier_from_averaged_std` —
+  the parameter conventions (P1, P9); :func:`gdp_clt_mu_estimate` — the central-limit μ, an estimate only.
 - :func:`replacement_guarantee`, :func:`replacement_gdp_mu`, :func:`feature_dp_replacement_epsilon` — the
   replacement variant through Proposition 1 (a group-of-two cost; erratum P5).
 - :func:`attribute_inference_bound_dp`, :func:`attribute_inference_bound_gdp`,
