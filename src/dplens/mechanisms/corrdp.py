@@ -11,7 +11,6 @@ paper's algorithm, not as an audited (ε, δ) guarantee. Plain DP-SGD here is th
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +19,9 @@ from typing import Any
 import numpy as np
 
 from dplens.accountant import corrdp as acc
+from dplens.mechanisms import dpsgd
 from dplens.mechanisms.base import NeighbouringPair, check_count, check_rng
+from dplens.mechanisms.dpsgd import LossModel, check_data, link_residual, project_to_ball
 
 __all__ = [
     "CorrDpLaplaceMechanism",
@@ -129,54 +130,15 @@ class CorrDpLaplaceMechanism:
 # CorrDP-SGD (Algorithm 1)
 
 
-class LossModel(enum.Enum):
-    """GLM losses of Section 3 (Assumption 3.4 holds for both, note §A1).
-
-    LINEAR: ½(θᵀx − y)², Lipschitz on the ball ‖θ‖ ≤ D with L = D + label_bound when ‖x‖ ≤ 1.
-    LOGISTIC: log(1 + e^{θᵀx}) − y θᵀx with y ∈ {0, 1}; L = 1 when ‖x‖ ≤ 1.
-    """
-
-    LINEAR = "linear"
-    LOGISTIC = "logistic"
-
-
 def _check_xy(features: Any, labels: Any, model: LossModel) -> tuple[np.ndarray, np.ndarray]:
-    x = np.asarray(features, dtype=float)
-    y = np.asarray(labels, dtype=float)
-    if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 1 or not np.all(np.isfinite(x)):
-        raise ValueError(f"features must be a finite 2-D array (n, m); got shape {x.shape!r}")
-    if y.shape != (x.shape[0],) or not np.all(np.isfinite(y)):
-        raise ValueError(f"labels must be a finite vector of length {x.shape[0]}; got shape {y.shape!r}")
-    norms = np.linalg.norm(x, axis=1)
-    if np.any(norms > 1 + 1e-9):
-        raise ValueError(f"features must satisfy ||x||_2 <= 1 (Assumption 3.3); got max norm {norms.max()!r}")
-    if not isinstance(model, LossModel):
-        raise ValueError(f"model must be a LossModel; got {model!r}")
-    if model is LossModel.LOGISTIC and not np.all((y == 0) | (y == 1)):
-        raise ValueError(f"labels must be 0/1 for the logistic model; got {np.unique(y)!r}")
-    return x, y
-
-
-def _residual(theta: np.ndarray, x: np.ndarray, y: np.ndarray, model: LossModel) -> np.ndarray:
-    z = x @ theta
-    if model is LossModel.LINEAR:
-        return z - y
-    return 0.5 * (1.0 + np.tanh(0.5 * z)) - y  # sigmoid(z) − y, overflow-free
+    """Validate the data; CorrDP-SGD needs ‖x‖₂ ≤ 1 (Assumption 3.3)."""
+    return check_data(features, labels, model, max_feature_norm=1.0)
 
 
 def empirical_loss(theta: Any, features: Any, labels: Any, *, model: LossModel) -> float:
-    """F(θ, D) = (1/n) Σ ℓ(θ; (x_i, y_i)) (Section 3, eq. (2) uses F(θ^priv) − F(θ̂))."""
+    """F(θ, D) = (1/n) Σ ℓ(θ; (x_i, y_i)) (Section 3, eq. (2) uses F(θ^priv) − F(θ̂)); requires ‖x‖ ≤ 1."""
     x, y = _check_xy(features, labels, model)
-    th = np.asarray(theta, dtype=float)
-    z = x @ th
-    if model is LossModel.LINEAR:
-        return float(0.5 * np.mean((z - y) ** 2))
-    return float(np.mean(np.logaddexp(0.0, z) - y * z))
-
-
-def _project(theta: np.ndarray, radius: float) -> np.ndarray:
-    norm = float(np.linalg.norm(theta))
-    return theta if norm <= radius else theta * (radius / norm)
+    return dpsgd.empirical_loss(theta, x, y, model=model)
 
 
 def minimise_loss(features: Any, labels: Any, *, model: LossModel, radius: float, iterations: int = 3000) -> np.ndarray:
@@ -188,11 +150,7 @@ def minimise_loss(features: Any, labels: Any, *, model: LossModel, radius: float
     d = acc._check_positive("radius", radius)
     its = check_count(iterations, name="iterations")
     step = 1.0 if model is LossModel.LINEAR else 4.0
-    theta = np.zeros(x.shape[1])
-    for _ in range(its):
-        grad = x.T @ _residual(theta, x, y, model) / x.shape[0]
-        theta = _project(theta - step * grad, d)
-    return theta
+    return dpsgd.minimise_loss(x, y, model=model, radius=d, iterations=its, step=step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,9 +242,9 @@ def corrdp_sgd(
     for t in range(1, t_steps + 1):
         idx = rng.choice(n, size=nq, replace=False) if nq < n else np.arange(n)
         xb = x[idx]
-        grad = xb.T @ _residual(theta, xb, y[idx], model) / nq
+        grad = xb.T @ link_residual(theta, xb, y[idx], model) / nq
         alpha = d / math.sqrt(denom * t)
-        theta = _project(theta - alpha * (grad + std * rng.standard_normal(m)), d)
+        theta = project_to_ball(theta - alpha * (grad + std * rng.standard_normal(m)), d)
     return SgdResult(
         theta=theta,
         noise_std=std,
