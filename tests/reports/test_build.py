@@ -62,7 +62,8 @@ def test_pure_dp_route_and_delta_zero():
     approx = account(acc, delta=1e-6)
     assert {r.method for r in approx.routes} >= {"rdp", "pld", "pure"}
     assert approx.epsilon <= 1.5 + 1e-12  # the pure route keeps the tightest at or below basic composition
-    for claimed, certified in ((1.6, True), (1.4, False)):
+    # 3 × 0.5 is exactly 1.5: certified although the accountant's bound is rounded up by a relative 1e-12
+    for claimed, certified in ((1.6, True), (1.5, True), (1.4999, False)):
         claim_spec = parse_spec(spec_dict | {"claim": {"epsilon": claimed}})
         report = build_report(spec=claim_spec, delta=0.0, title="laplace", not_audited_reason="test")
         assert report.claim.definition is Definition.PURE_DP
@@ -169,3 +170,13 @@ def test_bad_arguments(kwargs, message):
     args = {"delta": 1e-5, "title": "t", "not_audited_reason": "x"} | kwargs
     with pytest.raises(ValueError, match=message):
         build_report(spec=load_spec(EXAMPLES / "gaussian_claim.toml"), **args)
+
+
+def test_certification_tolerance_is_only_the_rounding_margin():
+    from dplens.accountant.conversions import round_up
+    from dplens.reports.build import certifies
+
+    for exact in (0.1, 1.5, 2.0, 37.25):
+        assert certifies(round_up(exact), exact)  # the accountant's own rounding of the exact value
+        assert not certifies(exact * (1 + 3e-12), exact)
+        assert not certifies(math.nextafter(exact * 1.0001, math.inf), exact)

@@ -338,6 +338,17 @@ def provenance(
     )
 
 
+#: The accountant rounds every ε up by a relative 1e-12 (``conversions.round_up``) to absorb floating-point error.
+#: A claim equal to the exact value (e.g. 2 × randomized response with ε = 1 claimed as ε = 2) is certified up to
+#: twice that margin; anything larger is not.
+CERTIFICATION_TOLERANCE = 2e-12
+
+
+def certifies(upper_bound: float, claimed_epsilon: float) -> bool:
+    """Whether an accountant's upper bound supports a claimed ε (up to the accountant's rounding margin)."""
+    return upper_bound <= claimed_epsilon * (1 + CERTIFICATION_TOLERANCE)
+
+
 def _claim(spec: Spec, accountant: Accountant, accounting: Accounting, *, unit: str, source: str | None) -> Claim:
     relation = accountant.neighboring.value
     common = {
@@ -358,11 +369,12 @@ def _claim(spec: Spec, accountant: Accountant, accounting: Accounting, *, unit: 
         )
     claim = spec.claim
     if claim.delta == accounting.delta:
-        certified = accounting.epsilon <= claim.epsilon
+        bound = accounting.epsilon
     elif claim.delta == 0:
-        certified = accountant.pure_epsilon() <= claim.epsilon
+        bound = accountant.pure_epsilon()
     else:
-        certified = accountant.epsilon(claim.delta) <= claim.epsilon
+        bound = accountant.epsilon(claim.delta)
+    certified = certifies(bound, claim.epsilon)
     return Claim(
         definition=Definition.APPROX_DP if claim.delta > 0 else Definition.PURE_DP,
         epsilon=claim.epsilon,

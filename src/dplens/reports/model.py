@@ -119,7 +119,8 @@ class Claim:
         privacy_unit: what one "record" is (the unit of protection), e.g. "one training example".
         source: where the claim comes from ("spec [claim]", "calibration target", "accountant (pld)").
         certified_by_accountant: whether the accountant's tightest upper bound at the claim's δ is at most
-            the claimed ε (None when it could not be checked).
+            the claimed ε, up to the accountant's own floating-point safety margin (relative 2e-12; see
+            ``dplens.reports.build.certifies``); None when it could not be checked.
     """
 
     definition: Definition

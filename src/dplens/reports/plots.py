@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 
 from dplens.accountant import conversions
 from dplens.reports.model import AuditEvidence, Report
+from dplens.reports.render import fmt_lower, fmt_upper, percent
 
 __all__ = ["audit_trials_figure", "epsilon_delta_figure", "figures_for", "rdp_figure", "trade_off_figure"]
 
@@ -65,7 +66,7 @@ def rdp_figure(report: Report) -> bytes | None:
             [route.epsilon],
             "o",
             color="#d62728",
-            label=f"optimal order α* = {route.optimal_order:.4g}: ε ≤ {route.epsilon:.4g}",
+            label=f"optimal order α* = {route.optimal_order:.4g}: ε ≤ {fmt_upper(route.epsilon)}",
         )
     ax.set_xscale("log")
     finite = np.concatenate([rdp[np.isfinite(rdp)], converted[np.isfinite(converted)]])
@@ -103,7 +104,7 @@ def trade_off_figure(report: Report) -> bytes | None:
                 region,
                 color="#d62728",
                 alpha=0.12,
-                label=f"excluded by the claim (ε = {claim_eps:.4g}, δ = {claim_delta:g})",
+                label=f"excluded by the claim (ε = {fmt_upper(claim_eps)}, δ = {claim_delta:g})",
             )
             ax.plot(grid, region, color="#d62728", linewidth=1)
         if accounting.trade_off:
@@ -145,7 +146,7 @@ def _audit_points(ax, audit: AuditEvidence) -> None:
             color="#ff7f0e",
             linestyle="--",
             linewidth=1,
-            label=f"boundary for ε = {audit.epsilon_lower_bound:.4g} (the audit's lower bound)",
+            label=f"boundary for ε = {fmt_lower(audit.epsilon_lower_bound)} (the audit's lower bound)",
         )
     ax.plot(
         [max(op.fpr, 1e-7)], [op.fnr], "D", color="#ff7f0e", markersize=6, label="audit: operating point (observed)"
@@ -157,7 +158,7 @@ def _audit_points(ax, audit: AuditEvidence) -> None:
         markerfacecolor="none",
         color="#ff7f0e",
         markersize=7,
-        label=f"operating point, {audit.confidence:.0%} upper limits → ε ≥ {audit.epsilon_lower_bound:.4g}",
+        label=f"operating point, {percent(audit.confidence)} upper limits → ε ≥ {fmt_lower(audit.epsilon_lower_bound)}",
     )
 
 
@@ -209,7 +210,7 @@ def audit_trials_figure(report: Report) -> bytes | None:
         marker="o",
         markersize=3,
         color="#ff7f0e",
-        label=f"ε lower bound ({audit.confidence:.0%})",
+        label=f"ε lower bound ({percent(audit.confidence)})",
     )
     ceilings = [(int(p["trials"]), p["ceiling"]) for p in audit.trajectory if isinstance(p.get("ceiling"), int | float)]
     if ceilings:
@@ -219,12 +220,16 @@ def audit_trials_figure(report: Report) -> bytes | None:
         ax.plot([audit.trials], [audit.ceiling], "v", color="0.4", label=f"measurability ceiling at N = {audit.trials}")
     if math.isfinite(audit.epsilon_claimed):
         ax.axhline(
-            audit.epsilon_claimed, color="#d62728", linewidth=1, label=f"claimed ε = {audit.epsilon_claimed:.4g}"
+            audit.epsilon_claimed, color="#d62728", linewidth=1, label=f"claimed ε = {fmt_upper(audit.epsilon_claimed)}"
         )
     eps_ub = report.accounting.epsilon
     if math.isfinite(eps_ub) and report.accounting.delta == audit.delta:
         ax.axhline(
-            eps_ub, color="#1f77b4", linestyle="-.", linewidth=1, label=f"accountant's upper bound ε ≤ {eps_ub:.4g}"
+            eps_ub,
+            color="#1f77b4",
+            linestyle="-.",
+            linewidth=1,
+            label=f"accountant's upper bound ε ≤ {fmt_upper(eps_ub)}",
         )
     ax.set_xscale("log")
     ax.set_ylim(bottom=0.0)
