@@ -3,11 +3,16 @@ no network requests. Negative controls show that the harness does detect request
 
 from __future__ import annotations
 
+import base64
 import struct
+import types
 
 import pytest
 
 from dplens.reports.render import fmt_lower, fmt_upper, write_report
+
+# a 1 x 1 transparent PNG
+_PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
 
 
 def _png_size(data: bytes) -> tuple[int, int]:
@@ -81,3 +86,22 @@ def test_missing_chromium_skips_locally_but_fails_under_ci(monkeypatch):
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="CI=true"):
         require_chromium()
+
+
+def test_reproductions_index_renders_in_chromium(tmp_path, render, monkeypatch, capsys):
+    from dplens import cli
+
+    def fake(out_dir, *, quick=False):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "README.md").write_text("# Fake <b>reproduction</b>\n\nSummary.\n\n## Part\n")
+        (out_dir / "fig.png").write_bytes(base64.b64decode(_PIXEL))
+        return [out_dir / "README.md", out_dir / "fig.png"]
+
+    monkeypatch.setattr(cli, "_available_reproductions", lambda: {"fake": types.SimpleNamespace(run=fake)})
+    assert cli.main(["reproduce", "all", "-o", str(tmp_path)]) == 0
+    capsys.readouterr()
+    page = render(tmp_path / "index.html")
+    assert page.console_errors == []
+    assert [u for u in page.network_requests if not u.startswith("file://")] == []
+    assert page.images and all(image["complete"] and image["width"] == 1 for image in page.images)
+    assert "Fake <b>reproduction</b>" in page.text
