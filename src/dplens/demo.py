@@ -11,6 +11,7 @@ audit tests it empirically. Progress lines go to stdout; the last line is the ab
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -98,7 +99,10 @@ def run_demo(out_dir: Path, *, progress: bool = True, config: dict[str, Any] = D
     except ImportError as err:
         # The audit layer ships with dplens; without it the report says so plainly instead of inventing numbers.
         not_audited = f"the audit layer is not available in this installation ({err})"
-        say(f"      WARNING: not audited: {not_audited}")
+    except ValueError as err:
+        not_audited = f"the audit layer cannot audit this mechanism: {str(err).splitlines()[0]}"
+    if not_audited is not None:
+        print(f"dplens demo: WARNING: not audited: {not_audited}", file=sys.stderr, flush=True)
     if audit is not None:
         say(
             f"      epsilon >= {fmt_lower(audit.epsilon_lower_bound)} (valid lower bound, {percent(confidence)}); "

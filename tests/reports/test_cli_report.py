@@ -25,17 +25,17 @@ def run(capsys, *argv):
 def test_report_without_audit_writes_every_file(tmp_path, capsys):
     out_dir = tmp_path / "out"
     code, out, err = run(
-        capsys, "report", str(EXAMPLES / "heterogeneous.toml"), "-o", str(out_dir), "--no-audit", "--delta", "1e-6"
+        capsys, "report", str(EXAMPLES / "gaussian_claim.toml"), "-o", str(out_dir), "--no-audit", "--delta", "1e-6"
     )
     assert code == 0, err
     html = out_dir / "report.html"
     assert out.strip().splitlines()[-1] == f"dplens report: wrote {html.resolve()}"
     assert "[report]" in err  # progress on stderr
     report = read_json(out_dir / "report.json")
-    assert report.title == "heterogeneous composition" and report.audit is None
+    assert report.title == "under-claimed Gaussian" and report.audit is None
     assert report.verdict.status.value == "NOT_AUDITED" and "--no-audit" in report.not_audited_reason
     assert report.accounting.delta == 1e-6
-    assert report.provenance.command[:3] == ("dplens", "report", str(EXAMPLES / "heterogeneous.toml"))
+    assert report.provenance.command[:3] == ("dplens", "report", str(EXAMPLES / "gaussian_claim.toml"))
     assert (out_dir / "privacy-statement.txt").is_file()
     assert sorted(p.name for p in out_dir.glob("*.png")) == ["epsilon_delta.png", "rdp_curve.png", "trade_off.png"]
 
