@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib
 import json
 import math
 import tomllib
@@ -25,15 +24,6 @@ from dplens.accountant import events as ev
 from dplens.accountant.compose import Accountant
 
 __all__ = ["Claim", "Spec", "load_spec", "parse_spec", "spec_types"]
-
-# Modules that may export SPEC_TYPES (imported lazily; a missing one is skipped).
-_EXTENSION_MODULES = (
-    "dplens.accountant.gaussmix",
-    "dplens.accountant.feature_dp",
-    "dplens.accountant.corrdp",
-    "dplens.accountant.bcdp",
-    "dplens.accountant.matrix",
-)
 
 
 def _number(table: dict, key: str, *, type_name: str, integer: bool = False, default: Any = None) -> Any:
@@ -129,11 +119,7 @@ _BUILTIN: dict[str, tuple[Callable[[dict], tuple[ev.Event, int]], frozenset[str]
 def spec_types() -> dict[str, tuple[Callable[[dict], tuple[ev.Event, int]], frozenset[str] | None]]:
     """All mechanism types: the built-in ones and those exported by research modules."""
     types: dict[str, tuple[Callable, frozenset[str] | None]] = dict(_BUILTIN)
-    for module_name in _EXTENSION_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
+    for module in ev.import_research_modules():
         for name, builder in getattr(module, "SPEC_TYPES", {}).items():
             types.setdefault(name, (_wrap_extension(builder), None))
     return types

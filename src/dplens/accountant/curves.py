@@ -61,6 +61,9 @@ _GRID_CEILING = 1e10
 _GRID_POINTS = 36
 _ZOOM_POINTS = 16
 _ZOOM_ROUNDS = 16
+_NARROW_POINTS = 5
+_GRID_INTEGER_ORDERS = 64  # integer orders 2..64 are always tried (see RdpCurve._minimise)
+_ZOOM_RELATIVE_GAIN = 1e-9  # stop zooming once a round improves ε by less than this (relative)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +174,12 @@ class RdpCurve:
         upper = min(_GRID_FIRST_UPPER, upper_cap)
         lower = min(_GRID_FIRST_LOW, (upper - 1.0) / 10)
         t = np.linspace(math.log(lower), math.log(upper - 1.0), _GRID_POINTS)
-        values = evaluate(1.0 + np.exp(t))
+        # Small integer orders ride along in the first call: curves built from exact integer-order values (the
+        # subsampled Gaussian's fractional orders are capped by the value at ⌈α⌉) have kinks there, and a local
+        # minimum at an integer can hide from a smooth zoom that starts elsewhere.
+        integers = np.arange(2.0, math.floor(min(_GRID_INTEGER_ORDERS, upper_cap)) + 1.0)
+        first = evaluate(np.concatenate([1.0 + np.exp(t), integers]))
+        values, integer_values = first[: t.size], first[t.size :]
         while int(np.argmin(values)) == t.size - 1 and upper < upper_cap and np.isfinite(values[-1]):
             new_upper = min(upper * 1e3, upper_cap)
             t_new = np.linspace(math.log(upper - 1.0), math.log(new_upper - 1.0), _GRID_POINTS // 2 + 1)[1:]
@@ -184,23 +192,31 @@ class RdpCurve:
             values = np.concatenate([evaluate(1.0 + np.exp(t_new)), values])
         best = int(np.argmin(values))
         best_value, best_t = float(values[best]), float(t[best])
-        if not math.isfinite(best_value):
-            return math.inf, math.nan
         lo_t = t[max(best - 1, 0)]
         hi_t = t[min(best + 1, t.size - 1)]
+        if integer_values.size and float(np.min(integer_values)) < best_value:
+            # Zoom within half an order of the best integer instead.
+            order = float(integers[int(np.argmin(integer_values))])
+            best_value, best_t = float(np.min(integer_values)), math.log(order - 1.0)
+            lo_t, hi_t = math.log(order - 1.5), math.log(order - 0.5)
+        if not math.isfinite(best_value):
+            return math.inf, math.nan
         centre, half_width = 0.5 * (lo_t + hi_t), 0.5 * (hi_t - lo_t)
         standard_half_width, narrow = half_width, False
         for _ in range(_ZOOM_ROUNDS):
-            probe = np.linspace(centre - half_width, centre + half_width, _ZOOM_POINTS + 2)[1:-1]
+            # A parabola-centred round needs only a few points: the vertex is already close to the minimum,
+            # and each call of the objective costs far more in fixed overhead than per point.
+            points = _NARROW_POINTS if narrow else _ZOOM_POINTS
+            probe = np.linspace(centre - half_width, centre + half_width, points + 2)[1:-1]
             probe_values = evaluate(1.0 + np.exp(probe))
             i = int(np.argmin(probe_values))
             gain = best_value - float(probe_values[i])
-            step = 2 * half_width / (_ZOOM_POINTS + 1)
+            step = 2 * half_width / (points + 1)
             if gain > 0:
                 best_value, best_t = float(probe_values[i]), float(probe[i])
             interior = 0 < i < probe.size - 1
             # Near a bracketed smooth minimum the gain shrinks geometrically; stop once it is below float noise.
-            if step < 1e-12 or (interior and 0 < gain < 1e-11 * max(abs(best_value), 1.0)):
+            if step < 1e-12 or (interior and 0 < gain < _ZOOM_RELATIVE_GAIN * max(abs(best_value), 1.0)):
                 break
             if gain > 0 and not interior:
                 # The best probe is at the window's edge: the minimum lies beyond it, so move the window.

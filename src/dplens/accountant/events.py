@@ -252,10 +252,36 @@ def event_to_dict(event: Event) -> dict[str, Any]:
     return out
 
 
+#: Modules that define (and register) research events and spec types; imported on demand.
+RESEARCH_MODULES = (
+    "dplens.accountant.gaussmix",
+    "dplens.accountant.feature_dp",
+    "dplens.accountant.corrdp",
+    "dplens.accountant.bcdp",
+    "dplens.accountant.matrix",
+)
+
+
+def import_research_modules() -> list[Any]:
+    """Import every available research module (registering its events); returns the modules."""
+    import importlib
+
+    modules = []
+    for name in RESEARCH_MODULES:
+        try:
+            modules.append(importlib.import_module(name))
+        except ModuleNotFoundError as err:
+            if err.name != name:  # a real import error inside an existing module must not be hidden
+                raise
+    return modules
+
+
 def event_from_dict(data: dict[str, Any]) -> Event:
-    """Inverse of :func:`event_to_dict`."""
+    """Inverse of :func:`event_to_dict` (research event types are found by importing their modules)."""
     if not isinstance(data, dict) or "type" not in data:
         raise ValueError(f"event must be a dict with a 'type'; got {data!r}")
+    if data["type"] not in _REGISTRY:
+        import_research_modules()
     cls = _REGISTRY.get(data["type"])
     if cls is None:
         raise ValueError(f"unknown event type {data['type']!r}")
@@ -281,6 +307,11 @@ def event_from_dict(data: dict[str, Any]) -> Event:
 # --------------------------------------------------------------------------------------------
 
 
+def _dpa_gaussian_factor(relation: NeighboringRelation) -> float:
+    """dp-accounting's Gaussian noise multiplier ÷ ours: 2 under REPLACE_ONE (its sensitivity doubles), else 1."""
+    return 2.0 if relation is NeighboringRelation.REPLACE_ONE else 1.0
+
+
 def to_dp_accounting(event: Event):
     """The dp-accounting ``DpEvent`` with the same meaning; ``ValueError`` where none exists."""
     import dp_accounting as dpa
@@ -291,7 +322,9 @@ def to_dp_accounting(event: Event):
         case NonPrivate():
             return dpa.NonPrivateDpEvent()
         case Gaussian():
-            return dpa.GaussianDpEvent(event.noise_multiplier)
+            # dp-accounting reads a Gaussian's noise multiplier relative to the add/remove sensitivity and doubles
+            # the sensitivity under REPLACE_ONE; ours is relative to the stated relation's own sensitivity.
+            return dpa.GaussianDpEvent(event.noise_multiplier * _dpa_gaussian_factor(event.neighboring))
         case Laplace():
             return dpa.LaplaceDpEvent(event.noise_multiplier)
         case RandomizedResponse():
@@ -309,6 +342,10 @@ def to_dp_accounting(event: Event):
             return dpa.SelfComposedDpEvent(to_dp_accounting(event.event), event.count)
         case Composed():
             return dpa.ComposedDpEvent([to_dp_accounting(e) for e in event.events])
+    # Research events with an exact dp-accounting equivalent declare it (e.g. DpFtrl: a Gaussian mechanism).
+    declared = getattr(event, "to_dp_accounting", None)
+    if callable(declared):
+        return declared()
     raise ValueError(f"event has no dp-accounting counterpart: {event!r}")
 
 
@@ -322,7 +359,9 @@ def from_dp_accounting(dp_event, *, neighboring: NeighboringRelation = ADD_REMOV
         case dpa.NonPrivateDpEvent():
             return NonPrivate(neighboring=neighboring)
         case dpa.GaussianDpEvent():
-            return Gaussian(noise_multiplier=dp_event.noise_multiplier, neighboring=neighboring)
+            return Gaussian(
+                noise_multiplier=dp_event.noise_multiplier / _dpa_gaussian_factor(neighboring), neighboring=neighboring
+            )
         case dpa.LaplaceDpEvent():
             return Laplace(noise_multiplier=dp_event.noise_multiplier, neighboring=neighboring)
         case dpa.RandomizedResponseDpEvent():

@@ -214,7 +214,7 @@ def _vectorised(function):
 
 
 def gaussian_mu(event: ev.Event) -> float | None:
-    """μ of a (composition of) Gaussian event(s), or None: μ = √(Σ countᵢ/σᵢ²) (DRS 2022 Cor. 3.3)."""
+    """μ of a (composition of) Gaussian or μ-GDP event(s), or None: μ = √(Σ countᵢ μᵢ²) (DRS 2022 Cor. 3.3)."""
     match event:
         case ev.Gaussian():
             return 1.0 / event.noise_multiplier
@@ -226,7 +226,9 @@ def gaussian_mu(event: ev.Event) -> float | None:
         case ev.Composed():
             parts = [gaussian_mu(e) for e in event.events]
             return None if any(p is None for p in parts) else math.sqrt(sum(p * p for p in parts))
-    return None
+    # Research events that are exactly μ-GDP declare μ (e.g. DpFtrl), so their compositions stay exact.
+    declared = getattr(event, "gdp_mu", None)
+    return float(declared()) if callable(declared) else None
 
 
 @functools.singledispatch
