@@ -180,8 +180,61 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------------
-# demo (until the report layer is wired: the accounting of a built-in DP-SGD example)
+# report and demo
 # --------------------------------------------------------------------------------------------
+
+
+def _spec_title(path: str, default: str) -> str:
+    """The spec's optional top-level ``name`` (already validated by ``load_spec``), else ``default``."""
+    import tomllib
+
+    try:
+        raw = Path(path).read_bytes()
+        data = tomllib.loads(raw.decode("utf-8")) if path.lower().endswith(".toml") else json.loads(raw)
+    except (OSError, ValueError):
+        return default
+    name = data.get("name") if isinstance(data, dict) else None
+    return name if isinstance(name, str) and name.strip() else default
+
+
+def _progress(quiet: bool):
+    if quiet:
+        return None
+    return lambda message: print(f"[report] {message}", file=sys.stderr, flush=True)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from dplens.reports.build import DEFAULT_TRIALS, AuditMode, generate_report
+
+    spec = load_spec(args.spec)
+    if args.no_audit and args.trials is not None:
+        raise ValueError("--no-audit and --trials exclude each other")
+    if args.no_audit:
+        mode = AuditMode.OFF
+    elif args.trials is not None:
+        mode = AuditMode.REQUIRED  # the user asked for an audit: failing to run it is an error
+    else:
+        mode = AuditMode.AUTO
+    if args.delta is not None and not 0 <= args.delta < 1:
+        raise ValueError(f"--delta must be in [0, 1); got {args.delta!r}")
+    files = generate_report(
+        spec,
+        Path(args.output),
+        title=args.title or _spec_title(args.spec, Path(args.spec).stem),
+        delta=args.delta,
+        audit_mode=mode,
+        trials=args.trials or DEFAULT_TRIALS,
+        confidence=args.confidence,
+        seed=args.seed,
+        workers=args.workers,
+        privacy_unit=args.unit,
+        progress=_progress(args.quiet),
+        command=["dplens", *getattr(args, "argv", [])],
+    )
+    report = files.report
+    print(f"verdict: {report.verdict.status.value}. {report.verdict.sentence}")
+    print(f"dplens report: wrote {files.html.resolve()}")
+    return 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -270,6 +323,28 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--json", action="store_true")
     cal.set_defaults(func=_cmd_calibrate)
 
+    from dplens.reports.build import DEFAULT_CONFIDENCE, DEFAULT_PRIVACY_UNIT, DEFAULT_TRIALS
+
+    report = sub.add_parser("report", help="a compliance report (JSON, HTML, privacy statement, figures)")
+    report.add_argument("spec", help="TOML or JSON spec file")
+    report.add_argument("-o", "--output", required=True, help="output directory")
+    report.add_argument(
+        "--delta", type=float, help="delta of the (epsilon, delta) statements (default: the claim's, else 1e-5)"
+    )
+    report.add_argument(
+        "--trials",
+        type=_positive_int,
+        help=f"audit trials per side (default {DEFAULT_TRIALS}; given explicitly, a failing audit is an error)",
+    )
+    report.add_argument("--no-audit", action="store_true", help="accounting only; the report says 'not audited'")
+    report.add_argument("--confidence", type=_probability, default=DEFAULT_CONFIDENCE, help="audit confidence")
+    report.add_argument("--seed", type=int, default=0, help="audit seed (default 0)")
+    report.add_argument("--workers", type=_positive_int, default=1, help="audit worker processes")
+    report.add_argument("--unit", default=DEFAULT_PRIVACY_UNIT, help="the unit of privacy, in words")
+    report.add_argument("--title", help="report title (default: the spec's name)")
+    report.add_argument("--quiet", action="store_true", help="no progress output")
+    report.set_defaults(func=_cmd_report)
+
     demo = sub.add_parser("demo", help="the main job end to end on a built-in example")
     demo.add_argument("-o", "--output", default="dplens-demo", help="output directory (default: ./dplens-demo)")
     demo.add_argument("--quiet", action="store_true", help="no progress output")
@@ -287,6 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        args.argv = list(argv) if argv is not None else sys.argv[1:]
         return int(args.func(args) or 0)
     except (CliError, ValueError) as err:
         message = str(err).splitlines()[0] if str(err) else type(err).__name__

@@ -1,52 +1,92 @@
 """Reproductions of the seed papers' results (``dplens reproduce NAME``).
 
 Each module exposes ``run(out_dir, *, quick=False) -> list[Path]`` writing figures, data and a ``README.md``
-write-up (what matched the paper and what did not) into ``out_dir``.
+write-up (what matched the paper and what did not) into ``out_dir``. :func:`write_index` writes the index page
+(``index.html``, self-contained: inline style, no script, no external resource) and ``index.md`` linking every
+reproduction's write-up, figures and data.
 """
 
 from __future__ import annotations
 
-import html
-import os
-import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["write_index"]
+__all__ = ["ReproductionEntry", "describe_reproduction", "write_index"]
+
+_FIGURE_SUFFIXES = (".png", ".svg")
+_DATA_SUFFIXES = (".csv", ".json", ".npz", ".txt")
 
 
-def _title(readme: Path) -> str:
+@dataclass(frozen=True, slots=True)
+class ReproductionEntry:
+    """What the index shows for one reproduction folder."""
+
+    name: str
+    title: str
+    summary: str
+    sections: tuple[str, ...]
+    readme: str | None
+    figures: tuple[str, ...]
+    data: tuple[str, ...]
+
+
+def describe_reproduction(root: Path, name: str) -> ReproductionEntry:
+    """Read ``root/name/README.md`` (title, first paragraph, section headings) and list its files."""
+    folder = Path(root) / name
+    readme = folder / "README.md"
+    title, summary, sections = name, "", []
     if readme.is_file():
+        paragraph: list[str] = []
+        seen_title = False
         for line in readme.read_text(encoding="utf-8").splitlines():
-            if line.startswith("#"):
-                return line.lstrip("#").strip()
-    return readme.parent.name
+            stripped = line.strip()
+            if stripped.startswith("# ") and not seen_title:
+                title, seen_title = stripped[2:].strip(), True
+            elif stripped.startswith("## "):
+                sections.append(stripped[3:].strip())
+            elif not sections and stripped and not stripped.startswith("#"):
+                paragraph.append(stripped)
+            elif not sections and not stripped and paragraph and not summary:
+                summary = " ".join(paragraph)
+        summary = summary or " ".join(paragraph)
+    files = sorted(p.name for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+    return ReproductionEntry(
+        name=name,
+        title=title,
+        summary=summary,
+        sections=tuple(sections),
+        readme=f"{name}/README.md" if readme.is_file() else None,
+        figures=tuple(f"{name}/{f}" for f in files if f.lower().endswith(_FIGURE_SUFFIXES)),
+        data=tuple(f"{name}/{f}" for f in files if f.lower().endswith(_DATA_SUFFIXES)),
+    )
+
+
+def _markdown(entries: list[ReproductionEntry]) -> str:
+    lines = ["# dplens reproductions", "", "Regenerate with `dplens reproduce all`.", ""]
+    for entry in entries:
+        link = f"[{entry.title}]({entry.readme})" if entry.readme else entry.title
+        lines.append(f"## {link}")
+        lines.append("")
+        if entry.summary:
+            lines += [entry.summary, ""]
+        if entry.figures:
+            lines.append("Figures: " + ", ".join(f"[{Path(f).name}]({f})" for f in entry.figures))
+        if entry.data:
+            lines.append("Data: " + ", ".join(f"[{Path(f).name}]({f})" for f in entry.data))
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
 
 
 def write_index(root: Path, names: list[str]) -> Path:
-    """Write ``root/index.html`` and ``root/index.md`` linking every reproduction (atomically)."""
+    """Write ``root/index.html`` and ``root/index.md`` linking every reproduction (atomically); return the HTML."""
+    from dplens import __version__
+    from dplens.reports.render import atomic_write_text, template_environment
+
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    md = ["# dplens reproductions", "", "Regenerate with `dplens reproduce all`.", ""]
-    items = []
-    for name in names:
-        folder = root / name
-        title = _title(folder / "README.md")
-        figures = sorted(p.name for p in folder.glob("*.png"))
-        md.append(f"- [{title}]({name}/README.md)" + (f" — figures: {', '.join(figures)}" if figures else ""))
-        links = "".join(
-            f'<li><a href="{html.escape(name)}/{html.escape(f)}">{html.escape(f)}</a></li>' for f in figures
-        )
-        items.append(
-            f'<section><h2><a href="{html.escape(name)}/README.md">{html.escape(title)}</a></h2><ul>{links}</ul>'
-            "</section>"
-        )
+    entries = [describe_reproduction(root, name) for name in names]
     page = (
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>dplens reproductions</title></head>"
-        f"<body><h1>dplens reproductions</h1>{''.join(items)}</body></html>\n"
+        template_environment().get_template("reproductions_index.html.j2").render(entries=entries, version=__version__)
     )
-    for path, text in ((root / "index.md", "\n".join(md) + "\n"), (root / "index.html", page)):
-        fd, tmp = tempfile.mkstemp(dir=root, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    return root / "index.html"
+    atomic_write_text(root / "index.md", _markdown(entries))
+    return atomic_write_text(root / "index.html", page)

@@ -1,0 +1,993 @@
+"""The compliance report as data: dataclasses, a versioned schema, ``to_dict`` / ``from_dict``.
+
+The JSON form (``Report.to_dict()``) is canonical; HTML and the plain-text privacy statement are rendered
+from it (:mod:`dplens.reports.render`). The fields follow what real privacy reports and the users of
+auditors ask for (research note ``auditing-anchors.md`` §7.2): the claim with its neighbouring relation and
+unit of privacy (dp-wizard #857, dp_mobility_report #3), every accounting route with its method and
+discretisation, the audit's bound with its raw counts and realised operating point (LeakPro #438), estimates
+labelled as estimates, a verdict with a plain-language sentence (SACRO-ML #110) and the provenance needed to
+rerun it (seeds, versions, spec hash; SACRO-ML #222).
+
+Soundness conventions, enforced by :func:`validate_report_dict`:
+
+- every accounting ε is an upper bound (``is_upper_bound`` is true on every route);
+- the audit's ``epsilon_lower_bound`` is a statistically valid lower bound (``is_lower_bound`` true);
+- every audit number that is not a bound is in ``estimates`` with ``is_estimate`` true.
+
+``REPORT_SCHEMA`` is a JSON-Schema (draft 2020-12) subset, checked by our own small validator
+(:func:`validate_report_dict`) so no dependency is added; the same dict can be handed to any JSON-Schema
+validator. A report with a wrong ``schema_version`` or a missing required field is rejected with a
+``ValueError`` naming the field.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "REPORT_FORMAT",
+    "REPORT_SCHEMA",
+    "SCHEMA_VERSION",
+    "Accounting",
+    "AccountingRoute",
+    "AuditEvidence",
+    "Claim",
+    "Definition",
+    "Estimate",
+    "Figure",
+    "MechanismSection",
+    "OperatingPoint",
+    "Provenance",
+    "Report",
+    "Status",
+    "Verdict",
+    "validate_report_dict",
+]
+
+REPORT_FORMAT = "dplens-report"
+#: Bump on any incompatible change of the JSON form; readers reject other versions.
+SCHEMA_VERSION = 1
+
+
+class Definition(enum.Enum):
+    """The privacy definition a claim is stated in."""
+
+    APPROX_DP = "approx-DP"  # (ε, δ)-DP
+    PURE_DP = "pure-DP"  # (ε, 0)-DP
+    ZCDP = "zCDP"  # ρ-zCDP
+    GDP = "GDP"  # μ-Gaussian DP
+
+
+class Status(enum.Enum):
+    """The verdict. The first three are the audit's (``dplens.audit.games.Verdict``)."""
+
+    CONSISTENT = "CONSISTENT"  # the valid lower bound does not exceed the claimed ε
+    VIOLATION = "VIOLATION"  # the valid lower bound exceeds the claimed ε
+    INCONCLUSIVE = "INCONCLUSIVE"  # the measurability ceiling is below the claim
+    NOT_AUDITED = "NOT_AUDITED"  # no empirical test was run: accounting only
+
+
+# --------------------------------------------------------------------------------------------
+# JSON helpers: ±∞ cannot be a JSON number, so it is the string "Infinity"; NaN/undefined is null.
+# --------------------------------------------------------------------------------------------
+
+
+def _enc(value: float | None) -> float | str | None:
+    if value is None:
+        return None
+    value = float(value)
+    if math.isnan(value):
+        return None
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return value
+
+
+def _dec(value: Any) -> float | None:
+    if value is None:
+        return None
+    if value == "Infinity":
+        return math.inf
+    if value == "-Infinity":
+        return -math.inf
+    return float(value)
+
+
+def _opt(value: Any, convert=float) -> Any:
+    return None if value is None else convert(value)
+
+
+# --------------------------------------------------------------------------------------------
+# Sections
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    """The privacy guarantee the report is about.
+
+    Args:
+        definition: the definition it is stated in.
+        epsilon, delta: for (approx-/pure-) DP; ``delta`` is 0 for pure DP.
+        rho: ρ of ρ-zCDP; mu: μ of μ-GDP (also given as exact equivalents of an (ε, δ) claim when known).
+        neighbouring: the neighbouring relation (``add_remove``, ``replace_one``, ``zero_out``, …).
+        neighbouring_description: the relation in plain words.
+        privacy_unit: what one "record" is (the unit of protection), e.g. "one training example".
+        source: where the claim comes from ("spec [claim]", "calibration target", "accountant (pld)").
+        certified_by_accountant: whether the accountant's tightest upper bound at the claim's δ is at most
+            the claimed ε, up to the accountant's own floating-point safety margin (relative 2e-12; see
+            ``dplens.reports.build.certifies``); None when it could not be checked.
+    """
+
+    definition: Definition
+    neighbouring: str
+    neighbouring_description: str
+    privacy_unit: str
+    source: str
+    epsilon: float | None = None
+    delta: float | None = None
+    rho: float | None = None
+    mu: float | None = None
+    certified_by_accountant: bool | None = None
+
+    def __post_init__(self) -> None:
+        needs = {
+            Definition.APPROX_DP: ("epsilon", "delta"),
+            Definition.PURE_DP: ("epsilon",),
+            Definition.ZCDP: ("rho",),
+            Definition.GDP: ("mu",),
+        }[self.definition]
+        for name in needs:
+            if getattr(self, name) is None:
+                raise ValueError(f"claim.{name} is required for a {self.definition.value} claim")
+        if self.definition is Definition.PURE_DP and self.delta not in (None, 0.0):
+            raise ValueError(f"claim.delta must be 0 for a pure-DP claim; got {self.delta!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "definition": self.definition.value,
+            "epsilon": _enc(self.epsilon),
+            "delta": self.delta,
+            "rho": self.rho,
+            "mu": self.mu,
+            "neighbouring": self.neighbouring,
+            "neighbouring_description": self.neighbouring_description,
+            "privacy_unit": self.privacy_unit,
+            "source": self.source,
+            "certified_by_accountant": self.certified_by_accountant,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Claim:
+        return cls(
+            definition=Definition(data["definition"]),
+            epsilon=_dec(data.get("epsilon")),
+            delta=_opt(data.get("delta")),
+            rho=_opt(data.get("rho")),
+            mu=_opt(data.get("mu")),
+            neighbouring=data["neighbouring"],
+            neighbouring_description=data["neighbouring_description"],
+            privacy_unit=data["privacy_unit"],
+            source=data["source"],
+            certified_by_accountant=data.get("certified_by_accountant"),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MechanismSection:
+    """What runs: the spec's mechanism tables (type + parameters), composed in order, and the ledger."""
+
+    name: str
+    components: tuple[dict[str, Any], ...]
+    neighbouring: str
+    sampling: str
+    ledger: dict[str, Any]
+    implementation: str = "dplens.spec → dplens.accountant.events"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "components": [dict(c) for c in self.components],
+            "neighbouring": self.neighbouring,
+            "sampling": self.sampling,
+            "ledger": self.ledger,
+            "implementation": self.implementation,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MechanismSection:
+        return cls(
+            name=data["name"],
+            components=tuple(dict(c) for c in data["components"]),
+            neighbouring=data["neighbouring"],
+            sampling=data["sampling"],
+            ledger=dict(data["ledger"]),
+            implementation=data["implementation"],
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AccountingRoute:
+    """ε at δ by one accounting route: always an upper bound on the true ε (pessimistic, rounded up)."""
+
+    method: str  # "rdp" | "pld" | "exact" | "pure"
+    epsilon: float
+    delta: float
+    details: str
+    is_tightest: bool = False
+    optimal_order: float | None = None
+    discretisation: str | None = None
+    is_upper_bound: bool = True
+
+    def __post_init__(self) -> None:
+        if self.is_upper_bound is not True:
+            raise ValueError(f"accounting route {self.method!r}: every accounting epsilon must be an upper bound")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "epsilon": _enc(self.epsilon),
+            "delta": self.delta,
+            "details": self.details,
+            "is_tightest": self.is_tightest,
+            "is_upper_bound": self.is_upper_bound,
+            "optimal_order": _enc(self.optimal_order),
+            "discretisation": self.discretisation,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AccountingRoute:
+        return cls(
+            method=data["method"],
+            epsilon=_dec(data["epsilon"]),
+            delta=float(data["delta"]),
+            details=data["details"],
+            is_tightest=data["is_tightest"],
+            optimal_order=_dec(data.get("optimal_order")),
+            discretisation=data.get("discretisation"),
+            is_upper_bound=data["is_upper_bound"],
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Accounting:
+    """Every accounting route that applies, the tightest marked, plus the curves behind the figures.
+
+    Args:
+        delta: the δ of the (ε, δ) statements.
+        routes: one entry per applicable route (exactly one ``is_tightest``).
+        unsupported: routes that do not apply, ``{"method", "reason"}``.
+        epsilon_of_delta: ``{"method", "delta", "epsilon"}`` rows, each ε an upper bound (the ε(δ) figure).
+        rdp_curve: ``{"alpha", "rdp"}`` samples of the composed RDP curve (empty without an RDP route).
+        trade_off: ``{"alpha", "beta"}`` samples of the f-DP curve; a pointwise *lower* bound on the exact
+            trade-off curve (pessimistic), from ``trade_off_source``.
+        calibration: a ``CalibrationResult.to_dict()`` when a parameter was calibrated.
+    """
+
+    delta: float
+    routes: tuple[AccountingRoute, ...]
+    unsupported: tuple[dict[str, str], ...] = ()
+    epsilon_of_delta: tuple[dict[str, Any], ...] = ()
+    rdp_curve: tuple[dict[str, float], ...] = ()
+    trade_off: tuple[dict[str, float], ...] = ()
+    trade_off_source: str = ""
+    calibration: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.routes:
+            raise ValueError("accounting.routes must contain at least one route")
+        tight = [r for r in self.routes if r.is_tightest]
+        if len(tight) != 1:
+            raise ValueError(f"accounting.routes must mark exactly one route as tightest; got {len(tight)}")
+        if any(r.epsilon < tight[0].epsilon for r in self.routes):
+            raise ValueError("accounting.routes: the route marked tightest does not have the smallest epsilon")
+
+    @property
+    def tightest(self) -> AccountingRoute:
+        return next(r for r in self.routes if r.is_tightest)
+
+    @property
+    def epsilon(self) -> float:
+        """The tightest upper bound on ε at :attr:`delta`."""
+        return self.tightest.epsilon
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "delta": self.delta,
+            "epsilon": _enc(self.epsilon),
+            "tightest": self.tightest.method,
+            "routes": [r.to_dict() for r in self.routes],
+            "unsupported": [dict(u) for u in self.unsupported],
+            "epsilon_of_delta": [
+                {"method": row["method"], "delta": row["delta"], "epsilon": _enc(row["epsilon"])}
+                for row in self.epsilon_of_delta
+            ],
+            "rdp_curve": [{"alpha": p["alpha"], "rdp": _enc(p["rdp"])} for p in self.rdp_curve],
+            "trade_off": [dict(p) for p in self.trade_off],
+            "trade_off_source": self.trade_off_source,
+            "calibration": self.calibration,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Accounting:
+        accounting = cls(
+            delta=float(data["delta"]),
+            routes=tuple(AccountingRoute.from_dict(r) for r in data["routes"]),
+            unsupported=tuple(dict(u) for u in data["unsupported"]),
+            epsilon_of_delta=tuple(
+                {"method": r["method"], "delta": float(r["delta"]), "epsilon": _dec(r["epsilon"])}
+                for r in data["epsilon_of_delta"]
+            ),
+            rdp_curve=tuple({"alpha": float(p["alpha"]), "rdp": _dec(p["rdp"])} for p in data["rdp_curve"]),
+            trade_off=tuple({"alpha": float(p["alpha"]), "beta": float(p["beta"])} for p in data["trade_off"]),
+            trade_off_source=data["trade_off_source"],
+            calibration=data.get("calibration"),
+        )
+        if data["tightest"] != accounting.tightest.method:
+            raise ValueError(
+                f"accounting.tightest is {data['tightest']!r} but the route marked tightest is "
+                f"{accounting.tightest.method!r}"
+            )
+        return accounting
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperatingPoint:
+    """The realised operating point of the audit's test: threshold, raw counts, rates and their upper limits."""
+
+    threshold: float | None
+    false_positives: int
+    false_negatives: int
+    negatives: int
+    positives: int
+    fpr: float
+    fnr: float
+    fpr_upper: float
+    fnr_upper: float
+
+    _FIELDS = (
+        "threshold",
+        "false_positives",
+        "false_negatives",
+        "negatives",
+        "positives",
+        "fpr",
+        "fnr",
+        "fpr_upper",
+        "fnr_upper",
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in self._FIELDS}
+        out["threshold"] = _enc(self.threshold)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OperatingPoint:
+        return cls(
+            threshold=_dec(data.get("threshold")),
+            false_positives=int(data["false_positives"]),
+            false_negatives=int(data["false_negatives"]),
+            negatives=int(data["negatives"]),
+            positives=int(data["positives"]),
+            fpr=float(data["fpr"]),
+            fnr=float(data["fnr"]),
+            fpr_upper=float(data["fpr_upper"]),
+            fnr_upper=float(data["fnr_upper"]),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Estimate:
+    """A number from the audit that is NOT a bound (raw-count ε, GDP-shape ε, …); always labelled."""
+
+    name: str
+    epsilon: float | None
+    assumption: str
+    is_estimate: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.is_estimate is not True:
+            raise ValueError(f"audit estimate {self.name!r} must be labelled is_estimate=true")
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.extra | {
+            "name": self.name,
+            "epsilon": _enc(self.epsilon),
+            "is_estimate": self.is_estimate,
+            "assumption": self.assumption,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Estimate:
+        known = {"name", "epsilon", "is_estimate", "assumption"}
+        return cls(
+            name=data["name"],
+            epsilon=_dec(data.get("epsilon")),
+            assumption=data["assumption"],
+            is_estimate=data["is_estimate"],
+            extra={k: v for k, v in data.items() if k not in known},
+        )
+
+
+#: Keys of ``AuditResult.to_dict()`` (AUDIT_CONTRACT.md) that the report reads.
+_AUDIT_KEYS = (
+    "epsilon_lower_bound",
+    "bound_direction",
+    "epsilon_claimed",
+    "delta",
+    "confidence",
+    "claim_source",
+    "trials",
+    "method",
+    "threshold_strategy",
+    "score",
+    "mechanism",
+    "pair",
+    "operating_point",
+    "ceiling",
+    "estimates",
+    "empirical_trade_off",
+    "trajectory",
+    "verdict",
+    "verdict_reason",
+    "seed",
+    "chunks",
+    "backend",
+    "elapsed_seconds",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditEvidence:
+    """The audit's evidence, read from ``AuditResult.to_dict()`` (see AUDIT_CONTRACT.md).
+
+    ``epsilon_lower_bound`` is a valid lower bound at ``confidence`` (a bound, not an estimate); the
+    ``estimates`` are not bounds and are labelled so. Keys the audit layer adds beyond the contract are kept
+    in ``extra`` and written back unchanged.
+    """
+
+    epsilon_lower_bound: float
+    bound_direction: str
+    epsilon_claimed: float
+    delta: float
+    confidence: float
+    claim_source: str
+    trials: int
+    method: str
+    threshold_strategy: dict[str, Any]
+    score: str
+    mechanism: str
+    pair: str
+    operating_point: OperatingPoint
+    ceiling: float
+    estimates: tuple[Estimate, ...]
+    empirical_trade_off: tuple[dict[str, Any], ...]
+    trajectory: tuple[dict[str, Any], ...]
+    verdict: Status
+    verdict_reason: str
+    seed: int
+    chunks: int
+    backend: str
+    elapsed_seconds: float
+    is_lower_bound: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.verdict is Status.NOT_AUDITED:
+            raise ValueError("audit.verdict cannot be NOT_AUDITED for an audit that ran")
+        if self.is_lower_bound is not True:
+            raise ValueError("audit.is_lower_bound must be true: epsilon_lower_bound is a valid lower bound")
+        if not 0 < self.confidence < 1:
+            raise ValueError(f"audit.confidence must be in (0, 1); got {self.confidence!r}")
+
+    @property
+    def ratio_to_claim(self) -> float | None:
+        """ε_lb / claimed ε (> 1 means the claim is refuted at the stated confidence)."""
+        if self.epsilon_claimed > 0 and math.isfinite(self.epsilon_claimed):
+            return self.epsilon_lower_bound / self.epsilon_claimed
+        return None
+
+    @classmethod
+    def from_audit_dict(cls, data: Mapping[str, Any]) -> AuditEvidence:
+        """From ``AuditResult.to_dict()``; a missing contract key raises ``ValueError`` naming it."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"audit result must be a mapping; got {type(data).__name__}")
+        missing = [k for k in _AUDIT_KEYS if k not in data]
+        if missing:
+            raise ValueError(f"audit result is missing required field {missing[0]!r}")
+        return cls(
+            epsilon_lower_bound=_dec(data["epsilon_lower_bound"]),
+            bound_direction=data["bound_direction"],
+            epsilon_claimed=_dec(data["epsilon_claimed"]),
+            delta=float(data["delta"]),
+            confidence=float(data["confidence"]),
+            claim_source=data["claim_source"],
+            trials=int(data["trials"]),
+            method=data["method"],
+            threshold_strategy=dict(data["threshold_strategy"]),
+            score=data["score"],
+            mechanism=data["mechanism"],
+            pair=data["pair"],
+            operating_point=OperatingPoint.from_dict(data["operating_point"]),
+            ceiling=_dec(data["ceiling"]),
+            estimates=tuple(Estimate.from_dict(e) for e in data["estimates"]),
+            empirical_trade_off=tuple(dict(p) for p in data["empirical_trade_off"]),
+            trajectory=tuple(dict(p) for p in data["trajectory"]),
+            verdict=Status(data["verdict"]),
+            verdict_reason=data["verdict_reason"],
+            seed=int(data["seed"]),
+            chunks=int(data["chunks"]),
+            backend=data["backend"],
+            elapsed_seconds=float(data["elapsed_seconds"]),
+            is_lower_bound=data.get("is_lower_bound", True),
+            extra={k: v for k, v in data.items() if k not in _AUDIT_KEYS and k not in {"is_lower_bound", "extra"}}
+            | dict(data.get("extra", {})),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "epsilon_lower_bound": _enc(self.epsilon_lower_bound),
+            "is_lower_bound": self.is_lower_bound,
+            "bound_direction": self.bound_direction,
+            "epsilon_claimed": _enc(self.epsilon_claimed),
+            "ratio_to_claim": _enc(self.ratio_to_claim),
+            "delta": self.delta,
+            "confidence": self.confidence,
+            "claim_source": self.claim_source,
+            "trials": self.trials,
+            "method": self.method,
+            "threshold_strategy": dict(self.threshold_strategy),
+            "score": self.score,
+            "mechanism": self.mechanism,
+            "pair": self.pair,
+            "operating_point": self.operating_point.to_dict(),
+            "ceiling": _enc(self.ceiling),
+            "estimates": [e.to_dict() for e in self.estimates],
+            "empirical_trade_off": [dict(p) for p in self.empirical_trade_off],
+            "trajectory": [dict(p) for p in self.trajectory],
+            "verdict": self.verdict.value,
+            "verdict_reason": self.verdict_reason,
+            "seed": self.seed,
+            "chunks": self.chunks,
+            "backend": self.backend,
+            "elapsed_seconds": self.elapsed_seconds,
+            "extra": dict(self.extra),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AuditEvidence:
+        """Inverse of :meth:`to_dict` (the report's own form)."""
+        return cls.from_audit_dict({k: v for k, v in data.items() if k != "ratio_to_claim"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict:
+    """The bottom line: a status, one plain-language sentence, and the reasons behind it."""
+
+    status: Status
+    sentence: str
+    reasons: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status.value, "sentence": self.sentence, "reasons": list(self.reasons)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
+        return cls(status=Status(data["status"]), sentence=data["sentence"], reasons=tuple(data["reasons"]))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Figure:
+    """A figure written next to the report (and embedded in the HTML)."""
+
+    name: str
+    file: str
+    caption: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "file": self.file, "caption": self.caption}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Figure:
+        return cls(name=data["name"], file=data["file"], caption=data["caption"])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Provenance:
+    """Enough to rerun the report: tool and dependency versions, the spec's hash, the seeds, the command."""
+
+    tool: dict[str, Any]
+    python: str
+    platform: str
+    dependencies: dict[str, str]
+    spec_source: str
+    spec_sha256: str
+    seeds: dict[str, Any]
+    created_utc: str
+    command: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool": dict(self.tool),
+            "python": self.python,
+            "platform": self.platform,
+            "dependencies": dict(self.dependencies),
+            "spec_source": self.spec_source,
+            "spec_sha256": self.spec_sha256,
+            "seeds": dict(self.seeds),
+            "created_utc": self.created_utc,
+            "command": list(self.command),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Provenance:
+        return cls(
+            tool=dict(data["tool"]),
+            python=data["python"],
+            platform=data["platform"],
+            dependencies=dict(data["dependencies"]),
+            spec_source=data["spec_source"],
+            spec_sha256=data["spec_sha256"],
+            seeds=dict(data["seeds"]),
+            created_utc=data["created_utc"],
+            command=tuple(data["command"]),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Report:
+    """A compliance report: claim, mechanism, accounting, audit evidence (optional), verdict, provenance."""
+
+    title: str
+    claim: Claim
+    mechanism: MechanismSection
+    accounting: Accounting
+    verdict: Verdict
+    provenance: Provenance
+    audit: AuditEvidence | None = None
+    not_audited_reason: str | None = None
+    figures: tuple[Figure, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        if self.schema_version != SCHEMA_VERSION:
+            raise ValueError(_version_message(self.schema_version))
+        if self.audit is None and self.verdict.status is not Status.NOT_AUDITED:
+            raise ValueError(f"verdict.status is {self.verdict.status.value!r} but the report has no audit")
+        if self.audit is not None and self.verdict.status is not self.audit.verdict:
+            raise ValueError(
+                f"verdict.status {self.verdict.status.value!r} differs from the audit's {self.audit.verdict.value!r}"
+            )
+        if self.audit is None and not self.not_audited_reason:
+            raise ValueError("not_audited_reason is required when the report has no audit")
+
+    def with_figures(self, figures: tuple[Figure, ...]) -> Report:
+        """A copy listing ``figures``."""
+        return Report(
+            title=self.title,
+            claim=self.claim,
+            mechanism=self.mechanism,
+            accounting=self.accounting,
+            verdict=self.verdict,
+            provenance=self.provenance,
+            audit=self.audit,
+            not_audited_reason=self.not_audited_reason,
+            figures=tuple(figures),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": REPORT_FORMAT,
+            "schema_version": self.schema_version,
+            "title": self.title,
+            "claim": self.claim.to_dict(),
+            "mechanism": self.mechanism.to_dict(),
+            "accounting": self.accounting.to_dict(),
+            "audit": None if self.audit is None else self.audit.to_dict(),
+            "not_audited_reason": self.not_audited_reason,
+            "verdict": self.verdict.to_dict(),
+            "figures": [f.to_dict() for f in self.figures],
+            "provenance": self.provenance.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Report:
+        """Validate ``data`` against :data:`REPORT_SCHEMA` and build the report.
+
+        Raises:
+            ValueError: wrong format or ``schema_version``, a missing required field (named), a value of
+                the wrong type, or a broken invariant (e.g. an estimate not labelled as one).
+        """
+        validate_report_dict(data)
+        return cls(
+            schema_version=data["schema_version"],
+            title=data["title"],
+            claim=Claim.from_dict(data["claim"]),
+            mechanism=MechanismSection.from_dict(data["mechanism"]),
+            accounting=Accounting.from_dict(data["accounting"]),
+            audit=None if data["audit"] is None else AuditEvidence.from_dict(data["audit"]),
+            not_audited_reason=data.get("not_audited_reason"),
+            verdict=Verdict.from_dict(data["verdict"]),
+            figures=tuple(Figure.from_dict(f) for f in data["figures"]),
+            provenance=Provenance.from_dict(data["provenance"]),
+        )
+
+
+def _version_message(version: Any) -> str:
+    return (
+        f"unsupported report schema_version {version!r}; this dplens reads schema_version {SCHEMA_VERSION} "
+        "(regenerate the report with this version of dplens)"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Schema (JSON-Schema draft 2020-12 subset) and its validator
+# --------------------------------------------------------------------------------------------
+
+_NUM = {"type": "number"}
+_INT = {"type": "integer"}
+_STR = {"type": "string"}
+_BOOL = {"type": "boolean"}
+_NULL = {"type": "null"}
+_XNUM = {"anyOf": [_NUM, {"enum": ["Infinity", "-Infinity"]}]}  # a number or ±∞
+_OPT_NUM = {"anyOf": [_NUM, _NULL]}
+_OPT_XNUM = {"anyOf": [_NUM, {"enum": ["Infinity", "-Infinity"]}, _NULL]}
+_OPT_STR = {"anyOf": [_STR, _NULL]}
+_PROB = {"type": "number", "minimum": 0, "maximum": 1}
+
+
+def _obj(properties: dict[str, Any], *, optional: tuple[str, ...] = (), extra: bool = False) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": [k for k in properties if k not in optional],
+        "additionalProperties": extra,
+    }
+
+
+def _arr(items: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": items}
+
+
+_ROUTE = _obj(
+    {
+        "method": {"enum": ["rdp", "pld", "exact", "pure"]},
+        "epsilon": _XNUM,
+        "delta": _PROB,
+        "details": _STR,
+        "is_tightest": _BOOL,
+        "is_upper_bound": {"const": True},
+        "optimal_order": _OPT_XNUM,
+        "discretisation": _OPT_STR,
+    }
+)
+
+_OPERATING_POINT = _obj(
+    {
+        "threshold": _OPT_XNUM,
+        "false_positives": {"type": "integer", "minimum": 0},
+        "false_negatives": {"type": "integer", "minimum": 0},
+        "negatives": {"type": "integer", "minimum": 0},
+        "positives": {"type": "integer", "minimum": 0},
+        "fpr": _PROB,
+        "fnr": _PROB,
+        "fpr_upper": _PROB,
+        "fnr_upper": _PROB,
+    }
+)
+
+_ESTIMATE = _obj({"name": _STR, "epsilon": _OPT_XNUM, "is_estimate": {"const": True}, "assumption": _STR}, extra=True)
+
+_AUDIT = _obj(
+    {
+        "epsilon_lower_bound": _XNUM,
+        "is_lower_bound": {"const": True},
+        "bound_direction": _STR,
+        "epsilon_claimed": _XNUM,
+        "ratio_to_claim": _OPT_XNUM,
+        "delta": _PROB,
+        "confidence": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+        "claim_source": _STR,
+        "trials": {"type": "integer", "minimum": 1},
+        "method": _STR,
+        "threshold_strategy": {
+            "type": "object",
+            "properties": {"name": _STR},
+            "required": ["name"],
+            "additionalProperties": True,
+        },
+        "score": _STR,
+        "mechanism": _STR,
+        "pair": _STR,
+        "operating_point": _OPERATING_POINT,
+        "ceiling": _XNUM,
+        "estimates": _arr(_ESTIMATE),
+        "empirical_trade_off": _arr(_obj({"threshold": _OPT_XNUM, "fpr": _PROB, "fnr": _PROB}, extra=True)),
+        "trajectory": _arr(
+            _obj({"trials": {"type": "integer", "minimum": 1}, "epsilon_lower_bound": _XNUM}, extra=True)
+        ),
+        "verdict": {"enum": ["CONSISTENT", "VIOLATION", "INCONCLUSIVE"]},
+        "verdict_reason": _STR,
+        "seed": _INT,
+        "chunks": {"type": "integer", "minimum": 0},
+        "backend": _STR,
+        "elapsed_seconds": {"type": "number", "minimum": 0},
+        "extra": {"type": "object"},
+    }
+)
+
+REPORT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "dplens compliance report",
+    **_obj(
+        {
+            "format": {"const": REPORT_FORMAT},
+            "schema_version": {"const": SCHEMA_VERSION},
+            "title": _STR,
+            "claim": _obj(
+                {
+                    "definition": {"enum": [d.value for d in Definition]},
+                    "epsilon": _OPT_XNUM,
+                    "delta": {"anyOf": [_PROB, _NULL]},
+                    "rho": _OPT_NUM,
+                    "mu": _OPT_NUM,
+                    "neighbouring": _STR,
+                    "neighbouring_description": _STR,
+                    "privacy_unit": _STR,
+                    "source": _STR,
+                    "certified_by_accountant": {"anyOf": [_BOOL, _NULL]},
+                }
+            ),
+            "mechanism": _obj(
+                {
+                    "name": _STR,
+                    "components": _arr({"type": "object"}),
+                    "neighbouring": _STR,
+                    "sampling": _STR,
+                    "ledger": {"type": "object"},
+                    "implementation": _STR,
+                }
+            ),
+            "accounting": _obj(
+                {
+                    "delta": _PROB,
+                    "epsilon": _XNUM,
+                    "tightest": {"enum": ["rdp", "pld", "exact", "pure"]},
+                    "routes": {**_arr(_ROUTE), "minItems": 1},
+                    "unsupported": _arr(_obj({"method": _STR, "reason": _STR})),
+                    "epsilon_of_delta": _arr(_obj({"method": _STR, "delta": _PROB, "epsilon": _XNUM})),
+                    "rdp_curve": _arr(_obj({"alpha": _NUM, "rdp": _XNUM})),
+                    "trade_off": _arr(_obj({"alpha": _PROB, "beta": _PROB})),
+                    "trade_off_source": _STR,
+                    "calibration": {"anyOf": [{"type": "object"}, _NULL]},
+                }
+            ),
+            "audit": {"anyOf": [_AUDIT, _NULL]},
+            "not_audited_reason": _OPT_STR,
+            "verdict": _obj({"status": {"enum": [s.value for s in Status]}, "sentence": _STR, "reasons": _arr(_STR)}),
+            "figures": _arr(_obj({"name": _STR, "file": _STR, "caption": _STR})),
+            "provenance": _obj(
+                {
+                    "tool": {
+                        "type": "object",
+                        "properties": {"name": _STR, "version": _STR},
+                        "required": ["name", "version"],
+                        "additionalProperties": True,
+                    },
+                    "python": _STR,
+                    "platform": _STR,
+                    "dependencies": {"type": "object", "additionalProperties": _STR},
+                    "spec_source": _STR,
+                    "spec_sha256": _STR,
+                    "seeds": {"type": "object"},
+                    "created_utc": _STR,
+                    "command": _arr(_STR),
+                }
+            ),
+        }
+    ),
+}
+
+_TYPES: dict[str, Any] = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v),
+}
+
+
+def _check(value: Any, schema: Mapping[str, Any], where: str) -> str | None:
+    """The first violation of ``schema`` by ``value`` at ``where`` (a dotted path), or None."""
+    if "anyOf" in schema:
+        problems = [_check(value, option, where) for option in schema["anyOf"]]
+        if all(problems):
+            # the most specific explanation: from the option whose type matches, else a generic one
+            typed = [p for p, option in zip(problems, schema["anyOf"], strict=True) if _type_ok(value, option)]
+            return typed[0] if typed else f"field {where!r} has an invalid value {_show(value)}"
+        return None
+    if "const" in schema and value != schema["const"]:
+        return f"field {where!r} must be {schema['const']!r}; got {_show(value)}"
+    if "enum" in schema and value not in schema["enum"]:
+        return f"field {where!r} must be one of {schema['enum']}; got {_show(value)}"
+    if "type" in schema and not _type_ok(value, schema):
+        return f"field {where!r} must be of type {schema['type']}; got {_show(value)}"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        for key, ok in (
+            ("minimum", lambda lim: value >= lim),
+            ("maximum", lambda lim: value <= lim),
+            ("exclusiveMinimum", lambda lim: value > lim),
+            ("exclusiveMaximum", lambda lim: value < lim),
+        ):
+            if key in schema and not ok(schema[key]):
+                return f"field {where!r} violates {key} {schema[key]}; got {_show(value)}"
+    if isinstance(value, dict):
+        for key in schema.get("required", ()):
+            if key not in value:
+                return f"missing required field {_join(where, key)!r}"
+        properties = schema.get("properties", {})
+        additional = schema.get("additionalProperties", True)
+        for key, item in value.items():
+            if key in properties:
+                problem = _check(item, properties[key], _join(where, key))
+            elif additional is False:
+                problem = f"unknown field {_join(where, key)!r}"
+            elif isinstance(additional, dict):
+                problem = _check(item, additional, _join(where, key))
+            else:
+                problem = None
+            if problem:
+                return problem
+    if isinstance(value, list):
+        if len(value) < schema.get("minItems", 0):
+            return f"field {where!r} needs at least {schema['minItems']} item(s)"
+        if "items" in schema:
+            for index, item in enumerate(value):
+                problem = _check(item, schema["items"], f"{where}[{index}]")
+                if problem:
+                    return problem
+    return None
+
+
+def _type_ok(value: Any, schema: Mapping[str, Any]) -> bool:
+    if "type" not in schema:
+        return "enum" not in schema or value in schema["enum"]
+    types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    return any(_TYPES[t](value) for t in types)
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def validate_report_dict(data: Any) -> None:
+    """Check a report's JSON form against :data:`REPORT_SCHEMA`.
+
+    Raises:
+        ValueError: naming the first offending field, e.g. ``missing required field 'claim.epsilon'``.
+            A wrong ``schema_version`` is reported first, with the version this dplens reads.
+    """
+    if not isinstance(data, dict):
+        raise ValueError(f"report must be a JSON object; got {type(data).__name__}")
+    if data.get("format") != REPORT_FORMAT:
+        raise ValueError(f"not a dplens report: field 'format' must be {REPORT_FORMAT!r}; got {data.get('format')!r}")
+    if "schema_version" not in data:
+        raise ValueError("missing required field 'schema_version'")
+    if data["schema_version"] != SCHEMA_VERSION or isinstance(data["schema_version"], bool):
+        raise ValueError(_version_message(data["schema_version"]))
+    problem = _check(data, REPORT_SCHEMA, "")
+    if problem:
+        raise ValueError(f"invalid report: {problem}")

@@ -1,0 +1,358 @@
+"""Rendering a report: canonical JSON, a self-contained HTML page, a plain-text privacy statement.
+
+- JSON is canonical (sorted keys, UTF-8, no NaN), validated against the schema on write and on read.
+- HTML is rendered from the report with Jinja2 (autoescaping on, strict undefined): no scripts, no external
+  resources (figures are embedded as ``data:`` URIs, the style is inline, and a Content-Security-Policy
+  forbids any fetch), so the page is readable offline and makes no network request.
+- The privacy statement says what is protected, against what, with which (ε, δ), under which sampling and
+  adjacency assumptions, and labels every estimate as one.
+
+Numbers are shown so that rounding never flatters the mechanism: upper bounds are rounded up
+(:func:`fmt_upper`), lower bounds down (:func:`fmt_lower`); estimates to nearest and labelled.
+Every file is written atomically (temporary file in the same directory + ``os.replace``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import secrets
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
+from pathlib import Path
+from typing import Any
+
+from dplens.reports.model import Figure, Report, Status, validate_report_dict
+
+__all__ = [
+    "ReportFiles",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "fmt_estimate",
+    "fmt_lower",
+    "fmt_upper",
+    "percent",
+    "read_json",
+    "render_html",
+    "render_statement",
+    "template_environment",
+    "to_canonical_json",
+    "write_json",
+    "write_report",
+]
+
+# --------------------------------------------------------------------------------------------
+# Number formatting
+# --------------------------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, digits: int, rounding: str) -> str:
+    if value is None:
+        return "n/a"
+    value = float(value)
+    if math.isnan(value):
+        return "n/a"
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    if value == 0:
+        return "0"
+    exact = Decimal(repr(value))
+    quantum = Decimal(1).scaleb(exact.adjusted() - (digits - 1))
+    rounded = exact.quantize(quantum, rounding=rounding)
+    if -5 <= rounded.adjusted() < 7:
+        return f"{rounded:f}"
+    return f"{rounded:.{digits - 1}E}"
+
+
+def fmt_upper(value: float | None, digits: int = 4) -> str:
+    """An upper bound shown with ``digits`` significant digits, rounded up (never below the bound)."""
+    return _fmt(value, digits, ROUND_CEILING)
+
+
+def fmt_lower(value: float | None, digits: int = 4) -> str:
+    """A lower bound shown with ``digits`` significant digits, rounded down (never above the bound)."""
+    return _fmt(value, digits, ROUND_FLOOR)
+
+
+def fmt_estimate(value: float | None, digits: int = 4) -> str:
+    """An estimate (not a bound), rounded to nearest."""
+    return _fmt(value, digits, ROUND_HALF_EVEN)
+
+
+def percent(probability: float) -> str:
+    """0.95 → '95%'; 0.999 → '99.9%'."""
+    return f"{probability * 100:.10g}%"
+
+
+# --------------------------------------------------------------------------------------------
+# Atomic files
+# --------------------------------------------------------------------------------------------
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` via a temporary file in the same directory and ``os.replace``.
+
+    An interruption at any point leaves either the old file or the new one, never a partial file, and no
+    temporary file behind.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+    # O_EXCL: never follow or reuse an existing file; mode 0o666 & ~umask like an ordinary new file
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    """:func:`atomic_write_bytes` of UTF-8 text."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+# --------------------------------------------------------------------------------------------
+# JSON
+# --------------------------------------------------------------------------------------------
+
+
+def to_canonical_json(report: Report) -> str:
+    """The canonical JSON text of ``report`` (validated): sorted keys, 2-space indent, UTF-8, final newline."""
+    data = report.to_dict()
+    validate_report_dict(data)
+    return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def write_json(report: Report, path: Path) -> Path:
+    """Validate and write ``report`` as canonical JSON (atomically)."""
+    return atomic_write_text(path, to_canonical_json(report))
+
+
+def read_json(path: Path) -> Report:
+    """Read and validate a report written by :func:`write_json`.
+
+    Raises:
+        ValueError: not JSON, not a dplens report, wrong ``schema_version``, a missing field (named), …
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_reject_constant)
+    except FileNotFoundError:
+        raise ValueError(f"report file not found: {str(path)!r}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"report file {str(path)!r} is not valid JSON: {err}") from None
+    return Report.from_dict(data)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"report JSON must not contain {name} (use null or the string 'Infinity')")
+
+
+# --------------------------------------------------------------------------------------------
+# HTML
+# --------------------------------------------------------------------------------------------
+
+
+def template_environment():
+    """The Jinja2 environment of dplens' HTML templates (package data): autoescaping on, strict undefined."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("dplens.reports", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["upper_bound"] = fmt_upper
+    env.filters["lower_bound"] = fmt_lower
+    env.filters["estimate"] = fmt_estimate
+    env.filters["percent"] = percent
+    env.filters["g"] = lambda v: "n/a" if v is None else f"{v:g}"
+    env.filters["raw_number"] = _raw_number
+    env.filters["to_json"] = lambda v: json.dumps(v, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    return env
+
+
+def _raw_number(value: float | None) -> str:
+    """The exact value (for ``data-value`` attributes): repr, or 'Infinity' / 'null'."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "null"
+    if isinstance(value, float) and math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return repr(value)
+
+
+def render_html(report: Report, figures: dict[str, bytes] | None = None) -> str:
+    """The self-contained HTML page of ``report``; ``figures`` maps a figure's file name to its PNG bytes."""
+    figures = figures or {}
+    embedded = [
+        {
+            "name": f.name,
+            "file": f.file,
+            "caption": f.caption,
+            "data_uri": "data:image/png;base64," + base64.b64encode(figures[f.file]).decode("ascii"),
+        }
+        for f in report.figures
+        if f.file in figures
+    ]
+    by_name = {f["name"]: f for f in embedded}
+    template = template_environment().get_template("report.html.j2")
+    return template.render(
+        report=report,
+        data=report.to_dict(),
+        figures=by_name,
+        statement=render_statement(report),
+        Status=Status,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Plain-text privacy statement
+# --------------------------------------------------------------------------------------------
+
+
+def _wrap(text: str, indent: str = "") -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width=100, initial_indent=indent, subsequent_indent=indent) or [indent]
+
+
+def render_statement(report: Report) -> str:
+    """The plain-text privacy statement: what is protected, against what, with which ε/δ, under which
+    sampling and adjacency assumptions; the audit's bound and its labelled estimates."""
+    claim, acc, mech, audit = report.claim, report.accounting, report.mechanism, report.audit
+    lines = [f"PRIVACY STATEMENT — {report.title}", ""]
+    tight = acc.tightest
+    lines += _wrap(
+        f"What is protected: {claim.privacy_unit}. The released outputs, taken together, change little between "
+        f"{claim.neighbouring_description}."
+    )
+    lines.append("")
+    lines += _wrap(
+        "Against what: any adversary who sees every released output, whatever else they know about the data; "
+        "the guarantee bounds how much any such adversary can learn about whether the protected unit is in the "
+        "data (or what it is). It does not cover side channels (timing, floating-point artefacts), data-"
+        "dependent choices made outside the accounted mechanisms, or outputs released by other systems."
+    )
+    lines.append("")
+    guarantee = (
+        f"Guarantee (accounting): ({fmt_upper(acc.epsilon)}, {acc.delta:g})-differential privacy, i.e. "
+        f"ε ≤ {fmt_upper(acc.epsilon)} at δ = {acc.delta:g}. This ε is an UPPER BOUND on the true ε of the "
+        f"mechanism (tightest of {len(acc.routes)} route(s): {tight.method} — {tight.details})."
+    )
+    lines += _wrap(guarantee)
+    for route in acc.routes:
+        mark = "  <- tightest" if route.is_tightest else ""
+        lines += _wrap(f"- {route.method}: ε ≤ {fmt_upper(route.epsilon)} (upper bound){mark}", "  ")
+    if claim.mu is not None:
+        lines += _wrap(
+            f"Equivalently the composition is exactly μ-GDP with μ = {fmt_upper(claim.mu)} (Dong, Roth, Su 2022).",
+            "  ",
+        )
+    lines.append("")
+    eps_text = "n/a" if claim.epsilon is None else fmt_upper(claim.epsilon)
+    certified = {
+        True: "the accountant certifies it",
+        False: "the accountant does NOT certify it (its upper bound is larger)",
+        None: "not checked by the accountant",
+    }[claim.certified_by_accountant]
+    lines += _wrap(
+        f"Claim under review ({claim.source}): {claim.definition.value} with ε = {eps_text}, δ = {claim.delta or 0:g}; "
+        f"{certified}."
+    )
+    lines.append("")
+    lines += _wrap(f"Mechanism: {mech.name}. Components (composed in order):")
+    for component in mech.components:
+        params = ", ".join(f"{k} = {v}" for k, v in component.items() if k != "type")
+        lines += _wrap(f"- {component.get('type', '?')}: {params}", "  ")
+    lines.append("")
+    lines += _wrap(f"Sampling assumption: {mech.sampling}.")
+    lines += _wrap(
+        f"Adjacency assumption: neighbouring data sets are {claim.neighbouring_description}. A guarantee under "
+        "another relation (e.g. replace-one instead of add/remove) can be up to twice as large."
+    )
+    lines.append("")
+    if audit is None:
+        lines += _wrap(f"Empirical audit: NOT AUDITED ({report.not_audited_reason}).")
+    else:
+        lines += _wrap(
+            f"Empirical audit ({audit.trials} trials per side, seed {audit.seed}): with {percent(audit.confidence)} "
+            f"confidence the true ε at δ = {audit.delta:g} is AT LEAST {fmt_lower(audit.epsilon_lower_bound)} "
+            f"(a LOWER BOUND; direction {audit.bound_direction}; {audit.method}). The audit could not have measured "
+            f"more than ε = {fmt_lower(audit.ceiling)} with this many trials (measurability ceiling)."
+        )
+        op = audit.operating_point
+        lines += _wrap(
+            f"Operating point: threshold {_raw_number(op.threshold)}, false positives {op.false_positives} of "
+            f"{op.negatives}, false negatives {op.false_negatives} of {op.positives} "
+            f"(FPR {op.fpr:.4g} ≤ {op.fpr_upper:.4g}, FNR {op.fnr:.4g} ≤ {op.fnr_upper:.4g} at the stated confidence).",
+            "  ",
+        )
+        for estimate in audit.estimates:
+            lines += _wrap(
+                f"- ESTIMATE, not a bound: {estimate.name} ε ≈ {fmt_estimate(estimate.epsilon)} "
+                f"({estimate.assumption})",
+                "  ",
+            )
+    lines.append("")
+    lines += _wrap(f"Verdict: {report.verdict.status.value}. {report.verdict.sentence}")
+    lines.append("")
+    prov = report.provenance
+    lines += _wrap(
+        f"Provenance: dplens {prov.tool.get('version')} (git {prov.tool.get('git_sha') or 'unknown'}), spec "
+        f"{prov.spec_source} (sha256 {prov.spec_sha256}), seeds {json.dumps(prov.seeds, sort_keys=True)}, "
+        f"created {prov.created_utc}."
+    )
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# Everything at once
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReportFiles:
+    """The files of a written report."""
+
+    json: Path
+    html: Path
+    statement: Path
+    figures: tuple[Path, ...]
+    report: Report
+
+
+def write_report(report: Report, out_dir: Path, *, with_figures: bool = True) -> ReportFiles:
+    """Write ``out_dir/report.json``, ``report.html``, ``privacy-statement.txt`` and the figures (``*.png``).
+
+    Each file is written atomically; the JSON is validated before anything is written.
+    """
+    from dplens.reports import plots
+
+    out_dir = Path(out_dir)
+    figure_bytes: dict[str, bytes] = {}
+    figure_records = []
+    if with_figures:
+        for name, file, caption, data in plots.figures_for(report):
+            figure_bytes[file] = data
+            figure_records.append(Figure(name=name, file=file, caption=caption))
+    report = report.with_figures(tuple(figure_records))
+    json_text = to_canonical_json(report)  # validates before any file is written
+    html_text = render_html(report, figure_bytes)
+    statement = render_statement(report)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figure_paths = tuple(atomic_write_bytes(out_dir / file, data) for file, data in figure_bytes.items())
+    statement_path = atomic_write_text(out_dir / "privacy-statement.txt", statement)
+    html_path = atomic_write_text(out_dir / "report.html", html_text)
+    json_path = atomic_write_text(out_dir / "report.json", json_text)
+    return ReportFiles(json=json_path, html=html_path, statement=statement_path, figures=figure_paths, report=report)
