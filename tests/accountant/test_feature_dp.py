@@ -168,8 +168,8 @@ def test_case_b_lsun_pld_discretisation():
 )
 def test_theorem4_bounds_for_table1_runs(event, interval, expected):
     profile = pld.pld_profile(event, value_discretization_interval=interval)
-    for baseline, value in zip((0.5, 0.1, 0.01), expected, strict=True):
-        bound = f.attribute_inference_bound_profile(profile, baseline=baseline)
+    bounds = f.attribute_inference_bounds_profile(profile, baselines=(0.5, 0.1, 0.01))  # one profile evaluation
+    for baseline, value, bound in zip((0.5, 0.1, 0.01), expected, bounds, strict=True):
         decimals = len(str(value).split(".")[1])
         assert bound == pytest.approx(value, abs=0.5 * 10.0**-decimals)
         assert bound >= baseline
@@ -209,22 +209,31 @@ def test_theorem4_closed_forms_note_values():
             # The general-profile route reaches the same number from the exact GDP profile, never below it.
             from_profile = f.attribute_inference_bound_profile(Gdp(mu=mu).profile(), baseline=baseline)
             assert value - 1e-6 <= from_profile <= value + 1e-5
+        # The vectorised form gives the scalar function's numbers.
+        vector = f.attribute_inference_bounds_profile(Gdp(mu=mu).profile(), baselines=[0.5, 0.1, 0.01, 1.0, 0.0])
+        scalar = [f.attribute_inference_bound_profile(Gdp(mu=mu).profile(), baseline=b) for b in (0.5, 0.1, 0.01)]
+        np.testing.assert_array_equal(vector[:3], scalar)
+        assert vector[3] == 1.0 and 0.0 <= vector[4] <= conversions.gdp_delta(mu, 30.0) + 1e-12
     # Binary attribute with a uniform prior: Theorem 4 gives Φ(μ) (not the replacement-style Φ(μ/2); note §3.3).
     assert f.attribute_inference_bound_gdp(mu=1.0, baseline=0.5) == pytest.approx(stats.norm.cdf(1.0), abs=1e-12)
 
 
 def test_theorem4_profile_bound_matches_one_step_trade_off():
     # One step: 1 − f_p(b) = (1 − p)b + pΦ(Φ⁻¹(b) + 1/z) exactly (the note's per-step trade-off f_p, §4.4).
+    baselines = (0.5, 0.1, 0.01)
     for p, z in ((0.3, 1.0), (1.0, 2.0), (0.05, 0.7)):
         event = f.FeatureDpSgd(noise_multiplier=z, sampling_rate=p, steps=1)
-        for b in (0.5, 0.1, 0.01):
-            exact = (1 - p) * b + p * stats.norm.cdf(stats.norm.ppf(b) + 1 / z)
-            closed = f.attribute_inference_bound_profile(
-                lambda e, p=p, z=z: one_step_delta(e, p=p, z=z, direction="remove"), baseline=b
-            )
-            assert exact - 1e-9 <= closed <= exact + 1e-5
-            bound = f.feature_dp_attribute_bound(event, baseline=b, value_discretization_interval=1e-4)
-            assert exact - 1e-9 <= bound <= exact + 2e-3  # pessimistic PLD: never below the exact value
+        exact = (1 - p) * np.array(baselines) + p * stats.norm.cdf(stats.norm.ppf(baselines) + 1 / z)
+        closed = f.attribute_inference_bounds_profile(
+            lambda e, p=p, z=z: one_step_delta(e, p=p, z=z, direction="remove"), baselines=baselines
+        )
+        assert np.all(exact - 1e-9 <= closed) and np.all(closed <= exact + 1e-5)
+        # Pessimistic PLD: never below the exact value.
+        profile = pld.pld_profile(event, value_discretization_interval=1e-3)
+        bounds = f.attribute_inference_bounds_profile(profile, baselines=baselines)
+        assert np.all(exact - 1e-9 <= bounds) and np.all(bounds <= exact + 2e-3)
+        bound = f.feature_dp_attribute_bound(event, baseline=0.1, value_discretization_interval=1e-3)
+        assert exact[1] - 1e-9 <= bound <= exact[1] + 2e-3
 
 
 def test_profile_bound_reads_a_privacy_profile_only_at_nonnegative_epsilon():
@@ -597,6 +606,8 @@ def test_spec_bad_input(table, match):
         (lambda: f.attribute_inference_bound_dp(epsilon=1, delta=0, baseline=1.5), "baseline"),
         (lambda: f.attribute_inference_bound_gdp(mu=-1, baseline=0.5), "mu"),
         (lambda: f.attribute_inference_bound_profile("profile", baseline=0.5), "profile_or_remove_delta"),
+        (lambda: f.attribute_inference_bounds_profile(Gdp(mu=1.0).profile(), baselines=[]), "baselines"),
+        (lambda: f.attribute_inference_bounds_profile(Gdp(mu=1.0).profile(), baselines=[0.5, 2.0]), "baselines"),
         (lambda: f.baseline_success([0.5, 0.6]), "prior"),
         (lambda: f.baseline_success([0.5, 0.5], radius=-1), "radius"),
         (lambda: f.baseline_success([0.5, 0.5], metric="discrete"), "metric"),

@@ -61,6 +61,7 @@ __all__ = [
     "attribute_inference_bound_dp",
     "attribute_inference_bound_gdp",
     "attribute_inference_bound_profile",
+    "attribute_inference_bounds_profile",
     "baseline_success",
     "feature_dp_attribute_bound",
     "feature_dp_epsilon",
@@ -537,8 +538,9 @@ def feature_dp_replacement_epsilon(
     # ε (a PLD returns ε = ∞ below its truncated tail mass, so the feasible set need not reach down to 0); bisection
     # then moves it towards the infeasible neighbour above (ε(δ′) decreases in δ′).
     logs = np.linspace(math.log(delta / 2), math.log(delta) - 40.0, 41)
+    budget = delta * (1.0 - 1e-9)  # room for the pessimistic rounding of (1 + e^ε)δ′ in replacement_guarantee
     evaluated = [(log_inner, *cost(log_inner)) for log_inner in logs]
-    feasible = [(eps, log_inner) for log_inner, eps, total in evaluated if total <= delta and math.isfinite(eps)]
+    feasible = [(eps, log_inner) for log_inner, eps, total in evaluated if total <= budget and math.isfinite(eps)]
     if not feasible:
         return ReplacementEpsilon(
             epsilon=math.inf, delta=delta, method=method, details="Proposition 1: no feasible inner delta found"
@@ -550,7 +552,7 @@ def feature_dp_replacement_epsilon(
         for _ in range(40):
             mid = 0.5 * (lo + hi)
             eps_mid, total_mid = cost(mid)
-            if total_mid <= delta:
+            if total_mid <= budget:
                 lo = mid
                 if eps_mid < best[0]:
                     best = (eps_mid, math.exp(mid))
@@ -560,7 +562,7 @@ def feature_dp_replacement_epsilon(
                 break
     inner_eps, inner_delta = best
     epsilon, delta_r = replacement_guarantee(epsilon=inner_eps, delta=inner_delta)
-    if delta_r > delta:  # pragma: no cover - round_up margin only; the search keeps total <= delta
+    if delta_r > delta:  # pragma: no cover - the search keeps (1 + e^ε)δ′ below δ with a margin
         raise RuntimeError("replacement search returned an infeasible inner delta")
     return ReplacementEpsilon(
         epsilon=epsilon,
@@ -631,6 +633,17 @@ def attribute_inference_bound_profile(
     infimum; δ is floored at 1 − e^ε (a hockey-stick divergence is never below it). Rounded up, capped at 1.
     """
     b = _check_baseline(baseline)
+    return float(attribute_inference_bounds_profile(profile_or_remove_delta, baselines=[b])[0])
+
+
+def attribute_inference_bounds_profile(
+    profile_or_remove_delta: PrivacyProfile | Callable[[np.ndarray], np.ndarray], *, baselines: Sequence[float]
+) -> np.ndarray:
+    """:func:`attribute_inference_bound_profile` for several baselines at once (the profile is evaluated once)."""
+    items = list(baselines) if isinstance(baselines, Sequence | np.ndarray) and not isinstance(baselines, str) else []
+    bs = np.array([_check_probability("baselines", b, allow_zero=True) for b in items], dtype=float)
+    if bs.size == 0:
+        raise ValueError(f"baselines must hold at least one probability; got {baselines!r}")
     if isinstance(profile_or_remove_delta, PrivacyProfile):
         profile = profile_or_remove_delta
         other = profile.add if profile.add is not None else profile.remove
@@ -650,14 +663,13 @@ def attribute_inference_bound_profile(
             "profile_or_remove_delta must be a PrivacyProfile or a function of epsilon; "
             f"got {profile_or_remove_delta!r}"
         )
-    if b == 1.0:
-        return 1.0
     eps = _PROFILE_GRID
     deltas = np.minimum(np.asarray(remove(eps), dtype=float).reshape(eps.shape), 1.0)
     deltas = np.where(np.isnan(deltas), 1.0, deltas)
     deltas = np.maximum(deltas, -np.expm1(np.minimum(eps, 0.0)))
-    value = float(np.min(np.exp(eps) * b + deltas))
-    return min(1.0, conversions.round_up(value))
+    values = np.min(np.exp(eps)[None, :] * bs[:, None] + deltas[None, :], axis=1)
+    bounds = np.array([min(1.0, conversions.round_up(float(v))) for v in values])
+    return np.where(bs == 1.0, 1.0, bounds)
 
 
 class AttributeMetric(enum.Enum):

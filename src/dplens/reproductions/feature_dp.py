@@ -204,8 +204,9 @@ def _attribute_rows() -> list[dict[str, Any]]:
         profile = pld.pld_profile(event, value_discretization_interval=interval)
         eps_rdp = fa.feature_dp_epsilon(event, delta, method=Method.RDP).epsilon
         mu = fa.gdp_clt_mu_estimate(event)
-        for b, expected in note.items():
-            bound = fa.attribute_inference_bound_profile(profile, baseline=b)
+        bounds = fa.attribute_inference_bounds_profile(profile, baselines=list(note))
+        for (b, expected), bound in zip(note.items(), bounds, strict=True):
+            bound = float(bound)
             decimals = len(f"{expected}".split(".")[1])
             rows.append({
                 "run": name, "baseline": b, "bound_pld_profile": bound, "pld_interval": interval, "note": expected,
