@@ -442,3 +442,33 @@ def test_spec_types_build_events():
 def test_bad_input_names_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+# ------------------------------------------------------------------------------------------------
+# CLI: the example spec is accounted for its LDP guarantee; bad BCDP input exits 2 with one line
+
+
+def test_cli_accounts_example_spec_ldp(capsys):
+    import json
+    from pathlib import Path
+
+    from dplens.cli import main
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "bcdp_mean.toml"
+    code = main(["account", str(example), "--delta", "1e-6", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0 and err == ""
+    c_d = b.theorem2_allocation([0.2, 0.2, 2.0, 2.0], epsilon=2.0, q=0.1).ldp_epsilon
+    eps = json.loads(out)["epsilon"]
+    assert eps <= 2 * c_d * (1 + 1e-9)  # never above basic composition of the two c_d-LDP releases
+    assert eps >= 2 * c_d - 0.01  # and close to it: at δ = 1e-6 the RR-dominated RDP gains almost nothing
+
+
+def test_cli_bad_bcdp_spec_exits_2(tmp_path, capsys):
+    from dplens.cli import main
+
+    spec = tmp_path / "bad.toml"
+    spec.write_text('[[mechanism]]\ntype = "bcdp_mean"\ndelta = [0.2, -1]\nepsilon = 2.0\nq = 0.1\n')
+    code = main(["account", str(spec), "--delta", "1e-6"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "delta" in err and err.count("\n") == 1 and "Traceback" not in err
