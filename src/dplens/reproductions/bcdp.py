@@ -385,7 +385,7 @@ def run(out_dir: pathlib.Path, *, quick: bool = False) -> list[pathlib.Path]:
 
 
 def _fmt_list(values) -> str:
-    return ", ".join(f"{v:g}" for v in values) or "none"
+    return ", ".join(str(v) if isinstance(v, int) else f"{v:g}" for v in values) or "none"
 
 
 def _within(value: float, note: float, rel: float = 0.2) -> str:
