@@ -200,6 +200,25 @@ def test_proposition4_monotone_in_q_and_between_limits(c, q1, q2):
     assert np.all(d_hi <= sum(c) * (1 + 1e-11) + 1e-12)
 
 
+@pytest.mark.parametrize(("others", "expected"), [(1, 0.10), (9, 0.243)])
+def test_joint_tv_grows_with_dimension(others, expected):
+    """Pitfall §6.4: each x_j copies xᵢ w.p. ρ = 0.1 (else a fair coin), independently; the *joint* TV of x₋ᵢ
+    is 0.10 / 0.243 for d − 1 = 1 / 9 (note [V], 3 significant digits), though every pair has TV 0.1."""
+    rho = 0.1
+    d = others + 1
+    table = np.zeros((2,) * d)
+    for x in np.ndindex(*table.shape):
+        p = 0.5
+        for xj in x[1:]:
+            p *= rho * (xj == x[0]) + (1 - rho) * 0.5
+        table[x] = p
+    q = b.prior_tv_bounds(b.JointDistribution(table))
+    assert q[0] == pytest.approx(expected, abs=5e-4)
+    if others > 1:
+        pair = b.prior_tv_bounds(b.JointDistribution(table.sum(axis=tuple(range(2, d)))))
+        assert pair[0] == pytest.approx(rho)
+
+
 # ------------------------------------------------------------------------------------------------
 # Budgets compose, BCDP does not
 

@@ -83,20 +83,23 @@ def test_duchi_channel_zero_input_and_one_dimension():
 # Mechanism 1: exact variance against the note's reference values (§5.2(d)–(e))
 
 TABLE_D = [
-    (0.0, 1503.28, 21.727, 0.318038),
-    (0.01, 3144.55, 20.9687, 0.645685),
-    (0.05, 6631.95, 47.7991, 1.36463),
-    (0.1, 7388.28, 107.108, 1.56334),
-    (0.3, 12207.4, 477.835, 2.82375),
-    (0.5, 23917.9, 864.113, 5.47488),
-    (0.9, 597733, 1196.53, 120.504),
-    (1.0, 1503.28, 1503.28, 1.50328),
+    (0.0, 1503.28, 21.727, 0.318038, 519.56),
+    (0.01, 3144.55, 20.9687, 0.645685, 1067.55),
+    (0.05, 6631.95, 47.7991, 1.36463, 2271.35),
+    (0.1, 7388.28, 107.108, 1.56334, 2605.08),
+    (0.3, 12207.4, 477.835, 2.82375, 4720.21),
+    (0.5, 23917.9, 864.113, 5.47488, 9161.79),
+    (0.9, 597733, 1196.53, 120.504, 201612),
+    (1.0, 1503.28, 1503.28, 1.50328, 2500),
 ]
 
 
-@pytest.mark.parametrize(("q", "var1", "var3", "mse"), TABLE_D)
-def test_mechanism1_exact_variance_fig3(q, var1, var3, mse):
-    mech = m.BcdpMeanMechanism.from_allocation(acc.theorem2_allocation(FIG3_DELTA, epsilon=2.0, q=q))
+@pytest.mark.parametrize(("q", "var1", "var3", "mse", "bound_expr"), TABLE_D)
+def test_mechanism1_exact_variance_fig3(q, var1, var3, mse, bound_expr):
+    alloc = acc.theorem2_allocation(FIG3_DELTA, epsilon=2.0, q=q)
+    # Σᵢ 1/Wᵢ, the bracket of eq. (17) (the note prints 6 significant digits)
+    assert m.theorem2_bound_expression(alloc.c_sorted) == pytest.approx(bound_expr, rel=5e-6)
+    mech = m.BcdpMeanMechanism.from_allocation(alloc)
     var = mech.coordinate_variance(np.ones(10))[0]
     # the note prints 6 significant digits
     assert var[0] == pytest.approx(var1, rel=5e-6) and var[1] == var[0]
@@ -383,6 +386,7 @@ def test_algorithm2_plugin_objective_is_often_indefinite():
         (lambda: m.regression_allocation([1.0, 3.0], label_delta=2.0, epsilon=2.0, q=0.1), "label_delta"),
         (lambda: m.minimize_quadratic_on_ball(np.eye(2), np.ones(3), 1.0), "hessian"),
         (lambda: m.tune_zeta(FIG3_DELTA, epsilon=2.0, q=0.1, second_moment=2.0), "second_moment"),
+        (lambda: m.theorem2_bound_expression([0.5, 0.1]), "c_sorted"),
     ],
 )  # fmt: skip
 def test_bad_input_names_the_argument(call, name):

@@ -39,6 +39,7 @@ __all__ = [
     "least_squares_loss",
     "minimize_quadratic_on_ball",
     "regression_allocation",
+    "theorem2_bound_expression",
     "tune_zeta",
 ]
 
@@ -289,6 +290,22 @@ class BcdpMeanMechanism:
         unestimated[self.order] = np.cumsum(self.weights) == 0
         bias = np.where(unestimated, x.mean(axis=0), 0.0)
         return float(self.coordinate_variance(x).sum() / n**2 + (bias**2).sum())
+
+
+def theorem2_bound_expression(c_sorted: Sequence[float] | np.ndarray) -> float:
+    """Σᵢ 1/Wᵢ with Wᵢ = Σ_{k≤i} (c_k − c_{k−1})²/(d−k+1): the bracket of Theorem 2's MSE bound (eq. 17), also
+    Theorem 3's r² (up to the factor 4 of the c/2 copies).
+
+    The bound itself is (1/n)·Σᵢ 1/Wᵢ ∧ d up to unstated constants, and it understates the error for large
+    increments (the channel's per-coordinate variance stays ≥ ≈ (π/2)·dim − 1; note §4.4, §6.10), so this is
+    the paper's rate expression, not a guarantee. ∞ if some Wᵢ = 0 (c₁ = 0).
+    """
+    c = np.asarray(c_sorted, dtype=float)
+    if c.ndim != 1 or c.size == 0 or not np.all(np.isfinite(c)) or np.any(c < 0) or np.any(np.diff(c) < 0):
+        raise ValueError(f"c_sorted must be a non-empty non-decreasing vector of finite values >= 0; got {c_sorted!r}")
+    inc = np.diff(np.concatenate([[0.0], c]))
+    w = np.cumsum(inc**2 / (c.size - np.arange(c.size)))
+    return math.inf if np.any(w <= 0) else float((1.0 / w).sum())
 
 
 def tune_zeta(

@@ -112,15 +112,19 @@ def _reference_values() -> list[dict]:
     ones = np.ones((FIG3_N, 10))
     base = mb.BcdpMeanMechanism.ldp_baseline(epsilon=0.2, dimension=10)
     add("Fig 3 baseline MSE (0.2-LDP, unclipped)", base.unclipped_mse(ones), 1.503283)
-    table_d = [(0.0, 0.2, 2.0, "0.318038"), (0.01, 0.138067, 2.0, "0.645685"), (0.05, 0.095, 1.167582, "1.36463"),
-               (0.1, 0.09, 0.771395, "1.56334"), (0.3, 0.07, 0.380326, "2.82375"), (0.5, 0.05, 0.280407, "5.47488"),
-               (0.9, 0.01, 0.209044, "120.504"), (1.0, 0.2, 0.2, "1.50328")]  # fmt: skip
-    for q, c1, cd, mse in table_d:
+    table_d = [(0.0, 0.2, 2.0, "0.318038", 519.56), (0.01, 0.138067, 2.0, "0.645685", 1067.55),
+               (0.05, 0.095, 1.167582, "1.36463", 2271.35), (0.1, 0.09, 0.771395, "1.56334", 2605.08),
+               (0.3, 0.07, 0.380326, "2.82375", 4720.21), (0.5, 0.05, 0.280407, "5.47488", 9161.79),
+               (0.9, 0.01, 0.209044, "120.504", 201612), (1.0, 0.2, 0.2, "1.50328", 2500)]  # fmt: skip
+    for q, c1, cd, mse, bound in table_d:
         alloc = acc.theorem2_allocation(FIG3_DELTA, epsilon=FIG3_EPSILON, q=q)
         add(f"Fig 3 Theorem-2 (c1, c_d), q={q}", [alloc.c_sorted[0], alloc.c_sorted[-1]], [c1, cd])
         tol = max(1e-6, 0.5 * 10.0 ** -(len(mse.split(".")[1])))
         add(f"Fig 3 exact unclipped MSE, q={q}", mb.BcdpMeanMechanism.from_allocation(alloc).unclipped_mse(ones),
             float(mse), tol=tol, comment="" if tol == 1e-6 else "note prints 6 significant digits")  # fmt: skip
+        six_digits = 0.5 * 10.0 ** (math.floor(math.log10(bound)) - 5)
+        add(f"Fig 3 eq. (17) bracket sum 1/W_i, q={q}", mb.theorem2_bound_expression(alloc.c_sorted), bound,
+            tol=six_digits, comment="note prints 6 significant digits")  # fmt: skip
     for q, zeta, mse in ((0.01, 0.09, 0.418), (0.05, 0.22, 0.646), (0.1, 0.31, 0.900)):
         z = mb.tune_zeta(FIG3_DELTA, epsilon=FIG3_EPSILON, q=q)
         alloc = acc.theorem2_allocation(FIG3_DELTA, epsilon=FIG3_EPSILON, q=q, zeta=z)
