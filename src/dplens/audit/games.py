@@ -1,0 +1,665 @@
+"""The distinguishing game: a Monte Carlo likelihood-ratio attack on M(D) against M(D′).
+
+N trials per side are drawn in vectorised chunks (:mod:`dplens.audit.runner`), scored — by the mechanism's exact
+log-likelihood ratio where it provides one (the Neyman–Pearson optimal test), else by a black-box score — and
+binned on a threshold grid fixed before the data are seen (placed from an independent pilot run). The binned
+counts give a valid (1 − α) lower bound on ε (:mod:`dplens.audit.bounds`; Jagielski, Ullman, Oprea 2020), the
+labelled GDP and raw-count estimates, the measurability ceiling and a verdict against the claimed ε.
+
+Validity rests on three things, each enforced here: the thresholds and the score are fixed before the counted
+draws (pilot and training draws come from their own seed streams and are never counted); every rate bound is
+one-sided Clopper–Pearson at α/(2K) over the K thresholds and both rates (a union bound covering both
+directions); and the counted draws of the two sides come from independent streams.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dplens.audit import bounds as bd
+from dplens.audit import runner
+from dplens.mechanisms.base import NeighbouringPair
+
+__all__ = [
+    "AuditResult",
+    "BlackBoxScore",
+    "ExactLikelihoodRatio",
+    "LearnedScore",
+    "Verdict",
+    "audit",
+    "audit_spec",
+]
+
+RESULT_FORMAT_VERSION = 1
+DEFAULT_PILOT_TRIALS = 10_000
+_MAX_CHUNK_VALUES = 1 << 21  # output values drawn per side per chunk (memory, and enough chunks to parallelise)
+_MIN_CHUNKS = 8  # so the bound-vs-trials trajectory and a worker pool have something to work with
+
+
+class Verdict(enum.Enum):
+    """The outcome of an audit against a claimed ε."""
+
+    CONSISTENT = "CONSISTENT"
+    VIOLATION = "VIOLATION"
+    INCONCLUSIVE = "INCONCLUSIVE"
+
+
+# --------------------------------------------------------------------------------------------
+# Scores (options as types)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ExactLikelihoodRatio:
+    """Score = log p_D(o) − log p_D′(o) from the mechanism (the optimal test, Neyman & Pearson 1933)."""
+
+    name: str = "exact log-likelihood ratio"
+
+
+@dataclass(frozen=True, slots=True)
+class BlackBoxScore:
+    """Score = ``function(outputs)``, higher meaning "drawn from M(D)"; must be picklable for pools and Dask."""
+
+    function: Callable[[Any], np.ndarray]
+    name: str = "black-box score"
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedScore:
+    """A logistic-regression score on the outputs and their squares, fitted on ``training_trials`` held-out draws
+    per side from their own seed stream (never counted), then frozen (the DP-Sniper recipe, Bichsel et al. 2021)."""
+
+    training_trials: int = 20_000
+    ridge: float = 1e-3
+    name: str = "black-box: logistic regression on (o, o²), trained on held-out draws"
+
+
+def _features(outputs: Any) -> np.ndarray:
+    parts = outputs if isinstance(outputs, tuple) else (outputs,)
+    n = np.asarray(parts[0]).shape[0]
+    flat = np.concatenate([np.asarray(p, dtype=float).reshape(n, -1) for p in parts], axis=1)
+    return np.concatenate([flat, flat * flat], axis=1)
+
+
+@dataclass(frozen=True, slots=True)
+class _LinearScore:
+    weights: np.ndarray
+    centre: np.ndarray
+    scale: np.ndarray
+
+    def __call__(self, outputs: Any) -> np.ndarray:
+        return ((_features(outputs) - self.centre) / self.scale) @ self.weights
+
+
+def _fit_logistic(positive: np.ndarray, negative: np.ndarray, ridge: float) -> _LinearScore:
+    """Ridge logistic regression by Newton's method (a few dozen features at most)."""
+    x = np.concatenate([positive, negative])
+    y = np.concatenate([np.ones(len(positive)), np.zeros(len(negative))])
+    centre, scale = x.mean(axis=0), x.std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    z = np.concatenate([np.ones((len(x), 1)), (x - centre) / scale], axis=1)
+    w = np.zeros(z.shape[1])
+    for _ in range(50):
+        p = 1.0 / (1.0 + np.exp(-(z @ w)))
+        gradient = z.T @ (p - y) + ridge * len(x) * w
+        hessian = (z * (p * (1 - p))[:, None]).T @ z + ridge * len(x) * np.eye(z.shape[1])
+        step = np.linalg.solve(hessian, gradient)
+        w -= step
+        if np.max(np.abs(step)) < 1e-9:
+            break
+    return _LinearScore(weights=w[1:], centre=centre, scale=scale)
+
+
+@dataclass(frozen=True, slots=True)
+class _Scorer:
+    """The frozen score a chunk applies (exact LLR of the mechanism, or a fitted / user function)."""
+
+    function: Callable[[Any], np.ndarray] | None = None
+
+    def __call__(self, mechanism: Any, outputs: Any, pair: NeighbouringPair) -> np.ndarray:
+        if self.function is None:
+            scores = mechanism.log_likelihood_ratio(outputs, pair.data, pair.neighbour)
+        else:
+            scores = self.function(outputs)
+        scores = np.asarray(scores, dtype=float).reshape(-1)
+        if np.isnan(scores).any():
+            raise ValueError("the score returned NaN for some outputs")
+        return scores
+
+
+# --------------------------------------------------------------------------------------------
+# The chunk task
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class UniformGrid:
+    """``size`` thresholds lower, lower + step, …; binning is O(n) (no sort)."""
+
+    lower: float
+    step: float
+    size: int
+
+    @property
+    def thresholds(self) -> np.ndarray:
+        return self.lower + self.step * np.arange(self.size)
+
+    def counts(self, scores: np.ndarray) -> np.ndarray:
+        """How many scores fall in [t_{j−1}, t_j) for j = 0..size (t_{−1} = −∞, t_size = +∞)."""
+        if self.size == 1 or self.step == 0:
+            index = (scores >= self.lower).astype(np.int64)
+        else:
+            position = np.floor((scores - self.lower) / self.step) + 1.0
+            index = np.clip(position, 0, self.size).astype(np.int64)
+        return np.bincount(index, minlength=self.size + 1)
+
+
+def _side_seed(seed: np.random.SeedSequence, side: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, side)))
+
+
+@dataclass(frozen=True, slots=True)
+class _CountTask:
+    mechanism: Any
+    pair: NeighbouringPair
+    scorer: _Scorer
+    grid: UniformGrid
+
+    def __call__(self, index: int, trials: int, seed: np.random.SeedSequence) -> np.ndarray:
+        positives = self.mechanism.sample(self.pair.data, trials, _side_seed(seed, 0))
+        positive_counts = self.grid.counts(self.scorer(self.mechanism, positives, self.pair))
+        del positives
+        negatives = self.mechanism.sample(self.pair.neighbour, trials, _side_seed(seed, 1))
+        negative_counts = self.grid.counts(self.scorer(self.mechanism, negatives, self.pair))
+        return np.stack([positive_counts, negative_counts])
+
+
+# --------------------------------------------------------------------------------------------
+# The result
+# --------------------------------------------------------------------------------------------
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditResult:
+    """The outcome of a distinguishing game (a bound, labelled estimates, the raw counts, the verdict).
+
+    ``epsilon_lower_bound`` is a valid (``confidence``) lower bound on the ε of the audited pair at ``delta``;
+    ``estimates`` are never bounds (each carries ``is_estimate`` and its assumption).
+    """
+
+    epsilon_lower_bound: float
+    bound_direction: str
+    epsilon_claimed: float
+    delta: float
+    confidence: float
+    claim_source: str
+    trials: int
+    method: str
+    threshold_strategy: dict[str, Any]
+    score: str
+    mechanism: str
+    pair: str
+    operating_point: dict[str, Any]
+    ceiling: float
+    estimates: tuple[dict[str, Any], ...]
+    empirical_trade_off: tuple[dict[str, float], ...]
+    trajectory: tuple[dict[str, float], ...]
+    verdict: Verdict
+    verdict_reason: str
+    seed: int
+    chunks: int
+    backend: str
+    elapsed_seconds: float
+    pilot_trials: int = 0
+    counts: dict[str, list[int]] = field(default_factory=dict)
+    format_version: int = RESULT_FORMAT_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (no ±inf: undefined values are None); keys per AUDIT_CONTRACT (stable)."""
+        return {
+            "format_version": self.format_version,
+            "epsilon_lower_bound": self.epsilon_lower_bound,
+            "is_estimate": False,
+            "bound_direction": self.bound_direction,
+            "epsilon_claimed": self.epsilon_claimed,
+            "delta": self.delta,
+            "confidence": self.confidence,
+            "claim_source": self.claim_source,
+            "trials": self.trials,
+            "method": self.method,
+            "threshold_strategy": dict(self.threshold_strategy),
+            "score": self.score,
+            "mechanism": self.mechanism,
+            "pair": self.pair,
+            "operating_point": dict(self.operating_point),
+            "ceiling": self.ceiling,
+            "estimates": [
+                {k: (_finite(v) if isinstance(v, float) else v) for k, v in e.items()} for e in self.estimates
+            ],
+            "empirical_trade_off": [dict(p) for p in self.empirical_trade_off],
+            "trajectory": [dict(p) for p in self.trajectory],
+            "verdict": self.verdict.value,
+            "verdict_reason": self.verdict_reason,
+            "seed": self.seed,
+            "chunks": self.chunks,
+            "backend": self.backend,
+            "elapsed_seconds": self.elapsed_seconds,
+            "pilot_trials": self.pilot_trials,
+            "counts": {k: list(v) for k, v in self.counts.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AuditResult:
+        """Inverse of :meth:`to_dict` (a missing field raises ``ValueError`` naming it)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"audit result must be a dict; got {type(data).__name__}")
+        if data.get("format_version", RESULT_FORMAT_VERSION) != RESULT_FORMAT_VERSION:
+            raise ValueError(f"unsupported audit result format_version {data.get('format_version')!r}")
+        names = [f for f in cls.__dataclass_fields__ if f not in ("format_version", "counts", "pilot_trials")]
+        missing = [name for name in names if name not in data]
+        if missing:
+            raise ValueError(f"audit result is missing required field {missing[0]!r}")
+        kwargs = {name: data[name] for name in names}
+        kwargs["verdict"] = Verdict(data["verdict"])
+        kwargs["estimates"] = tuple(data["estimates"])
+        kwargs["empirical_trade_off"] = tuple(data["empirical_trade_off"])
+        kwargs["trajectory"] = tuple(data["trajectory"])
+        return cls(**kwargs, pilot_trials=data.get("pilot_trials", 0), counts=data.get("counts", {}))
+
+
+def verdict_for(bound: float, ceiling: float, claim: float, confidence: float) -> tuple[Verdict, str]:
+    """VIOLATION if the bound exceeds the claim; INCONCLUSIVE if even a perfect attack could not; else CONSISTENT."""
+    level = f"{confidence:.0%}"
+    if bound > claim:
+        return Verdict.VIOLATION, (
+            f"With {level} confidence the mechanism's epsilon is at least {bound:.4g}, above the claimed "
+            f"{claim:.4g}: the claim is violated."
+        )
+    if ceiling <= claim:
+        return Verdict.INCONCLUSIVE, (
+            f"With this many trials no audit could certify more than epsilon = {ceiling:.4g} "
+            f"(the measurability ceiling), which does not exceed the claimed {claim:.4g}: a violation could not "
+            "have been detected. Run more trials."
+        )
+    return Verdict.CONSISTENT, (
+        f"The audit found no evidence against the claim: the {level} lower bound {bound:.4g} does not exceed "
+        f"the claimed epsilon {claim:.4g} (this supports, but cannot prove, the claim)."
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The game
+# --------------------------------------------------------------------------------------------
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
+    return int(value)
+
+
+def _check_confidence(confidence: Any) -> float:
+    if isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0.5 <= confidence < 1:
+        raise ValueError(f"confidence must be in [0.5, 1); got {confidence!r}")
+    return float(confidence)
+
+
+def _output_size(mechanism: Any, pair: NeighbouringPair) -> int:
+    size = getattr(mechanism, "output_size", None)
+    if callable(size):
+        return max(int(size()), 1)
+    sample = mechanism.sample(pair.data, 1, np.random.default_rng(0))
+    parts = sample if isinstance(sample, tuple) else (sample,)
+    return max(sum(int(np.asarray(p).size) for p in parts), 1)
+
+
+def _default_chunk_size(trials: int, output_size: int) -> int:
+    by_memory = max(1, _MAX_CHUNK_VALUES // output_size)
+    by_count = max(1, math.ceil(trials / _MIN_CHUNKS))
+    return min(by_memory, max(by_count, min(trials, 4096)))
+
+
+def _resolve_score(score: Any, mechanism: Any, pair: NeighbouringPair, seed: int) -> tuple[_Scorer, str]:
+    if score is None:
+        score = ExactLikelihoodRatio() if hasattr(mechanism, "log_likelihood_ratio") else LearnedScore()
+    match score:
+        case ExactLikelihoodRatio():
+            if not hasattr(mechanism, "log_likelihood_ratio"):
+                raise ValueError(f"score: the mechanism {type(mechanism).__name__} has no log_likelihood_ratio")
+            return _Scorer(None), score.name
+        case BlackBoxScore():
+            if not callable(score.function):
+                raise ValueError(f"score function must be callable; got {score.function!r}")
+            return _Scorer(score.function), f"black-box: {score.name}"
+        case LearnedScore():
+            training = runner.pilot_seed(seed).spawn(3)[2]
+            n = _check_int("training_trials", score.training_trials, 10)
+            rng_pos, rng_neg = (np.random.default_rng(s) for s in training.spawn(2))
+            positive = _features(mechanism.sample(pair.data, n, rng_pos))
+            negative = _features(mechanism.sample(pair.neighbour, n, rng_neg))
+            return _Scorer(_fit_logistic(positive, negative, score.ridge)), score.name
+    raise ValueError(f"score must be ExactLikelihoodRatio, BlackBoxScore or LearnedScore; got {score!r}")
+
+
+def _place_grid(
+    strategy: bd.ThresholdStrategy,
+    mechanism: Any,
+    pair: NeighbouringPair,
+    scorer: _Scorer,
+    *,
+    seed: int,
+    pilot: int,
+    trials: int,
+    delta: float,
+    significance: float,
+) -> tuple[UniformGrid, np.ndarray | None, int]:
+    """The threshold grid and Bonferroni weights, fixed before the counted draws (from an independent pilot)."""
+    match strategy:
+        case bd.FixedThreshold(threshold=t):
+            return UniformGrid(float(t), 0.0, 1), None, 0
+        case bd.BonferroniGrid(size=size) | bd.Split(size=size):
+            pass
+        case _:
+            raise ValueError(f"strategy must be a ThresholdStrategy; got {strategy!r}")
+    rng_pos, rng_neg = (np.random.default_rng(s) for s in runner.pilot_seed(seed).spawn(2))
+    positive = scorer(mechanism, mechanism.sample(pair.data, pilot, rng_pos), pair)
+    negative = scorer(mechanism, mechanism.sample(pair.neighbour, pilot, rng_neg), pair)
+    scores = np.concatenate([positive, negative])
+    finite = scores[np.isfinite(scores)]
+    low, high = (float(finite.min()), float(finite.max())) if finite.size else (-1.0, 1.0)
+    # The counted run is larger than the pilot and reaches further into the tails, where the best (ε, δ)
+    # thresholds of a Gaussian-like loss lie: extend the pilot's range by half of it on each side.
+    width = max(high - low, 1e-9 * max(1.0, abs(low), abs(high)), 1e-12)
+    low, high = low - 0.5 * width, high + 0.5 * width
+    grid = UniformGrid(0.5 * (low + high), 0.0, 1) if size == 1 else UniformGrid(low, (high - low) / (size - 1), size)
+    weights = None
+    if isinstance(strategy, bd.BonferroniGrid) and strategy.focus > 0:
+        pilot_counts = bd.RateCounts(
+            thresholds=grid.thresholds, positives=grid.counts(positive), negatives=grid.counts(negative)
+        )
+        weights = bd.focused_weights(
+            pilot_counts, trials=trials, delta=delta, significance=significance, focus=strategy.focus
+        )
+    return grid, weights, pilot
+
+
+def _strategy_dict(strategy: bd.ThresholdStrategy, grid: UniformGrid) -> dict[str, Any]:
+    match strategy:
+        case bd.FixedThreshold(threshold=t):
+            return {"name": "fixed", "threshold": float(t), "hypotheses": 1}
+        case bd.BonferroniGrid(size=size, focus=focus):
+            return {
+                "name": "bonferroni-grid",
+                "size": size,
+                "focus": focus,
+                "lower": grid.lower,
+                "upper": float(grid.thresholds[-1]),
+                "hypotheses": size,
+            }
+        case bd.Split(fraction=fraction, size=size):
+            return {"name": "split", "fraction": fraction, "size": size, "hypotheses": 1}
+    raise ValueError(f"strategy must be a ThresholdStrategy; got {strategy!r}")
+
+
+def _method(strategy: bd.ThresholdStrategy) -> str:
+    match strategy:
+        case bd.FixedThreshold():
+            return "Clopper-Pearson, one threshold fixed before the data; union bound over FPR and FNR"
+        case bd.BonferroniGrid(size=size, focus=focus):
+            weighting = (
+                f"weighted Bonferroni ({focus:.0%} of the significance on the pilot's best threshold)"
+                if focus
+                else "Bonferroni"
+            )
+            return (
+                f"Clopper-Pearson, {weighting} over an a-priori grid of {size} thresholds (placed from an "
+                "independent pilot run) and both rates, both test directions"
+            )
+        case bd.Split(fraction=fraction):
+            return (
+                f"Clopper-Pearson at one threshold and direction chosen on the first {fraction:.0%} of the chunks, "
+                "bounded on the rest"
+            )
+    return repr(strategy)
+
+
+def _rate_counts(grid: UniformGrid, counts: np.ndarray) -> bd.RateCounts:
+    return bd.RateCounts(thresholds=grid.thresholds, positives=counts[0], negatives=counts[1])
+
+
+def _trade_off_points(counts: bd.RateCounts, limit: int = 201) -> tuple[dict[str, float], ...]:
+    fpr = counts.false_positives() / counts.n_negatives
+    fnr = counts.false_negatives() / counts.n_positives
+    index = np.unique(np.linspace(0, fpr.size - 1, min(limit, fpr.size)).round().astype(int))
+    return tuple({"threshold": float(counts.thresholds[i]), "fpr": float(fpr[i]), "fnr": float(fnr[i])} for i in index)
+
+
+def audit(
+    mechanism: Any,
+    *,
+    trials: int,
+    delta: float,
+    claimed_epsilon: float,
+    pair: NeighbouringPair | None = None,
+    score: ExactLikelihoodRatio | BlackBoxScore | LearnedScore | None = None,
+    strategy: bd.ThresholdStrategy | None = None,
+    confidence: float = 0.95,
+    seed: int = 0,
+    workers: int = 1,
+    scheduler: Any = None,
+    checkpoint: str | Path | None = None,
+    progress: bool = False,
+    chunk_size: int | None = None,
+    pilot_trials: int | None = None,
+    claim_source: str = "given",
+    estimates: bool = True,
+) -> AuditResult:
+    """Run the distinguishing game on ``mechanism`` and bound its ε from below.
+
+    Args:
+        mechanism: a :class:`~dplens.mechanisms.base.Mechanism` (``sample``; ``log_likelihood_ratio`` for the
+            exact score).
+        trials: N draws per side that are counted.
+        delta: δ of the (ε, δ) statement under test (0 for pure DP).
+        claimed_epsilon: the ε under test (the verdict compares against it).
+        pair: (D, D′); default ``mechanism.worst_case_pair()``.
+        score: default the exact LLR where the mechanism has one, else :class:`LearnedScore`.
+        strategy: default :class:`~dplens.audit.bounds.BonferroniGrid` (201 thresholds).
+        confidence: 1 − α.
+        seed: root seed; the result is a deterministic function of it, whatever ``workers``/``scheduler``.
+        workers, scheduler, checkpoint, progress: execution (:func:`dplens.audit.runner.run_chunks`).
+        chunk_size: trials per chunk (default: ≥ 8 chunks, ≤ 2²¹ output values per side per chunk).
+        pilot_trials: draws per side of the independent pilot that places the grid (default min(N, 10 000)).
+        claim_source: where the claim comes from (recorded).
+        estimates: also compute the GDP and raw-count estimates.
+
+    Returns:
+        A frozen :class:`AuditResult`.
+    """
+    start = time.perf_counter()
+    trials = _check_int("trials", trials, 1)
+    seed = _check_int("seed", seed, 0)
+    confidence = _check_confidence(confidence)
+    delta = bd.conversions.check_delta(delta, allow_zero=True)
+    if (
+        isinstance(claimed_epsilon, bool)
+        or not isinstance(claimed_epsilon, int | float)
+        or not (claimed_epsilon >= 0 and math.isfinite(claimed_epsilon))
+    ):
+        raise ValueError(f"claimed_epsilon must be a finite number >= 0; got {claimed_epsilon!r}")
+    if not hasattr(mechanism, "sample"):
+        raise ValueError(f"mechanism must implement sample(data, n, rng); got {mechanism!r}")
+    pair = mechanism.worst_case_pair() if pair is None else pair
+    if not isinstance(pair, NeighbouringPair):
+        raise ValueError(f"pair must be a NeighbouringPair; got {pair!r}")
+    strategy = bd.BonferroniGrid() if strategy is None else strategy
+    significance = 1.0 - confidence
+    pilot = min(trials, DEFAULT_PILOT_TRIALS) if pilot_trials is None else _check_int("pilot_trials", pilot_trials, 1)
+
+    scorer, score_name = _resolve_score(score, mechanism, pair, seed)
+    grid, weights, pilot_used = _place_grid(
+        strategy,
+        mechanism,
+        pair,
+        scorer,
+        seed=seed,
+        pilot=pilot,
+        trials=trials,
+        delta=delta,
+        significance=significance,
+    )
+    size = _default_chunk_size(trials, _output_size(mechanism, pair)) if chunk_size is None else chunk_size
+    plan = runner.ChunkPlan(trials, _check_int("chunk_size", size, 1))
+    if isinstance(strategy, bd.Split) and plan.chunks < 2:
+        raise ValueError(f"strategy Split needs at least two chunks; got trials={trials}, chunk_size={size}")
+    key = runner.fingerprint(
+        {
+            "mechanism": repr(mechanism),
+            "pair": repr((pair.data, pair.neighbour)),
+            "score": repr(scorer),
+            "grid": (grid.lower, grid.step, grid.size),
+            "trials": trials,
+            "chunk_size": plan.chunk_size,
+            "seed": seed,
+        }
+    )
+    done = runner.run_chunks(
+        _CountTask(mechanism, pair, scorer, grid),
+        plan,
+        seed=seed,
+        workers=workers,
+        scheduler=scheduler,
+        checkpoint=checkpoint,
+        key=key,
+        progress=progress,
+    )
+    per_chunk = [done[i] for i in range(plan.chunks)]
+
+    selection = None
+    bounded = per_chunk
+    if isinstance(strategy, bd.Split):
+        k = min(max(1, round(strategy.fraction * plan.chunks)), plan.chunks - 1)
+        selection = _rate_counts(grid, np.sum(per_chunk[:k], axis=0))
+        bounded = per_chunk[k:]
+    total = np.sum(bounded, axis=0)
+    counts = _rate_counts(grid, total)
+    judge = dict(delta=delta, significance=significance, strategy=strategy, selection=selection, weights=weights)
+    bound = bd.evaluate(counts, **judge)
+    share = 1.0 if bound.hypotheses == 1 else float(np.max(weights)) if weights is not None else 1 / bound.hypotheses
+    ceiling = bd.measurability_ceiling(counts.n_positives, significance, delta=delta, share=share)
+
+    trajectory = []
+    marks = np.unique(np.geomspace(1, len(bounded), num=min(12, len(bounded))).round().astype(int))
+    cumulative = np.cumsum(bounded, axis=0)
+    for m in marks:
+        partial = _rate_counts(grid, cumulative[m - 1])
+        b = bd.evaluate(partial, **judge)
+        trajectory.append({"trials": partial.n_positives, "epsilon_lower_bound": b.epsilon})
+
+    estimate_list: list[dict[str, Any]] = []
+    if estimates:
+        if delta > 0:
+            gdp = bd.gdp_estimate(counts, delta=delta, significance=significance, weights=weights)
+            estimate_list.append(gdp.to_dict())
+        estimate_list.append(bd.point_estimate(counts, delta=delta).to_dict())
+    verdict, reason = verdict_for(bound.epsilon, ceiling, float(claimed_epsilon), confidence)
+    return AuditResult(
+        epsilon_lower_bound=bound.epsilon,
+        bound_direction=bound.direction,
+        epsilon_claimed=float(claimed_epsilon),
+        delta=delta,
+        confidence=confidence,
+        claim_source=claim_source,
+        trials=counts.n_positives,
+        method=_method(strategy),
+        threshold_strategy=_strategy_dict(strategy, grid),
+        score=score_name,
+        mechanism=_describe(mechanism),
+        pair=pair.description or "D vs D'",
+        operating_point=bound.operating_point(),
+        ceiling=ceiling,
+        estimates=tuple(estimate_list),
+        empirical_trade_off=_trade_off_points(counts),
+        trajectory=tuple(trajectory),
+        verdict=verdict,
+        verdict_reason=reason,
+        seed=seed,
+        chunks=plan.chunks,
+        backend=runner.backend_name(workers=workers, scheduler=scheduler),
+        elapsed_seconds=round(time.perf_counter() - start, 3),
+        pilot_trials=pilot_used,
+        counts={"positives": total[0].tolist(), "negatives": total[1].tolist()},
+    )
+
+
+def _describe(mechanism: Any) -> str:
+    text = repr(mechanism)
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def audit_spec(
+    spec: Any,
+    *,
+    trials: int,
+    delta: float | None = None,
+    confidence: float = 0.95,
+    seed: int = 0,
+    workers: int = 1,
+    scheduler: Any = None,
+    checkpoint: str | Path | None = None,
+    progress: bool = False,
+) -> AuditResult:
+    """Audit the mechanism a spec describes against its ``[claim]`` (or, without one, the accountant's ε).
+
+    δ defaults to the claim's δ (1e-5 without a claim); a ``delta`` different from the claim's is refused, since
+    the claim is an (ε, δ) pair. Without a claim, the claimed ε is the accountant's tightest valid ε at δ
+    (basic-composition pure ε at δ = 0).
+    """
+    from dplens.mechanisms.registry import mechanism_from_spec
+
+    mechanism = mechanism_from_spec(spec)
+    if spec.claim is not None:
+        if delta is not None and delta != spec.claim.delta:
+            raise ValueError(
+                f"delta {delta!r} differs from the spec's claim delta {spec.claim.delta!r}; the claim under test is "
+                "an (epsilon, delta) pair"
+            )
+        delta = spec.claim.delta
+        claimed, source = spec.claim.epsilon, "spec [claim]"
+    else:
+        delta = 1e-5 if delta is None else delta
+        accountant = spec.accountant()
+        if delta == 0:
+            claimed, source = accountant.pure_epsilon(), "accountant (pure-DP basic composition)"
+        else:
+            result = accountant.epsilon_result(delta)
+            claimed, source = result.epsilon, f"accountant ({result.method.value}: {result.details})"
+        if not math.isfinite(claimed):
+            raise ValueError(
+                f"the accountant's epsilon at delta={delta!r} is infinite; audit at a delta > 0 or add a [claim]"
+            )
+    return audit(
+        mechanism,
+        trials=trials,
+        delta=delta,
+        claimed_epsilon=claimed,
+        confidence=confidence,
+        seed=seed,
+        workers=workers,
+        scheduler=scheduler,
+        checkpoint=checkpoint,
+        progress=progress,
+        claim_source=source,
+    )
