@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import sys
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from concurrent import futures
 from dataclasses import dataclass
@@ -174,8 +175,11 @@ def _run_dask(
     except OSError as err:
         raise ValueError(f"cannot connect to the Dask scheduler {scheduler!r}: {err}") from None
     try:
+        # Keys unique to this run: the scheduler (and a shared Client) return the existing result for a key it
+        # already holds, so keys built from the seed alone would hand one audit another audit's counts.
+        run = uuid.uuid4().hex
         pending = {
-            client.submit(task, i, plan.size(i), chunk_seed(seed, i), pure=False, key=f"dplens-chunk-{i}-{seed}"): i
+            client.submit(task, i, plan.size(i), chunk_seed(seed, i), pure=False, key=f"dplens-chunk-{run}-{i}"): i
             for i in todo
         }
         for future in as_completed(list(pending)):
