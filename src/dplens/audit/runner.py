@@ -39,6 +39,9 @@ __all__ = [
 CHECKPOINT_FORMAT = "dplens-audit-checkpoint"
 CHECKPOINT_VERSION = 1
 
+#: Seconds to wait for a Dask scheduler: a wrong or dead address must fail fast rather than hang.
+DASK_CONNECT_TIMEOUT = 5.0
+
 #: A chunk task: (chunk index, number of trials in it, its SeedSequence) → an integer count array.
 ChunkTask = Callable[[int, int, np.random.SeedSequence], np.ndarray]
 
@@ -171,9 +174,9 @@ def _run_dask(
         raise ValueError("scheduler needs the [distributed] extra: pip install 'dplens[distributed]'") from None
     own = not isinstance(scheduler, Client)
     try:
-        client = Client(scheduler, timeout=30) if own else scheduler
-    except OSError as err:
-        raise ValueError(f"cannot connect to the Dask scheduler {scheduler!r}: {err}") from None
+        client = Client(scheduler, timeout=DASK_CONNECT_TIMEOUT) if own else scheduler
+    except (OSError, ValueError, TypeError) as err:  # unreachable, malformed ('no port'), or not an address
+        raise ValueError(f"scheduler: cannot connect to the Dask scheduler {scheduler!r}: {err}") from None
     try:
         # Keys unique to this run: the scheduler (and a shared Client) return the existing result for a key it
         # already holds, so keys built from the seed alone would hand one audit another audit's counts.
