@@ -42,6 +42,16 @@ def _probability(text: str) -> float:
     return value
 
 
+def _confidence(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a confidence in [0.5, 1); got {text!r}") from None
+    if not 0.5 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a confidence in [0.5, 1); got {text!r}")
+    return value
+
+
 def _non_negative(text: str) -> float:
     try:
         value = float(text)
@@ -176,6 +186,57 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         f"at delta = {args.delta:g}  [{result.details}]"
     )
     _emit(payload, args.json, text)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# audit
+# --------------------------------------------------------------------------------------------
+
+
+def _audit_text(result: Any) -> str:
+    """The human-readable audit summary: the bound, the claim, the ceiling, labelled estimates, the verdict."""
+    level = f"{result.confidence:.0%}"
+    point = result.operating_point
+    lines = [
+        f"epsilon >= {result.epsilon_lower_bound:.6g}  (valid {level} lower bound, delta = {result.delta:g}, "
+        f"{result.trials} trials per side, direction {result.bound_direction})",
+        f"  claimed epsilon: {result.epsilon_claimed:.6g}  [{result.claim_source}]",
+        f"  measurability ceiling: {result.ceiling:.6g}  (no audit of this size can certify more)",
+        f"  operating point: threshold {point.get('threshold', float('nan')):.6g}, "
+        f"FP {point.get('false_positives')} / {point.get('negatives')}, "
+        f"FN {point.get('false_negatives')} / {point.get('positives')}",
+        f"  score: {result.score}; method: {result.method}",
+    ]
+    for estimate in result.estimates:
+        value = estimate.get("epsilon")
+        shown = "inf" if value is None or (isinstance(value, float) and math.isinf(value)) else f"{value:.6g}"
+        lines.append(f"  ESTIMATE ({estimate['name']}): epsilon ~ {shown}  [{estimate['assumption']}]")
+    lines.append(f"verdict: {result.verdict.value}. {result.verdict_reason}")
+    return "\n".join(lines)
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from dplens.audit.games import audit_spec
+
+    spec = load_spec(args.spec)
+    if args.delta is not None and not 0 <= args.delta < 1:
+        raise ValueError(f"--delta must be in [0, 1); got {args.delta!r}")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be an integer >= 0; got {args.seed!r}")
+    result = audit_spec(
+        spec,
+        trials=args.trials,
+        delta=args.delta,
+        confidence=args.confidence,
+        seed=args.seed,
+        workers=args.workers,
+        scheduler=args.scheduler,
+        checkpoint=args.checkpoint,
+        progress=not args.quiet,
+    )
+    payload = result.to_dict() | {"spec_sha256": spec.sha256}
+    _emit(payload, args.json, _audit_text(result))
     return 0
 
 
@@ -322,6 +383,23 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--bracket", type=float, nargs=2, metavar=("LOW", "HIGH"))
     cal.add_argument("--json", action="store_true")
     cal.set_defaults(func=_cmd_calibrate)
+
+    aud = sub.add_parser("audit", help="a valid empirical lower bound on epsilon (Monte Carlo distinguishing game)")
+    aud.add_argument("spec", help="TOML or JSON spec file (an optional [claim] is the guarantee under test)")
+    aud.add_argument("--trials", type=_positive_int, required=True, help="trials per side")
+    aud.add_argument(
+        "--delta",
+        type=float,
+        help="delta of the (epsilon, delta) statement under test (default: the claim's, else 1e-5)",
+    )
+    aud.add_argument("--confidence", type=_confidence, default=0.95, help="confidence of the bound (default 0.95)")
+    aud.add_argument("--seed", type=int, default=0, help="root seed (default 0); the result depends only on it")
+    aud.add_argument("--workers", type=_positive_int, default=1, help="local worker processes (default 1)")
+    aud.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (needs [distributed])")
+    aud.add_argument("--checkpoint", help="checkpoint file: written after each chunk, resumed from if it exists")
+    aud.add_argument("--quiet", action="store_true", help="no progress bar")
+    aud.add_argument("--json", action="store_true", help="print one JSON object")
+    aud.set_defaults(func=_cmd_audit)
 
     from dplens.reports.build import DEFAULT_CONFIDENCE, DEFAULT_PRIVACY_UNIT, DEFAULT_TRIALS
 
