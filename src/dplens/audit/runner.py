@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 CHECKPOINT_FORMAT = "dplens-audit-checkpoint"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2  # 2: the plan and the root seed are stored and checked
 
 #: Seconds to wait for a Dask scheduler: a wrong or dead address must fail fast rather than hang.
 DASK_CONNECT_TIMEOUT = 5.0
@@ -100,7 +100,7 @@ def fingerprint(description: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _load_checkpoint(path: Path, expected: str) -> dict[int, np.ndarray]:
+def _load_checkpoint(path: Path, expected: str, plan: ChunkPlan, seed: int) -> dict[int, np.ndarray]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -114,14 +114,25 @@ def _load_checkpoint(path: Path, expected: str) -> dict[int, np.ndarray]:
             f"checkpoint {str(path)!r} belongs to a different audit (mechanism, trials, seed, grid or strategy "
             "differ); use a new checkpoint file"
         )
+    # The key is the caller's; the plan and the seed are the runner's own: chunk i of another plan holds other
+    # trials, and of another seed other draws, so mixing them in would give a result no single run produces.
+    stored = (data.get("seed"), data.get("trials"), data.get("chunk_size"))
+    if stored != (seed, plan.trials, plan.chunk_size):
+        raise ValueError(
+            f"checkpoint {str(path)!r} was written for seed, trials, chunk_size = {stored!r}, not "
+            f"{(seed, plan.trials, plan.chunk_size)!r}; use a new checkpoint file"
+        )
     return {int(k): np.asarray(v, dtype=np.int64) for k, v in data.get("chunks", {}).items()}
 
 
-def _write_checkpoint(path: Path, key: str, done: Mapping[int, np.ndarray]) -> None:
+def _write_checkpoint(path: Path, key: str, plan: ChunkPlan, seed: int, done: Mapping[int, np.ndarray]) -> None:
     document = {
         "format": CHECKPOINT_FORMAT,
         "version": CHECKPOINT_VERSION,
         "fingerprint": key,
+        "seed": seed,
+        "trials": plan.trials,
+        "chunk_size": plan.chunk_size,
         "chunks": {str(i): done[i].tolist() for i in sorted(done)},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -212,7 +223,8 @@ def run_chunks(
         seed: the root seed (chunk i uses :func:`chunk_seed`).
         workers: > 1 runs a local process pool with that many workers.
         scheduler: a Dask scheduler address (``tcp://host:port``) or a ``distributed.Client``; wins over workers.
-        checkpoint: a file holding the chunks done so far; resumed from when it exists (its key must match).
+        checkpoint: a file holding the chunks done so far; resumed from when it exists (its key, plan and seed
+            must match).
         key: the audit's :func:`fingerprint`, stored in and checked against the checkpoint.
         progress: show a tqdm progress bar on stderr.
     """
@@ -222,7 +234,7 @@ def run_chunks(
     path = Path(checkpoint) if checkpoint is not None else None
     done: dict[int, np.ndarray] = {}
     if path is not None and path.exists():
-        done = {i: c for i, c in _load_checkpoint(path, key).items() if 0 <= i < plan.chunks}
+        done = {i: c for i, c in _load_checkpoint(path, key, plan, int(seed)).items() if 0 <= i < plan.chunks}
     todo = [i for i in range(plan.chunks) if i not in done]
     if scheduler is not None:
         stream = _run_dask(task, plan, todo, int(seed), scheduler)
@@ -247,7 +259,7 @@ def run_chunks(
                 continue
             done[index] = np.asarray(counts, dtype=np.int64)
             if path is not None:
-                _write_checkpoint(path, key, done)
+                _write_checkpoint(path, key, plan, int(seed), done)
             bar.update(1)
     finally:
         bar.close()
