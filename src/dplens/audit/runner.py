@@ -122,7 +122,27 @@ def _load_checkpoint(path: Path, expected: str, plan: ChunkPlan, seed: int) -> d
             f"checkpoint {str(path)!r} was written for seed, trials, chunk_size = {stored!r}, not "
             f"{(seed, plan.trials, plan.chunk_size)!r}; use a new checkpoint file"
         )
-    return {int(k): np.asarray(v, dtype=np.int64) for k, v in data.get("chunks", {}).items()}
+    return _checkpoint_chunks(path, data.get("chunks", {}))
+
+
+def _checkpoint_chunks(path: Path, chunks: Any) -> dict[int, np.ndarray]:
+    """The stored chunks: non-negative integer count arrays of one shape under chunk-index keys."""
+    bad = f"checkpoint {str(path)!r} is corrupt"
+    if not isinstance(chunks, dict):
+        raise ValueError(f"{bad}: 'chunks' must be an object; got {type(chunks).__name__}")
+    out: dict[int, np.ndarray] = {}
+    for name, value in chunks.items():
+        try:
+            index = int(name)
+            counts = np.asarray(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{bad}: chunk {name!r} is not an index with a count array") from None
+        if counts.dtype.kind not in "iu" or counts.size == 0 or np.any(counts < 0):
+            raise ValueError(f"{bad}: chunk {name!r} does not hold non-negative integer counts")
+        out[index] = counts.astype(np.int64)
+    if len({c.shape for c in out.values()}) > 1:
+        raise ValueError(f"{bad}: its chunks have different shapes {sorted({c.shape for c in out.values()})}")
+    return out
 
 
 def _write_checkpoint(path: Path, key: str, plan: ChunkPlan, seed: int, done: Mapping[int, np.ndarray]) -> None:
@@ -235,6 +255,7 @@ def run_chunks(
     done: dict[int, np.ndarray] = {}
     if path is not None and path.exists():
         done = {i: c for i, c in _load_checkpoint(path, key, plan, int(seed)).items() if 0 <= i < plan.chunks}
+    loaded_shape = next(iter(done.values())).shape if done else None
     todo = [i for i in range(plan.chunks) if i not in done]
     if scheduler is not None:
         stream = _run_dask(task, plan, todo, int(seed), scheduler)
@@ -257,7 +278,13 @@ def run_chunks(
         for index, counts in stream:
             if index in done:  # cannot happen with the plan above; guards against a double count regardless
                 continue
-            done[index] = np.asarray(counts, dtype=np.int64)
+            counts = np.asarray(counts, dtype=np.int64)
+            if loaded_shape is not None and counts.shape != loaded_shape:
+                raise ValueError(
+                    f"checkpoint {str(path)!r} holds counts of shape {loaded_shape}, but chunk {index} returned "
+                    f"{counts.shape}: it was not written by this audit"
+                )
+            done[index] = counts
             if path is not None:
                 _write_checkpoint(path, key, plan, int(seed), done)
             bar.update(1)
