@@ -37,10 +37,20 @@ def _positive(name: str, value: Any) -> float:
 
 
 def _query(data: Any, name: str = "data") -> np.ndarray:
-    arr = np.asarray(data, dtype=float)
+    try:
+        arr = np.asarray(data, dtype=float)
+    except (TypeError, ValueError):
+        arr = np.full(2, np.nan)  # not numeric: reported below, naming the argument
     if arr.ndim > 1 or not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be a finite scalar or vector query value; got {data!r}")
     return arr
+
+
+def _pair(data: Any, neighbour: Any) -> tuple[np.ndarray, np.ndarray]:
+    a, b = _query(data), _query(neighbour, "neighbour")
+    if a.shape != b.shape:  # never broadcast one against the other: that silently changes the pair
+        raise ValueError(f"neighbour must have the shape of data {a.shape}; got {neighbour!r}")
+    return a, b
 
 
 def _outputs(outputs: Any, query: np.ndarray) -> np.ndarray:
@@ -85,7 +95,7 @@ class GaussianMechanism:
 
     def log_likelihood_ratio(self, outputs: Any, data: Any, neighbour: Any) -> np.ndarray:
         """log p_D(o) − log p_D′(o) = ⟨o − (a + b)/2, a − b⟩ / σ² for query values a = f(D), b = f(D′)."""
-        a, b = _query(data), _query(neighbour, "neighbour")
+        a, b = _pair(data, neighbour)
         out = _outputs(outputs, a)
         diff = a - b
         centred = out - (a + b) / 2
@@ -126,7 +136,7 @@ class LaplaceMechanism:
 
     def log_likelihood_ratio(self, outputs: Any, data: Any, neighbour: Any) -> np.ndarray:
         """(|o − b| − |o − a|)/scale, summed over coordinates."""
-        a, b = _query(data), _query(neighbour, "neighbour")
+        a, b = _pair(data, neighbour)
         out = _outputs(outputs, a)
         loss = (np.abs(out - b) - np.abs(out - a)) / self.scale
         return loss if a.ndim == 0 else loss.sum(axis=1)
