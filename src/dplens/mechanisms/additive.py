@@ -36,6 +36,12 @@ def _positive(name: str, value: Any) -> float:
     return float(value)
 
 
+def _relation(value: Any) -> ev.NeighboringRelation:
+    if not isinstance(value, ev.NeighboringRelation):
+        raise ValueError(f"neighboring must be a NeighboringRelation; got {value!r}")
+    return value
+
+
 def _query(data: Any, name: str = "data") -> np.ndarray:
     try:
         arr = np.asarray(data, dtype=float)
@@ -77,6 +83,7 @@ class GaussianMechanism:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "noise_multiplier", _positive("noise_multiplier", self.noise_multiplier))
+        _relation(self.neighboring)
 
     @property
     def event(self) -> ev.Gaussian:
@@ -122,6 +129,7 @@ class LaplaceMechanism:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scale", _positive("scale", self.scale))
+        _relation(self.neighboring)
 
     @property
     def event(self) -> ev.Laplace:
