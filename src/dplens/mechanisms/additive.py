@@ -165,15 +165,17 @@ class RandomizedResponseMechanism:
 
     epsilon: float
     num_values: int = 2
+    neighboring: ev.NeighboringRelation = ev.NeighboringRelation.REPLACE_ONE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", _positive("epsilon", self.epsilon))
         if isinstance(self.num_values, bool) or not isinstance(self.num_values, int) or self.num_values < 2:
             raise ValueError(f"num_values must be an integer >= 2; got {self.num_values!r}")
+        _relation(self.neighboring)
 
     @property
     def event(self) -> ev.RandomizedResponse:
-        return ev.RandomizedResponse(epsilon=self.epsilon, num_values=self.num_values)
+        return ev.RandomizedResponse(epsilon=self.epsilon, num_values=self.num_values, neighboring=self.neighboring)
 
     def _value(self, data: Any, name: str) -> int:
         if isinstance(data, bool) or not isinstance(data, int | np.integer) or not 0 <= data < self.num_values:
@@ -217,6 +219,7 @@ class SubsampledGaussianMechanism:
     noise_multiplier: float
     sampling_rate: float
     steps: int = 1
+    neighboring: ev.NeighboringRelation = ev.NeighboringRelation.ADD_OR_REMOVE_ONE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "noise_multiplier", _positive("noise_multiplier", self.noise_multiplier))
@@ -225,11 +228,14 @@ class SubsampledGaussianMechanism:
             raise ValueError(f"sampling_rate must be in (0, 1]; got {q!r}")
         object.__setattr__(self, "sampling_rate", float(q))
         check_count(self.steps, name="steps")
+        _relation(self.neighboring)
 
     @property
     def event(self) -> ev.Event:
         step = ev.PoissonSampled(
-            sampling_rate=self.sampling_rate, event=ev.Gaussian(noise_multiplier=self.noise_multiplier)
+            sampling_rate=self.sampling_rate,
+            event=ev.Gaussian(noise_multiplier=self.noise_multiplier, neighboring=self.neighboring),
+            neighboring=self.neighboring,
         )
         return step if self.steps == 1 else ev.SelfComposed(event=step, count=self.steps)
 

@@ -125,10 +125,16 @@ def _standard(event: ev.Event, count: int) -> Any | None:
         case ev.Laplace():
             return _repeat(LaplaceMechanism(scale=event.noise_multiplier, neighboring=event.neighboring), count)
         case ev.RandomizedResponse():
-            return _repeat(RandomizedResponseMechanism(epsilon=event.epsilon, num_values=event.num_values), count)
+            rr = RandomizedResponseMechanism(
+                epsilon=event.epsilon, num_values=event.num_values, neighboring=event.neighboring
+            )
+            return _repeat(rr, count)
         case ev.PoissonSampled(event=ev.Gaussian() as inner):
             return SubsampledGaussianMechanism(
-                noise_multiplier=inner.noise_multiplier, sampling_rate=event.sampling_rate, steps=count
+                noise_multiplier=inner.noise_multiplier,
+                sampling_rate=event.sampling_rate,
+                steps=count,
+                neighboring=event.neighboring,
             )
         case ev.SelfComposed():
             return mechanism_for_event(event.event, event.count * count)
