@@ -94,15 +94,8 @@ def run_demo(out_dir: Path, *, progress: bool = True, config: dict[str, Any] = D
     say(f"[3/4] auditing: {trials} trials per side, confidence {percent(confidence)}, seed {seed} ...")
     audit: AuditEvidence | None = None
     not_audited: str | None = None
-    # AUDIT WIRING (for the lead): the real call through AUDIT_CONTRACT.md (audit_spec -> AuditResult.to_dict()).
-    # Until branch `audit` provides dplens.audit.games, the report states plainly that it is not audited; no
-    # number is invented. After merging `audit`: time `dplens demo` (budget 60 s on 2 cores) and tune
-    # DEMO_CONFIG["audit_trials"]; tests/test_demo.py then requires a CONSISTENT verdict.
     try:
         audit = audit_evidence(spec, trials=trials, delta=delta, confidence=confidence, seed=seed, progress=progress)
-    except ImportError as err:
-        # The audit layer ships with dplens; without it the report says so plainly instead of inventing numbers.
-        not_audited = f"the audit layer is not available in this installation ({err})"
     except ValueError as err:
         not_audited = f"the audit layer cannot audit this mechanism: {str(err).splitlines()[0]}"
     if not_audited is not None:

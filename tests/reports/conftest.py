@@ -1,4 +1,4 @@
-"""Fixtures of the report tests: audit results shaped exactly like AUDIT_CONTRACT.md, reports built from the
+"""Fixtures of the report tests: audit results shaped, reports built from the
 example specs, and a headless Chromium driven over the DevTools protocol (stdlib only: ``--remote-debugging-pipe``,
 NUL-delimited JSON on file descriptors 3 and 4)."""
 
@@ -29,7 +29,7 @@ FIXED_TIME = "2025-01-01T00:00:00Z"
 
 
 def contract_audit_dict(**overrides: Any) -> dict[str, Any]:
-    """An ``AuditResult.to_dict()`` as AUDIT_CONTRACT.md specifies it (a Gaussian σ = 1 audit, 1e5 trials).
+    """An ``AuditResult.to_dict()`` (a Gaussian σ = 1 audit, 1e5 trials).
 
     The numbers are plausible for that audit (research note §5.2: CP realistic 2.55 at N = 1e5, GDP estimate
     4.2, ceiling 10.21 from §5.4) but they are test data, not results of dplens.

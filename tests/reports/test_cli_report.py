@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import types
 from pathlib import Path
 
@@ -12,8 +11,6 @@ from dplens import cli
 from dplens.reports.render import read_json
 
 from .conftest import EXAMPLES
-
-AUDIT_AVAILABLE = importlib.util.find_spec("dplens.audit.games") is not None
 
 
 def run(capsys, *argv):
@@ -50,7 +47,6 @@ def test_report_defaults_take_the_claims_delta_and_unit(tmp_path, capsys):
         "--quiet",
         "--unit",
         "one user's data",
-        *([] if AUDIT_AVAILABLE else ["--no-audit"]),
     )
     assert code == 0 and err == ""
     report = read_json(tmp_path / "report.json")
@@ -58,7 +54,6 @@ def test_report_defaults_take_the_claims_delta_and_unit(tmp_path, capsys):
     assert report.claim.privacy_unit == "one user's data"
 
 
-@pytest.mark.skipif(not AUDIT_AVAILABLE, reason="the audit layer (dplens.audit.games) is not merged yet")
 def test_report_with_audit_flags_the_under_claimed_gaussian(tmp_path, capsys):
     code, out, err = run(
         capsys, "report", str(EXAMPLES / "gaussian_claim.toml"), "-o", str(tmp_path), "--trials", "20000", "--seed", "3"

@@ -227,7 +227,7 @@ class AuditResult:
     format_version: int = RESULT_FORMAT_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready (no ±inf: undefined values are None); keys per AUDIT_CONTRACT (stable)."""
+        """JSON-ready (no ±inf: undefined values are None); stable keys, read by the report layer."""
         return {
             "format_version": self.format_version,
             "epsilon_lower_bound": self.epsilon_lower_bound,

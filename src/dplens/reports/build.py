@@ -1,7 +1,7 @@
 """Building a :class:`~dplens.reports.model.Report` from a spec: account every route, optionally audit.
 
 Data flows one way (DESIGN.md): spec → accountant (every route, the curves behind the figures) → audit
-(``dplens.audit.games.audit_spec``, read only through ``AuditResult.to_dict()``, AUDIT_CONTRACT.md) → report.
+(``dplens.audit.games.audit_spec``, read only through ``AuditResult.to_dict()``) → report.
 """
 
 from __future__ import annotations
@@ -283,12 +283,9 @@ def audit_evidence(
     """Run the audit layer's distinguishing game on ``spec`` and read its result through the contract.
 
     Raises:
-        ImportError: the audit layer (``dplens.audit.games``) is not available.
         ValueError: the audit layer rejects the spec or the parameters.
     """
-    # AUDIT WIRING (for the lead): the only import of the audit layer (AUDIT_CONTRACT.md); an ImportError here
-    # means branch `audit` is not merged and the report says "not audited" with that reason.
-    from dplens.audit.games import audit_spec
+    from dplens.audit.games import audit_spec  # the report layer reads audits only through AuditResult.to_dict()
 
     result = audit_spec(
         spec, trials=trials, delta=delta, confidence=confidence, seed=seed, workers=workers, progress=progress
@@ -595,10 +592,6 @@ def generate_report(
                 workers=workers,
                 progress=progress is not None,
             )
-        except ImportError as err:
-            if audit_mode is AuditMode.REQUIRED:
-                raise ValueError(f"the audit layer is not available: {err}") from None
-            reason = f"the audit layer is not available in this installation ({err})"
         except ValueError as err:
             if audit_mode is AuditMode.REQUIRED:
                 raise

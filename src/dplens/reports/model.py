@@ -415,7 +415,7 @@ class Estimate:
         )
 
 
-#: Keys of ``AuditResult.to_dict()`` (AUDIT_CONTRACT.md) that the report reads.
+#: Keys of ``AuditResult.to_dict()`` that the report reads.
 _AUDIT_KEYS = (
     "epsilon_lower_bound",
     "bound_direction",
@@ -445,7 +445,7 @@ _AUDIT_KEYS = (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditEvidence:
-    """The audit's evidence, read from ``AuditResult.to_dict()`` (see AUDIT_CONTRACT.md).
+    """The audit's evidence, read from ``AuditResult.to_dict()``.
 
     ``epsilon_lower_bound`` is a valid lower bound at ``confidence`` (a bound, not an estimate); the
     ``estimates`` are not bounds and are labelled so. Keys the audit layer adds beyond the contract are kept
