@@ -46,18 +46,25 @@ class Repeated:
     def event(self) -> ev.Event:
         return ev.SelfComposed(event=self.mechanism.event, count=self.count)
 
-    def release(self, data: Any, rng: np.random.Generator) -> np.ndarray:
-        return self.sample(data, 1, rng)[0]
+    def release(self, data: Any, rng: np.random.Generator) -> Any:
+        outputs = self.sample(data, 1, rng)
+        return tuple(part[0] for part in outputs) if isinstance(outputs, tuple) else outputs[0]
 
-    def sample(self, data: Any, n: int, rng: np.random.Generator) -> np.ndarray:
+    def sample(self, data: Any, n: int, rng: np.random.Generator) -> Any:
+        """Shape (n, count, …); a mechanism with tuple outputs (a ProductMechanism) gives a tuple of such arrays."""
         n = check_count(n)
-        flat = np.asarray(self.mechanism.sample(data, n * self.count, check_rng(rng)))
+        flat = self.mechanism.sample(data, n * self.count, check_rng(rng))
+        if isinstance(flat, tuple):
+            return tuple(np.asarray(part).reshape(n, self.count, *np.shape(part)[1:]) for part in flat)
+        flat = np.asarray(flat)
         return flat.reshape(n, self.count, *flat.shape[1:])
 
     def log_likelihood_ratio(self, outputs: Any, data: Any, neighbour: Any) -> np.ndarray:
-        out = np.asarray(outputs)
-        n = out.shape[0]
-        flat = out.reshape(n * self.count, *out.shape[2:])
+        parts = outputs if isinstance(outputs, tuple) else (outputs,)
+        parts = tuple(np.asarray(part) for part in parts)
+        n = parts[0].shape[0]
+        flat = tuple(part.reshape(n * self.count, *part.shape[2:]) for part in parts)
+        flat = flat if isinstance(outputs, tuple) else flat[0]
         return np.asarray(self.mechanism.log_likelihood_ratio(flat, data, neighbour)).reshape(n, self.count).sum(1)
 
     def worst_case_pair(self) -> NeighbouringPair:
