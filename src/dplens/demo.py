@@ -32,7 +32,7 @@ DEMO_CONFIG: dict[str, Any] = {
     "epochs": 10,
     "target_epsilon": 2.0,
     "delta": 1e-5,
-    "audit_trials": 20_000,
+    "audit_trials": 50_000,
     "audit_confidence": 0.95,
     "audit_seed": 0,
 }
