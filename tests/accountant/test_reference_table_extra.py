@@ -195,7 +195,7 @@ def test_exact_epsilon_non_increasing_and_round_trip(sigmas, counts):
 # RDP ≥ PLD on heterogeneous ledgers (default grid 1e-4, no tolerance)
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(
     q=st.floats(1e-3, 0.2),
     sigma=st.floats(0.8, 4.0),
