@@ -216,7 +216,7 @@ class RdpCurve:
                 best_value, best_t = float(probe_values[i]), float(probe[i])
             interior = 0 < i < probe.size - 1
             # Near a bracketed smooth minimum the gain shrinks geometrically; stop once it is below float noise.
-            if step < 1e-12 or (interior and 0 < gain < _ZOOM_RELATIVE_GAIN * max(abs(best_value), 1.0)):
+            if step < 1e-12 or (interior and 0 < gain < _ZOOM_RELATIVE_GAIN * abs(best_value)):
                 break
             if gain > 0 and not interior:
                 # The best probe is at the window's edge: the minimum lies beyond it, so move the window.
