@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import special
 
 from dplens.audit import bounds as bd
 from dplens.audit import runner
@@ -48,6 +49,7 @@ _MIN_CHUNKS = 8  # so the bound-vs-trials trajectory and a worker pool have some
 # _MIN_BATCH_TRIALS trials per call bounds the per-call overhead of mechanisms with a fixed cost per sample().
 _BATCH_VALUES = 1 << 15
 _MIN_BATCH_TRIALS = 1024
+_FOCUS_MIN_SUPPORT = 15  # pooled pilot scores a focused threshold's bounded region must hold
 
 
 class Verdict(enum.Enum):
@@ -158,14 +160,16 @@ class UniformGrid:
     def thresholds(self) -> np.ndarray:
         return self.lower + self.step * np.arange(self.size)
 
-    def counts(self, scores: np.ndarray) -> np.ndarray:
-        """How many scores fall in [t_{j−1}, t_j) for j = 0..size (t_{−1} = −∞, t_size = +∞)."""
+    def index(self, scores: np.ndarray) -> np.ndarray:
+        """The bin j of each score: [t_{j−1}, t_j) for j = 0..size (t_{−1} = −∞, t_size = +∞)."""
         if self.size == 1 or self.step == 0:
-            index = (scores >= self.lower).astype(np.int64)
-        else:
-            position = np.floor((scores - self.lower) / self.step) + 1.0
-            index = np.clip(position, 0, self.size).astype(np.int64)
-        return np.bincount(index, minlength=self.size + 1)
+            return (scores >= self.lower).astype(np.int64)
+        position = np.floor((scores - self.lower) / self.step) + 1.0
+        return np.clip(position, 0, self.size).astype(np.int64)
+
+    def counts(self, scores: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """How many scores fall in each bin (or the sum of their ``weights``)."""
+        return np.bincount(self.index(scores), weights=weights, minlength=self.size + 1)
 
 
 def _side_seed(seed: np.random.SeedSequence, side: int) -> np.random.Generator:
@@ -400,13 +404,64 @@ def _place_grid(
     grid = UniformGrid(0.5 * (low + high), 0.0, 1) if size == 1 else UniformGrid(low, (high - low) / (size - 1), size)
     weights = None
     if isinstance(strategy, bd.BonferroniGrid) and strategy.focus > 0:
-        pilot_counts = bd.RateCounts(
-            thresholds=grid.thresholds, positives=grid.counts(positive), negatives=grid.counts(negative)
-        )
-        weights = bd.focused_weights(
-            pilot_counts, trials=trials, delta=delta, significance=significance, focus=strategy.focus
-        )
+        if scorer.function is None:  # the exact log-likelihood ratio: the pilot sees both tails through both sides
+            weights = _focused_weights_exact(
+                grid, positive, negative, trials=trials, delta=delta, significance=significance, focus=strategy.focus
+            )
+        else:
+            pilot_counts = bd.RateCounts(
+                thresholds=grid.thresholds, positives=grid.counts(positive), negatives=grid.counts(negative)
+            )
+            weights = bd.focused_weights(
+                pilot_counts, trials=trials, delta=delta, significance=significance, focus=strategy.focus
+            )
     return grid, weights, pilot
+
+
+def _focused_weights_exact(
+    grid: UniformGrid,
+    positive: np.ndarray,
+    negative: np.ndarray,
+    *,
+    trials: int,
+    delta: float,
+    significance: float,
+    focus: float,
+    min_count: int = _FOCUS_MIN_SUPPORT,
+) -> np.ndarray:
+    """Bonferroni weights (``focus`` on the threshold the pilot predicts best at ``trials``, the rest uniform),
+    predicted from a pilot scored with the exact log-likelihood ratio L = log dP_D/dP_D′.
+
+    Then dP_D′ = e^{−L} dP_D, so both pilot samples estimate both rates at every threshold (multiple importance
+    sampling with the balance heuristic, Veach & Guibas 1995): with n draws per side, FPR(t) = Σ_{L_i ≥ t}
+    σ(−L_i)/n and FNR(t) = Σ_{L_i < t} σ(L_i)/n over the pooled 2n scores (σ the logistic function). The far
+    tail of M(D′) above t, which holds the best (ε, δ) thresholds of a Gaussian-like loss and which the pilot's
+    own D′ draws never reach, is seen through the D draws there. A threshold is a candidate when at least
+    ``min_count`` pooled pilot scores lie in the region whose rate the bound divides by.
+
+    Only the weights depend on the pilot (independent draws, never counted), so the bound is valid whatever
+    they are — even if the score were not the exact ratio, which would only misplace the focus.
+    """
+    size = grid.size
+    n = positive.size
+    scores = np.concatenate([positive, negative])
+    index = grid.index(scores)
+    support = np.bincount(index, minlength=size + 1)
+    fnr = np.cumsum(np.bincount(index, weights=special.expit(scores), minlength=size + 1))[:-1] / n
+    fpr_mass = np.bincount(index, weights=special.expit(-scores), minlength=size + 1)
+    fpr = (fpr_mass.sum() - np.cumsum(fpr_mass)[:-1]) / n
+    below = np.cumsum(support)[:-1]
+    above = scores.size - below
+    level = significance * focus / 2
+    fnr_u = bd.clopper_pearson_upper(np.round(np.clip(fnr, 0, 1) * trials).astype(np.int64), trials, level)
+    fpr_u = bd.clopper_pearson_upper(np.round(np.clip(fpr, 0, 1) * trials).astype(np.int64), trials, level)
+    forward, reverse = bd.epsilon_lower_bounds(fpr_u, fnr_u, delta)
+    best = np.maximum(np.where(above >= min_count, forward, -np.inf), np.where(below >= min_count, reverse, -np.inf))
+    if not np.isfinite(best).any():
+        return np.full(size, 1.0 / size)
+    weights = np.full(size, (1.0 - focus) / size)
+    weights[int(np.argmax(best))] += focus
+    return weights
 
 
 def _strategy_dict(strategy: bd.ThresholdStrategy, grid: UniformGrid) -> dict[str, Any]:
