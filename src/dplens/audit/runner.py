@@ -11,6 +11,7 @@ it recomputes only the missing chunks and never counts a chunk twice.
 from __future__ import annotations
 
 import enum
+import gc
 import hashlib
 import json
 import math
@@ -204,10 +205,19 @@ def _run_dask(
     except ImportError:
         raise ValueError("scheduler needs the [distributed] extra: pip install 'dplens[distributed]'") from None
     own = not isinstance(scheduler, Client)
-    try:
-        client = Client(scheduler, timeout=DASK_CONNECT_TIMEOUT) if own else scheduler
-    except (OSError, ValueError, TypeError) as err:  # unreachable, malformed ('no port'), or not an address
-        raise ValueError(f"scheduler: cannot connect to the Dask scheduler {scheduler!r}: {err}") from None
+    client, failure = scheduler, None
+    if own:
+        try:
+            client = Client(scheduler, timeout=DASK_CONNECT_TIMEOUT)
+        except (OSError, ValueError, TypeError) as err:  # unreachable, malformed ('no port'), or not an address
+            failure = str(err)
+    if failure is not None:
+        # A Client whose start failed is left half-built in a reference cycle (kept alive by the error's traceback
+        # until here). Finalised later by the cyclic GC while another Client is starting, its close() waits for
+        # distributed's global loop lock that the start holds: the process hangs for good. Finalise it now, while
+        # no such lock is held (and raise without chaining the traceback that holds it).
+        gc.collect()
+        raise ValueError(f"scheduler: cannot connect to the Dask scheduler {scheduler!r}: {failure}")
     try:
         # Keys unique to this run: the scheduler (and a shared Client) return the existing result for a key it
         # already holds, so keys built from the seed alone would hand one audit another audit's counts.
