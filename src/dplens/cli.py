@@ -153,6 +153,31 @@ _PARAMS: dict[str, tuple[tuple[float, float], Direction | None, bool]] = {
 }
 
 
+def _first_valid(make: Any, lower: float, upper: float) -> float:
+    """The default bracket's lower end, moved up to the smallest value the spec's types accept.
+
+    The default brackets span every type, and some types refuse their low end (GaussMix needs γ = (σ² + λ̄_min)/C_X²
+    above 1): a refused value can never be an answer, so bisect (in log space) for the first accepted one.
+    """
+
+    def accepted(value: float) -> bool:
+        try:
+            make(value)
+        except ValueError:
+            return False
+        return True
+
+    if accepted(lower) or not accepted(upper) or lower <= 0:
+        return lower
+    refused, valid = lower, upper
+    for _ in range(100):
+        middle = math.sqrt(refused * valid)
+        if not refused < middle < valid:
+            break
+        refused, valid = (refused, middle) if accepted(middle) else (middle, valid)
+    return valid
+
+
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     known = _PARAMS.get(args.param)
@@ -164,10 +189,13 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         raise ValueError(f"param {args.param!r} has no default bracket; pass --bracket LOW HIGH")
     direction = known[1] if known else None
     integer = known[2] if known else False
-    spec.with_param(args.param, int(lower) if integer else lower)  # validates the parameter name early
 
     def make(value: float):
         return spec.with_param(args.param, int(value) if integer else float(value)).accountant()
+
+    if args.bracket is None and not integer:
+        lower = _first_valid(make, lower, upper)
+    spec.with_param(args.param, int(lower) if integer else lower)  # a bad name or value fails here, before the search
 
     result = calibrate(
         make,

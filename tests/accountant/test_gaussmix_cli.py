@@ -89,7 +89,13 @@ def test_modified_gaussmix_is_theorem_1(tmp_path, capsys):
     eta = 100 / math.sqrt(150)
     path = _spec(tmp_path, f'[[mechanism]]\ntype = "modified_gaussmix"\nk = 150\ngamma = 100\neta = {eta!r}\n')
     payload = _account(capsys, path, "--delta", "1e-8", "--method", "exact")
-    assert payload["epsilon"] == pytest.approx(1.35234943884, rel=1e-10)  # §7 E
+    # The accountant uses Theorem 1 with the exact χ² GaussMix term at δ/3: valid, and below the paper's
+    # RDP-term value 1.35234943884 (§7 E), which stays available from Python.
+    exact_term = gm.theorem1_epsilon(eta=eta, gamma=100.0, k=150, delta=1e-8, route=gm.AccountingRoute.EXACT)
+    paper = gm.theorem1_epsilon(eta=eta, gamma=100.0, k=150, delta=1e-8)
+    assert paper.epsilon == pytest.approx(1.35234943884, rel=1e-10)  # §7 E
+    assert payload["epsilon"] == pytest.approx(exact_term.epsilon, rel=1e-9)
+    assert payload["epsilon"] < paper.epsilon
     assert _account(capsys, path, "--delta", "1e-8")["epsilon"] == payload["epsilon"]
 
 
@@ -98,9 +104,11 @@ def test_calibrate_gaussmix_noise_by_both_routes(tmp_path, capsys):
     values = {}
     for method in ("rdp", "exact"):
         argv = ["calibrate", path, "--param", "sigma", "--target-epsilon", "1", "--delta", "1e-8", "--method", method]
-        # An explicit bracket: the CLI's default σ bracket starts at 1e-3, where γ = σ²/C_X² ≤ 1 is refused.
-        assert main([*argv, "--bracket", "1.01", "1000", "--json"]) == 0
+        # The default σ bracket starts at 1e-3, where γ = σ²/C_X² ≤ 1 is refused: the CLI moves it up itself.
+        assert main([*argv, "--json"]) == 0
         payload = json.loads(capsys.readouterr().out)
+        assert main([*argv, "--bracket", "1.01", "1000", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["value"] == pytest.approx(payload["value"], rel=1e-6)
         assert payload["param"] == "sigma" and payload["epsilon"] <= 1.0
         values[method] = payload["value"]
     # γ = σ² here: the RDP route's answer is Lemma 1's calibration, the exact route needs less noise.

@@ -1013,7 +1013,8 @@ def modified_gaussmix_privacy_profile(
         remove=functools.partial(_theorem1_delta, rule=gaussian_rule, **kwargs),
         epsilon_for_delta=functools.partial(_theorem1_eps_for_delta, rule=gaussian_rule, **kwargs),
         description=(
-            f"Theorem 1 of seed 004 for ModifiedGaussMix(k={event.k}, gamma={event.gamma:g}, eta={event.eta:g})"
+            f"Theorem 1 of seed 004 for ModifiedGaussMix(k={event.k}, gamma={event.gamma:g}, eta={event.eta:g}), "
+            f"GaussMix term by the {route.value} route"
         ),
     )
 
@@ -1190,7 +1191,10 @@ def _register_interpreters() -> None:
         pld = None
     if pld is not None and hasattr(pld, "privacy_profile"):
         pld.privacy_profile.register(GaussMix)(gaussmix_privacy_profile)
-        pld.privacy_profile.register(ModifiedGaussMix)(modified_gaussmix_privacy_profile)
+        # The accountant's route is the tighter valid one: Theorem 1 with the exact χ² GaussMix term at δ/3.
+        pld.privacy_profile.register(ModifiedGaussMix)(
+            functools.partial(modified_gaussmix_privacy_profile, route=AccountingRoute.EXACT)
+        )
 
 
 _register_interpreters()
