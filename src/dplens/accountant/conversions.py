@@ -215,8 +215,11 @@ def gdp_mu(epsilon: float, delta: float) -> float:
         if hi > 1e6:
             raise ValueError(f"no finite mu found for epsilon={epsilon!r}, delta={delta!r}")
     mu = optimize.brentq(excess, 0.0, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps)
-    while excess(mu) > 0:
-        mu = math.nextafter(mu, 0.0)
+    # Step down until the guarantee holds; doubling steps, since rounding noise in δ_μ(ε) can span many floats.
+    step = max(mu * 1e-15, 1e-300)
+    while mu > 0 and excess(mu) > 0:
+        mu = max(mu - step, 0.0)
+        step *= 2.0
     return mu
 
 
