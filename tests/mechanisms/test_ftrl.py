@@ -250,3 +250,11 @@ def test_excess_risk_and_data():
             epochs=1,
             rng=np.random.default_rng(0),
         )
+
+
+def test_matrix_mechanism_repr_is_stable_for_checkpoints():
+    # Audits fingerprint checkpoints with repr(mechanism): it must not carry a memory address.
+    first = f.MatrixMechanism(nu=0.05, noise_multiplier=4.0, steps=100, epochs=2, min_separation=50)
+    second = f.MatrixMechanism(nu=0.05, noise_multiplier=4.0, steps=100, epochs=2, min_separation=50)
+    assert repr(first) == repr(second)
+    assert "0x" not in repr(first) and "nu=0.05" in repr(first)

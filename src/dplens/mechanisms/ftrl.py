@@ -260,6 +260,10 @@ class MatrixMechanism:
         self.clip_norm = _check_positive("clip_norm", clip_norm)
         self.dim = check_count(dim, name="dim")
 
+    def __repr__(self) -> str:
+        # Stable across processes (no memory address): audits fingerprint their checkpoints with it.
+        return f"MatrixMechanism(event={self._event!r}, clip_norm={self.clip_norm!r}, dim={self.dim!r})"
+
     @property
     def event(self) -> mx.DpFtrl:
         return self._event
