@@ -191,7 +191,7 @@ class _CountTask:
     pair: NeighbouringPair
     scorer: _Scorer
     grid: UniformGrid
-    batch: int = _MIN_BATCH_TRIALS
+    batch: int = _BATCH_VALUES
 
     def __call__(self, index: int, trials: int, seed: np.random.SeedSequence) -> np.ndarray:
         counts = np.zeros((2, self.grid.size + 1), dtype=np.int64)
@@ -449,12 +449,11 @@ def _focused_weights_exact(
     n = positive.size
     scores = np.concatenate([positive, negative])
     index = grid.index(scores)
-    support = np.bincount(index, minlength=size + 1)
-    fnr = np.cumsum(np.bincount(index, weights=special.expit(scores), minlength=size + 1))[:-1] / n
-    fpr_mass = np.bincount(index, weights=special.expit(-scores), minlength=size + 1)
-    fpr = (fpr_mass.sum() - np.cumsum(fpr_mass)[:-1]) / n
-    below = np.cumsum(support)[:-1]
+    below = np.cumsum(np.bincount(index, minlength=size + 1))[:-1]  # pooled pilot scores below each threshold
     above = scores.size - below
+    fnr = np.cumsum(np.bincount(index, weights=special.expit(scores), minlength=size + 1))[:-1] / n
+    tail = np.bincount(index, weights=special.expit(-scores), minlength=size + 1)
+    fpr = np.cumsum(tail[::-1])[::-1][1:] / n  # summed from the top: tiny tails keep their relative precision
     level = significance * focus / 2
     fnr_u = bd.clopper_pearson_upper(np.round(np.clip(fnr, 0, 1) * trials).astype(np.int64), trials, level)
     fpr_u = bd.clopper_pearson_upper(np.round(np.clip(fpr, 0, 1) * trials).astype(np.int64), trials, level)
@@ -643,8 +642,8 @@ def audit(
     cumulative = np.cumsum(bounded, axis=0)
     for m in marks:
         partial = _rate_counts(grid, cumulative[m - 1])
-        b = bd.evaluate(partial, **judge)
-        trajectory.append({"trials": partial.n_positives, "epsilon_lower_bound": b.epsilon})
+        epsilon = bound.epsilon if m == len(bounded) else bd.evaluate(partial, **judge).epsilon  # the last is all
+        trajectory.append({"trials": partial.n_positives, "epsilon_lower_bound": epsilon})
 
     estimate_list: list[dict[str, Any]] = []
     if estimates:
