@@ -439,20 +439,25 @@ def _focused_weights_exact(
     sampling with the balance heuristic, Veach & Guibas 1995): with n draws per side, FPR(t) = Σ_{L_i ≥ t}
     σ(−L_i)/n and FNR(t) = Σ_{L_i < t} σ(L_i)/n over the pooled 2n scores (σ the logistic function). The far
     tail of M(D′) above t, which holds the best (ε, δ) thresholds of a Gaussian-like loss and which the pilot's
-    own D′ draws never reach, is seen through the D draws there. A threshold is a candidate when at least
-    ``min_count`` pooled pilot scores lie in the region whose rate the bound divides by.
+    own D′ draws never reach, is seen through the D draws there. The sums are taken per grid bin with L at the
+    bin's midpoint (a relative error below half a grid step in L, a few per cent in the rates — ample for
+    choosing a threshold, and ten times cheaper than per-score weights). A threshold is a candidate when at
+    least ``min_count`` pooled pilot scores lie in the region whose rate the bound divides by.
 
     Only the weights depend on the pilot (independent draws, never counted), so the bound is valid whatever
     they are — even if the score were not the exact ratio, which would only misplace the focus.
     """
     size = grid.size
+    if size == 1:
+        return np.ones(1)
     n = positive.size
-    scores = np.concatenate([positive, negative])
-    index = grid.index(scores)
-    below = np.cumsum(np.bincount(index, minlength=size + 1))[:-1]  # pooled pilot scores below each threshold
-    above = scores.size - below
-    fnr = np.cumsum(np.bincount(index, weights=special.expit(scores), minlength=size + 1))[:-1] / n
-    tail = np.bincount(index, weights=special.expit(-scores), minlength=size + 1)
+    pooled = grid.counts(positive) + grid.counts(negative)  # bin j = [t_{j−1}, t_j); the two end bins are open
+    thresholds = grid.thresholds
+    middle = np.concatenate([[-np.inf], (thresholds[:-1] + thresholds[1:]) / 2, [np.inf]])
+    below = np.cumsum(pooled)[:-1]  # pooled pilot scores below each threshold
+    above = pooled.sum() - below
+    fnr = np.cumsum(pooled * special.expit(middle))[:-1] / n
+    tail = pooled * special.expit(-middle)
     fpr = np.cumsum(tail[::-1])[::-1][1:] / n  # summed from the top: tiny tails keep their relative precision
     level = significance * focus / 2
     fnr_u = bd.clopper_pearson_upper(np.round(np.clip(fnr, 0, 1) * trials).astype(np.int64), trials, level)
