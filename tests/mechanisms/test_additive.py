@@ -494,3 +494,20 @@ def test_bad_subsampled_gaussian_values():
         mechanism.log_likelihood_ratio(np.zeros((2, 4)), 1.0, 0.0)
     with pytest.raises(ValueError, match="neighboring"):
         SubsampledGaussianMechanism(noise_multiplier=1.0, sampling_rate=0.5, neighboring="zero_out")
+
+
+def test_laplace_llr_atoms_are_exact_on_both_sides():
+    # Unclipped, |o| − |o − 1| rounds below −1 for some draws of one side only, and an audit with a threshold at
+    # the atom then certified ε up to 8 for a 2-DP mechanism (a rounding artefact of the score).
+    from dplens.audit import bounds as bd
+    from dplens.audit import games
+
+    mechanism = LaplaceMechanism(scale=0.5)
+    rng = np.random.default_rng(1)
+    for side in (1.0, 0.0):
+        scores = mechanism.log_likelihood_ratio(mechanism.sample(side, 200_000, rng), 1.0, 0.0)
+        assert scores.min() >= -2.0 and scores.max() <= 2.0
+    result = games.audit(
+        mechanism, trials=200_000, delta=0.0, claimed_epsilon=2.0, strategy=bd.FixedThreshold(-2.0), estimates=False
+    )
+    assert result.epsilon_lower_bound <= 2.0
