@@ -13,9 +13,8 @@ mechanism's exact log-likelihood ratio), several seeds, mean and min:
 - Gaussian σ = 1, δ = 1e-5 (true ε = 4.377, exactly 1-GDP): (ε, δ) bound ≥ 0.69 at N = 1e6; the GDP estimate
   (labelled an estimate) ≥ 0.98 at N = 1e6.
 
-The Laplace audits use ``RoundingSafeLaplace`` (below): the same mechanism with its log-likelihood ratio evaluated
-on the clipped output, because the shipped one leaks through floating-point rounding (the "probe" rows measure
-that leak separately).
+A floating-point probe checks that the shipped ``LaplaceMechanism`` score has no rounding leak at its atoms: a
+threshold fixed exactly at −ε must not certify more than ε.
 
 Next to each, the "oracle" ratio: one threshold fixed in advance at the best value for that N, all of α on it,
 expected counts (the ceiling of any threshold-based Clopper–Pearson audit, §5.2).
@@ -41,7 +40,6 @@ import sys
 import time
 import warnings
 from concurrent import futures
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -57,22 +55,6 @@ ALPHA = 1 - CONFIDENCE
 GAUSS_DELTA = 1e-5
 GAUSS_TRUE = conversions.gdp_epsilon(1.0, GAUSS_DELTA)  # σ = 1, Δ = 1: exactly 1-GDP; 4.3771
 BEGIN, END = "<!-- bench_audit:begin -->", "<!-- bench_audit:end -->"
-
-
-# --------------------------------------------------------------------------------------------
-# The Laplace mechanism with a rounding-safe log-likelihood ratio
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RoundingSafeLaplace(LaplaceMechanism):
-    """``LaplaceMechanism`` whose LLR is evaluated on the output clipped to [min(a, b), max(a, b)]: the same function
-    in exact arithmetic, but the atoms ±ε come out bit-identical on both sides (see the floating-point probe)."""
-
-    def log_likelihood_ratio(self, outputs, data, neighbour):
-        low, high = sorted((float(data), float(neighbour)))
-        clipped = np.clip(np.asarray(outputs, dtype=float), low, high)
-        return LaplaceMechanism.log_likelihood_ratio(self, clipped, data, neighbour)
 
 
 # --------------------------------------------------------------------------------------------
@@ -128,12 +110,11 @@ def _ratios(mechanism, true_epsilon: float, *, n: int, delta: float, seeds: int,
 def bench_tightness(sizes_laplace, sizes_gauss, seeds: int) -> tuple[list[dict], list[dict]]:
     rows, fp_rows = [], []
     for epsilon in (0.5, 1.0, 2.0):
-        mechanism, shipped_mechanism = RoundingSafeLaplace(scale=1 / epsilon), LaplaceMechanism(scale=1 / epsilon)
+        mechanism = LaplaceMechanism(scale=1 / epsilon)
         for n in sizes_laplace:
             start = time.perf_counter()
-            _, ratio = _ratios(mechanism, epsilon, n=n, delta=0.0, seeds=seeds, estimates=False)
+            results, ratio = _ratios(mechanism, epsilon, n=n, delta=0.0, seeds=seeds, estimates=False)
             seconds = time.perf_counter() - start
-            shipped, shipped_ratio = _ratios(shipped_mechanism, epsilon, n=n, delta=0.0, seeds=seeds, estimates=False)
             target = {100_000: 0.93, 1_000_000: 0.975}.get(n)
             rows.append(
                 {
@@ -149,8 +130,8 @@ def bench_tightness(sizes_laplace, sizes_gauss, seeds: int) -> tuple[list[dict],
                 {
                     "epsilon": epsilon,
                     "n": n,
-                    "above": sum(r > 1 for r in shipped_ratio),
-                    "max_bound": max(r.epsilon_lower_bound for r in shipped),
+                    "above": sum(r > 1 for r in ratio),
+                    "max_bound": max(r.epsilon_lower_bound for r in results),
                     "seeds": seeds,
                 }
             )
@@ -184,8 +165,8 @@ def bench_tightness(sizes_laplace, sizes_gauss, seeds: int) -> tuple[list[dict],
 
 
 def floating_point_probe(n: int) -> dict:
-    """The shipped Laplace LLR, (|o| − |o − 1|)/b, rounds differently on the two sides at the atom −ε: a threshold
-    exactly at −ε separates them (Mironov 2012's floating-point leak, exposed through the score)."""
+    """A threshold exactly at the atom −ε of the Laplace LLR: unclipped, (|o| − |o − 1|)/b rounded differently on the
+    two sides there and separated them (a floating-point artefact of the score); the shipped score clips o to [0, 1]."""
     epsilon = 1.0
     mechanism = LaplaceMechanism(scale=1 / epsilon)
     result = games.audit(
@@ -326,17 +307,15 @@ def render(rows, fp_rows, probe, draws, pool, pool_long, *, seeds: int, command:
         )
     lines += [
         "",
-        "The Laplace rows audit `LaplaceMechanism` with its exact log-likelihood ratio evaluated on the output "
-        "clipped to [0, 1] (`RoundingSafeLaplace` in the script: the same function in exact arithmetic). With the "
-        "shipped `LaplaceMechanism.log_likelihood_ratio` the same audits gave, per (ε, N), this many seeds with "
-        "ε_lb above the true ε (a floating-point leak, see the probe and the notes): "
+        "Laplace audits above the true ε, per (ε, N) (the shipped `LaplaceMechanism`, whose score is evaluated on "
+        "the output clipped to [0, 1]): "
         + "; ".join(
             f"ε = {r['epsilon']:g}, N = {_fmt_n(r['n'])}: {r['above']}/{r['seeds']} (max ε_lb {r['max_bound']:.3f})"
             for r in fp_rows
         )
         + ".",
         "",
-        f"Floating-point probe (shipped Laplace LLR, ε = 1, N = {_fmt_n(probe['n'])}, `FixedThreshold(-1.0)` "
+        f"Floating-point probe (Laplace LLR, ε = 1, N = {_fmt_n(probe['n'])}, `FixedThreshold(-1.0)` "
         f"exactly at the atom): ε_lb = {probe['bound']:.3f}; fraction of scores strictly below −ε: "
         f"{probe['below_D']:.4f} under D, {probe['below_D_prime']:.4f} under D′.",
         "",
