@@ -110,3 +110,34 @@ def test_console_script_error_has_no_traceback(tmp_path):
     )
     assert done.returncode == 2 and done.stdout == ""
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_checkpoint_resumes_in_a_new_process_for_a_matrix_mechanism(tmp_path, capsys):
+    # The fingerprint must not depend on memory addresses: a dp_ftrl audit checkpointed by one process resumes in
+    # another (here: the first run in a subprocess, the resume in this one).
+    checkpoint = tmp_path / "ftrl.ckpt"
+    argv = ["audit", str(EXAMPLES / "dp_ftrl.toml"), "--trials", "4000", "--json", "--quiet"]
+    first = subprocess.run(
+        [sys.executable, "-m", "dplens.cli", *argv, "--checkpoint", str(checkpoint)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert first.returncode == 0, first.stderr
+    code, resumed, err = run(capsys, *argv, "--checkpoint", str(checkpoint))
+    assert code == 0, err
+    assert _comparable(json.loads(first.stdout)) == _comparable(json.loads(resumed))
+
+
+def test_stable_description_has_no_memory_address():
+    from dplens.audit.games import _stable_description
+
+    def square(outputs):
+        return outputs * outputs
+
+    def cube(outputs):
+        return outputs * outputs * outputs
+
+    assert "0x" not in _stable_description(square)
+    assert _stable_description(square) != _stable_description(cube)
+    assert "0x" not in _stable_description(object())

@@ -15,7 +15,9 @@ directions); and the counted draws of the two sides come from independent stream
 from __future__ import annotations
 
 import enum
+import hashlib
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -607,9 +609,9 @@ def audit(
         raise ValueError(f"strategy Split needs at least two chunks; got trials={trials}, chunk_size={size}")
     key = runner.fingerprint(
         {
-            "mechanism": repr(mechanism),
+            "mechanism": _stable_description(mechanism),
             "pair": repr((pair.data, pair.neighbour)),
-            "score": repr(scorer),
+            "score": _stable_description(scorer.function) if scorer.function is not None else "exact LLR",
             "grid": (grid.lower, grid.step, grid.size),
             "trials": trials,
             "chunk_size": plan.chunk_size,
@@ -684,6 +686,17 @@ def audit(
         pilot_trials=pilot_used,
         counts={"positives": total[0].tolist(), "negatives": total[1].tolist()},
     )
+
+
+def _stable_description(thing: Any) -> str:
+    """What identifies ``thing`` across processes, for checkpoint fingerprints (a default repr's memory address
+    changes with every run, which would make a killed audit impossible to resume): a function by its module,
+    qualified name and bytecode, anything else by its repr with addresses removed."""
+    code = getattr(thing, "__code__", None)
+    if code is not None:
+        body = hashlib.sha256(code.co_code + repr(code.co_consts).encode()).hexdigest()
+        return f"{getattr(thing, '__module__', '?')}.{getattr(thing, '__qualname__', '?')}:{body}"
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(thing))
 
 
 def _describe(mechanism: Any) -> str:
