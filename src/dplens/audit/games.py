@@ -29,7 +29,7 @@ from scipy import special
 
 from dplens.audit import bounds as bd
 from dplens.audit import runner
-from dplens.mechanisms.base import NeighbouringPair
+from dplens.mechanisms.base import NeighbouringPair, output_size
 
 __all__ = [
     "AuditResult",
@@ -339,15 +339,6 @@ def _check_confidence(confidence: Any) -> float:
     return float(confidence)
 
 
-def _output_size(mechanism: Any, pair: NeighbouringPair) -> int:
-    size = getattr(mechanism, "output_size", None)
-    if callable(size):
-        return max(int(size()), 1)
-    sample = mechanism.sample(pair.data, 1, np.random.default_rng(0))
-    parts = sample if isinstance(sample, tuple) else (sample,)
-    return max(sum(int(np.asarray(p).size) for p in parts), 1)
-
-
 def _default_chunk_size(trials: int, output_size: int) -> int:
     by_memory = max(1, _MAX_CHUNK_VALUES // output_size)
     by_count = max(1, math.ceil(trials / _MIN_CHUNKS))
@@ -602,8 +593,8 @@ def audit(
         delta=delta,
         significance=significance,
     )
-    output_size = _output_size(mechanism, pair)
-    size = _default_chunk_size(trials, output_size) if chunk_size is None else chunk_size
+    values_per_output = output_size(mechanism, pair.data)
+    size = _default_chunk_size(trials, values_per_output) if chunk_size is None else chunk_size
     plan = runner.ChunkPlan(trials, _check_int("chunk_size", size, 1))
     if isinstance(strategy, bd.Split) and plan.chunks < 2:
         raise ValueError(f"strategy Split needs at least two chunks; got trials={trials}, chunk_size={size}")
@@ -615,12 +606,12 @@ def audit(
             "grid": (grid.lower, grid.step, grid.size),
             "trials": trials,
             "chunk_size": plan.chunk_size,
-            "batch": _batch_trials(output_size),
+            "batch": _batch_trials(values_per_output),
             "seed": seed,
         }
     )
     done = runner.run_chunks(
-        _CountTask(mechanism, pair, scorer, grid, _batch_trials(output_size)),
+        _CountTask(mechanism, pair, scorer, grid, _batch_trials(values_per_output)),
         plan,
         seed=seed,
         workers=workers,

@@ -12,7 +12,7 @@ import numpy as np
 
 from dplens.accountant.events import Event
 
-__all__ = ["Mechanism", "NeighbouringPair", "check_rng"]
+__all__ = ["Mechanism", "NeighbouringPair", "check_rng", "output_size"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,3 +59,19 @@ def check_count(n: Any, *, name: str = "n") -> int:
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
         raise ValueError(f"{name} must be an integer >= 1; got {n!r}")
     return int(n)
+
+
+def output_size(mechanism: Any, data: Any = None) -> int:
+    """Numbers in one output of ``mechanism`` (summed over the parts of a tuple output), at least 1.
+
+    Uses the mechanism's ``output_size()`` where it has one, else draws one output on ``data`` (default: the
+    mechanism's worst-case data set) with a fixed seed.
+    """
+    size = getattr(mechanism, "output_size", None)
+    if callable(size):
+        return max(int(size()), 1)
+    if data is None:
+        data = mechanism.worst_case_pair().data
+    sample = mechanism.sample(data, 1, np.random.default_rng(0))
+    parts = sample if isinstance(sample, tuple) else (sample,)
+    return max(sum(int(np.asarray(part).size) for part in parts), 1)

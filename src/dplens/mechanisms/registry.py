@@ -22,7 +22,7 @@ from dplens.mechanisms.additive import (
     RandomizedResponseMechanism,
     SubsampledGaussianMechanism,
 )
-from dplens.mechanisms.base import NeighbouringPair, check_count, check_rng
+from dplens.mechanisms.base import NeighbouringPair, check_count, check_rng, output_size
 
 __all__ = ["ProductMechanism", "Repeated", "mechanism_for_event", "mechanism_from_spec"]
 
@@ -72,7 +72,7 @@ class Repeated:
         return NeighbouringPair(pair.data, pair.neighbour, f"{pair.description}; {self.count} releases")
 
     def output_size(self) -> int:
-        return self.count * _output_size(self.mechanism)
+        return self.count * output_size(self.mechanism)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,16 +106,7 @@ class ProductMechanism:
         )
 
     def output_size(self) -> int:
-        return sum(_output_size(p) for p in self.parts)
-
-
-def _output_size(mechanism: Any) -> int:
-    size = getattr(mechanism, "output_size", None)
-    if callable(size):
-        return int(size())
-    pair = mechanism.worst_case_pair()
-    sample = mechanism.sample(pair.data, 1, np.random.default_rng(0))
-    return int(np.asarray(sample).size)
+        return sum(output_size(p) for p in self.parts)
 
 
 def _repeat(mechanism: Any, count: int) -> Any:
