@@ -190,15 +190,17 @@ class RdpCurve:
             t_new = np.linspace(math.log(_GRID_LOW), math.log(lower), _GRID_POINTS // 4 + 1)[:-1]
             t = np.concatenate([t_new, t])
             values = np.concatenate([evaluate(1.0 + np.exp(t_new)), values])
-        best = int(np.argmin(values))
-        best_value, best_t = float(values[best]), float(t[best])
-        lo_t = t[max(best - 1, 0)]
-        hi_t = t[min(best + 1, t.size - 1)]
-        if integer_values.size and float(np.min(integer_values)) < best_value:
-            # Zoom within half an order of the best integer instead.
-            order = float(integers[int(np.argmin(integer_values))])
-            best_value, best_t = float(np.min(integer_values)), math.log(order - 1.0)
-            lo_t, hi_t = math.log(order - 1.5), math.log(order - 0.5)
+        # Bracket the best point between its neighbours among every order evaluated (grid and integers): curves
+        # built from exact integer-order values (the subsampled Gaussian's fractional orders are capped by the value
+        # at ⌈α⌉) have kinks there, and a smooth minimum next to an integer must not be searched from half an order.
+        all_t = np.concatenate([t, np.log(integers - 1.0)])
+        all_values = np.concatenate([values, integer_values])
+        order = np.argsort(all_t, kind="stable")
+        all_t, all_values = all_t[order], all_values[order]
+        best = int(np.argmin(all_values))
+        best_value, best_t = float(all_values[best]), float(all_t[best])
+        lo_t = all_t[max(best - 1, 0)]
+        hi_t = all_t[min(best + 1, all_t.size - 1)]
         if not math.isfinite(best_value):
             return math.inf, math.nan
         centre, half_width = 0.5 * (lo_t + hi_t), 0.5 * (hi_t - lo_t)
@@ -219,8 +221,9 @@ class RdpCurve:
             if step < 1e-12 or (interior and 0 < gain < _ZOOM_RELATIVE_GAIN * abs(best_value)):
                 break
             if gain > 0 and not interior:
-                # The best probe is at the window's edge: the minimum lies beyond it, so move the window.
-                centre, half_width, narrow = best_t, max(half_width, standard_half_width), False
+                # The best probe is at the window's edge: the minimum lies beyond it, so move the window (and widen
+                # it, so a far minimum is reached in a few rounds).
+                centre, half_width, narrow = best_t, 2 * max(half_width, standard_half_width), False
                 continue
             if gain <= 0:
                 # No improvement: the minimum is within ±step of the best point (or, after a narrowed round,
