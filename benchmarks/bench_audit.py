@@ -46,8 +46,8 @@ import numpy as np
 from scipy import stats
 
 from dplens.accountant import conversions
-from dplens.audit import bounds as bd
-from dplens.audit import games
+from dplens.auditing import bounds as bd
+from dplens.auditing import games
 from dplens.mechanisms.additive import GaussianMechanism, LaplaceMechanism
 
 CONFIDENCE = 0.95

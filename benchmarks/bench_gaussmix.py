@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import time
 
-from dplens.accountant import gaussmix as gm
+from dplens.research.gaussmix import accounting as gm
 
 RDP, EXACT = gm.AccountingRoute.RDP, gm.AccountingRoute.EXACT
 

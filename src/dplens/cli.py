@@ -245,7 +245,7 @@ def _audit_text(result: Any) -> str:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    from dplens.audit.games import audit_spec
+    from dplens.auditing.games import audit_spec
 
     spec = load_spec(args.spec)
     if args.delta is not None and not 0 <= args.delta < 1:
@@ -336,21 +336,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 # reproduce
 # --------------------------------------------------------------------------------------------
 
-#: reproduction name → module (each exposes run(out_dir, *, quick=False) -> list[Path])
-REPRODUCTIONS: dict[str, str] = {
-    "gaussmix": "dplens.reproductions.gaussmix",
-    "feature-dp": "dplens.reproductions.feature_dp",
-    "corrdp": "dplens.reproductions.corrdp",
-    "bcdp": "dplens.reproductions.bcdp",
-    "dp-ftrl": "dplens.reproductions.dp_ftrl",
-}
-
-
 def _available_reproductions() -> dict[str, Any]:
     import importlib
 
     out = {}
-    for name, module_name in REPRODUCTIONS.items():
+    from dplens.accountant import plugins
+
+    for name, module_name in plugins.reproductions().items():
         try:
             out[name] = importlib.import_module(module_name)
         except ImportError:
@@ -359,7 +351,7 @@ def _available_reproductions() -> dict[str, Any]:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from dplens.reproductions import write_index
+    from dplens.reports.reproductions_index import write_index
 
     available = _available_reproductions()
     if args.name != "all" and args.name not in available:

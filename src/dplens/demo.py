@@ -2,7 +2,7 @@
 
 1. calibrate the noise multiplier of a Poisson-subsampled DP-SGD run to a target (ε, δ) (never overshooting);
 2. account the calibrated run by every route (RDP, PLD; the tightest marked);
-3. audit it: a Monte Carlo distinguishing game gives a valid lower bound on ε (``dplens.audit.games``);
+3. audit it: a Monte Carlo distinguishing game gives a valid lower bound on ε (``dplens.auditing.games``);
 4. write the compliance report (``report.json``, ``report.html``, ``privacy-statement.txt``, figures).
 
 The claim under review is the calibration target: the accountant certifies it (upper bound ≤ target) and the

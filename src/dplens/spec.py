@@ -5,7 +5,8 @@ under test in an audit: ``epsilon``, ``delta``) and an optional top-level ``neig
 table has a ``type`` and that type's parameters; ``count`` / ``steps`` repeat it. Unknown keys, missing
 keys and bad values raise ``ValueError`` naming the key and echoing the value.
 
-Research modules add types by exporting ``SPEC_TYPES = {"name": builder}``; ``builder(table) -> Event``.
+Plug-ins (:mod:`dplens.accountant.plugins`) add types: their accounting module exports
+``SPEC_TYPES = {"name": builder}``, ``builder(table) -> Event`` (or ``(Event, count)``), imported on first use.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from dplens.accountant import events as ev
 from dplens.accountant.compose import Accountant
 
-__all__ = ["Claim", "Spec", "load_spec", "parse_spec", "spec_types"]
+__all__ = ["Claim", "Spec", "load_spec", "parse_spec", "spec_type", "spec_type_names", "spec_types"]
 
 
 def _number(table: dict, key: str, *, type_name: str, integer: bool = False, default: Any = None) -> Any:
@@ -116,13 +117,29 @@ _BUILTIN: dict[str, tuple[Callable[[dict], tuple[ev.Event, int]], frozenset[str]
 }
 
 
+def spec_type_names() -> list[str]:
+    """Every mechanism type a spec may name: the built-in ones and the plug-ins' (nothing is imported)."""
+    from dplens.accountant import plugins
+
+    return [*_BUILTIN, *(name for name in plugins.spec_type_names() if name not in _BUILTIN)]
+
+
+def spec_type(type_name: str) -> tuple[Callable[[dict], tuple[ev.Event, int]], frozenset[str] | None]:
+    """The builder and allowed keys (None: the builder checks them) of ``type_name``; a plug-in's module is
+    imported only here, when a spec uses one of its types."""
+    if isinstance(type_name, str) and type_name in _BUILTIN:
+        return _BUILTIN[type_name]
+    from dplens.accountant import plugins
+
+    builder = plugins.spec_type_builder(type_name) if isinstance(type_name, str) else None
+    if builder is None:
+        raise ValueError(f"unknown mechanism type {type_name!r}; known types: {sorted(spec_type_names())}")
+    return _wrap_extension(builder), None
+
+
 def spec_types() -> dict[str, tuple[Callable[[dict], tuple[ev.Event, int]], frozenset[str] | None]]:
-    """All mechanism types: the built-in ones and those exported by research modules."""
-    types: dict[str, tuple[Callable, frozenset[str] | None]] = dict(_BUILTIN)
-    for module in ev.import_research_modules():
-        for name, builder in getattr(module, "SPEC_TYPES", {}).items():
-            types.setdefault(name, (_wrap_extension(builder), None))
-    return types
+    """All mechanism types with their builders (imports every plug-in: use :func:`spec_type_names` to list)."""
+    return {name: spec_type(name) for name in spec_type_names()}
 
 
 def _wrap_extension(builder: Callable[[dict], Any]) -> Callable[[dict], tuple[ev.Event, int]]:
@@ -167,10 +184,9 @@ class Spec:
     def with_param(self, name: str, value: Any) -> Spec:
         """A copy with parameter ``name`` set to ``value`` in every mechanism that takes it."""
         tables = [dict(t) for t in self.mechanisms]
-        types = spec_types()
         hit = False
         for table in tables:
-            _, allowed = types[table["type"]]
+            _, allowed = spec_type(table["type"])
             if name in table or (allowed is not None and name in allowed):
                 if name == "steps" and "count" in table and "steps" not in table:
                     table["count"] = value
@@ -202,15 +218,12 @@ def parse_spec(data: dict[str, Any], *, source: str = "<dict>") -> Spec:
     neighboring = None
     if "neighboring" in data:
         neighboring = _relation(data, ev.NeighboringRelation.ADD_OR_REMOVE_ONE)
-    types = spec_types()
     entries = []
     for index, table in enumerate(tables):
         if not isinstance(table, dict) or "type" not in table:
             raise ValueError(f"mechanism #{index + 1} in spec {source} needs a 'type'")
         type_name = table["type"]
-        if type_name not in types:
-            raise ValueError(f"unknown mechanism type {type_name!r}; known types: {sorted(types)}")
-        builder, allowed = types[type_name]
+        builder, allowed = spec_type(type_name)
         params = {k: v for k, v in table.items() if k != "type"}
         if neighboring is not None and "neighboring" not in params and (allowed is None or "neighboring" in allowed):
             params["neighboring"] = neighboring.value

@@ -192,7 +192,7 @@ def test_exact_gaussian_composition_is_gdp(mu1, mu2):
 
 
 def test_self_composed_gaussmix_is_exactly_a_larger_sketch():
-    from dplens.accountant.gaussmix import GaussMix
+    from dplens.research.gaussmix.accounting import GaussMix
 
     three = Accountant().compose(GaussMix(k=50, gamma=100.0), 3)
     once = Accountant().compose(GaussMix(k=150, gamma=100.0))
@@ -218,7 +218,7 @@ def test_ledger_with_research_events_loads_in_a_fresh_interpreter():
     import subprocess
     import sys
 
-    from dplens.accountant.gaussmix import GaussMix
+    from dplens.research.gaussmix.accounting import GaussMix
 
     text = Accountant().compose(GaussMix(k=10, gamma=50.0)).to_json()
     code = "import sys; from dplens.accountant.compose import Accountant; Accountant.from_json(sys.stdin.read())"

@@ -15,9 +15,9 @@ from scipy import optimize, stats
 
 from dplens.accountant import conversions
 from dplens.accountant.curves import PrivacyProfile
-from dplens.audit import attribute as at
-from dplens.audit import bounds as bd
-from dplens.audit.games import Verdict
+from dplens.auditing import attribute as at
+from dplens.auditing import bounds as bd
+from dplens.auditing.games import Verdict
 from dplens.mechanisms.additive import GaussianMechanism, NoLeakage, RandomizedResponseMechanism
 
 SIGNIFICANCE = 0.05

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from dplens.audit import bounds as bd
+from dplens.auditing import bounds as bd
 
 mpmath.mp.dps = 60
 

@@ -130,7 +130,7 @@ def test_checkpoint_resumes_in_a_new_process_for_a_matrix_mechanism(tmp_path, ca
 
 
 def test_stable_description_has_no_memory_address():
-    from dplens.audit.games import _stable_description
+    from dplens.auditing.games import _stable_description
 
     def square(outputs):
         return outputs * outputs

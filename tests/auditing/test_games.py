@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from dplens.accountant import conversions
-from dplens.audit import bounds as bd
-from dplens.audit import games
+from dplens.auditing import bounds as bd
+from dplens.auditing import games
 from dplens.mechanisms.additive import (
     GaussianMechanism,
     LaplaceMechanism,

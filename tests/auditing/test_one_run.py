@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from scipy import special, stats
 
 from dplens.accountant import conversions
-from dplens.audit import bounds
-from dplens.audit import one_run as orun
+from dplens.auditing import bounds
+from dplens.auditing import one_run as orun
 
 SIGNIFICANCE = 0.05
 N_SECTION_5_5 = 10_000

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dplens.audit import games, runner
+from dplens.auditing import games, runner
 from dplens.mechanisms.additive import GaussianMechanism
 
 BINS = 8
@@ -217,7 +217,7 @@ KILLABLE = """
 import sys, time
 from dataclasses import dataclass
 import numpy as np
-from dplens.audit import runner
+from dplens.auditing import runner
 
 
 @dataclass(frozen=True)
@@ -536,7 +536,7 @@ LOCK_PROBE = """
 import gc, sys, threading
 import numpy as np
 from distributed.utils import LoopRunner
-from dplens.audit import runner
+from dplens.auditing import runner
 
 gc.disable()  # the failed Client must not be collected by chance before the probe
 try:

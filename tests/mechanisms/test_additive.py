@@ -499,8 +499,8 @@ def test_bad_subsampled_gaussian_values():
 def test_laplace_llr_atoms_are_exact_on_both_sides():
     # Unclipped, |o| − |o − 1| rounds below −1 for some draws of one side only, and an audit with a threshold at
     # the atom then certified ε up to 8 for a 2-DP mechanism (a rounding artefact of the score).
-    from dplens.audit import bounds as bd
-    from dplens.audit import games
+    from dplens.auditing import bounds as bd
+    from dplens.auditing import games
 
     mechanism = LaplaceMechanism(scale=0.5)
     rng = np.random.default_rng(1)

@@ -5,8 +5,8 @@ are optional, and an interpreter that cannot handle an event says so before chan
 Every event states its neighbouring relation. Parameters are validated on construction and bad
 values raise ``ValueError`` naming the argument and echoing the value.
 
-Research mechanisms (GaussMix, feature-DP, CorrDP, BCDP, DP-FTRL) define their events in their own
-modules as subclasses of :class:`Event`; they are re-exported at the bottom of this module.
+Plug-ins (:mod:`dplens.accountant.plugins`; dplens's research mechanisms in :mod:`dplens.research`) define their
+events in their own modules as subclasses of :class:`Event` and register them with :func:`register_event`.
 """
 
 from __future__ import annotations
@@ -252,36 +252,14 @@ def event_to_dict(event: Event) -> dict[str, Any]:
     return out
 
 
-#: Modules that define (and register) research events and spec types; imported on demand.
-RESEARCH_MODULES = (
-    "dplens.accountant.gaussmix",
-    "dplens.accountant.feature_dp",
-    "dplens.accountant.corrdp",
-    "dplens.accountant.bcdp",
-    "dplens.accountant.matrix",
-)
-
-
-def import_research_modules() -> list[Any]:
-    """Import every available research module (registering its events); returns the modules."""
-    import importlib
-
-    modules = []
-    for name in RESEARCH_MODULES:
-        try:
-            modules.append(importlib.import_module(name))
-        except ModuleNotFoundError as err:
-            if err.name != name:  # a real import error inside an existing module must not be hidden
-                raise
-    return modules
-
-
 def event_from_dict(data: dict[str, Any]) -> Event:
-    """Inverse of :func:`event_to_dict` (research event types are found by importing their modules)."""
+    """Inverse of :func:`event_to_dict` (a plug-in's event types are registered by importing its module)."""
     if not isinstance(data, dict) or "type" not in data:
         raise ValueError(f"event must be a dict with a 'type'; got {data!r}")
     if data["type"] not in _REGISTRY:
-        import_research_modules()
+        from dplens.accountant import plugins
+
+        plugins.load_event_type(data["type"])
     cls = _REGISTRY.get(data["type"])
     if cls is None:
         raise ValueError(f"unknown event type {data['type']!r}")

@@ -1,1 +1,1 @@
-"""dplens.audit."""
+"""dplens.auditing."""

@@ -5,7 +5,7 @@ IEEE S&P 2025 — seed 003 — Def 7 with the discrete metric and ρ = 0): the r
 the attacker; the target record's protected attribute A ∈ {0, …, k − 1} is drawn from a prior π; the mechanism runs
 on the data set with that attribute; the attacker sees the output and guesses A. Success counts S out of n
 independent trials give an exact one-sided Clopper–Pearson lower bound on the success probability
-(:func:`dplens.audit.bounds.clopper_pearson_lower`), which the bounds below turn into a valid lower bound on ε.
+(:func:`dplens.auditing.bounds.clopper_pearson_lower`), which the bounds below turn into a valid lower bound on ε.
 
 Adjacency. Every ε here refers to changing this one attribute of one record (feature-level / replace-one
 adjacency): the data sets of the game differ only in the target's protected attribute. A record-level add/remove
@@ -39,7 +39,7 @@ The game's ε lower bound inverts the exact maximum: ε_lb = inf{ε ≥ 0 : max_
 ≥ 1 − α, p_lb ≤ the true success, so every ε < ε_lb is refuted.
 
 Side by side, the feature-DP bound of seed 003 Theorem 4 (adv ≤ 1 − f(Ball), computed by
-:mod:`dplens.accountant.feature_dp`, never re-implemented here) gives the maximum success the claimed (ε, δ),
+:mod:`dplens.research.feature_dp.accounting`, never re-implemented here) gives the maximum success the claimed (ε, δ),
 μ-GDP or privacy profile allows against the baseline b = Ball = max π (the best guess without the output). It is
 the bound for a feature-DP claim in the sense of seed 003 (Def 6: the real run against a simulator that knows only
 the public features). It also holds for a replace-one claim (take the simulator to be the run with a fixed
@@ -71,11 +71,11 @@ import numpy as np
 from scipy import optimize, sparse, special
 
 from dplens.accountant import conversions
-from dplens.accountant import feature_dp as fdp
 from dplens.accountant.curves import PrivacyProfile
-from dplens.audit import bounds as bd
-from dplens.audit import runner
-from dplens.audit.games import Verdict
+from dplens.auditing import bounds as bd
+from dplens.auditing import runner
+from dplens.auditing.games import Verdict
+from dplens.research.feature_dp import accounting as fdp
 
 __all__ = [
     "ADJACENCY",
@@ -915,8 +915,8 @@ def _resolve_claim(claim: Any, delta: Any) -> tuple[Claim, float]:
 def _feature_dp_epsilon(success_lower: float, *, delta: float, baseline: float) -> float:
     """inf{ε ≥ 0 : Theorem 4's (ε, δ) bound ≥ p_lb}: the ε lower bound for a seed-003 feature-DP claim.
 
-    Bisection on :func:`dplens.accountant.feature_dp.attribute_inference_bound_dp` (non-decreasing in ε), returning
-    the lower end of the final bracket (never above the exact infimum).
+    Bisection on :func:`~dplens.research.feature_dp.accounting.attribute_inference_bound_dp` (non-decreasing in ε),
+    returning the lower end of the final bracket (never above the exact infimum).
     """
 
     def allowed(eps: float) -> float:
@@ -1058,7 +1058,7 @@ def audit(
     """Run the attribute-inference game on ``mechanism`` and bound its ε from below (replace-one on the attribute).
 
     Each trial draws A ∼ π, one output of ``mechanism.sample(datasets[A], ·, rng)`` and the attacker's guess; the
-    chunks run through :func:`dplens.audit.runner.run_chunks` (chunk i seeded by ``SeedSequence(seed,
+    chunks run through :func:`dplens.auditing.runner.run_chunks` (chunk i seeded by ``SeedSequence(seed,
     spawn_key=(1, i))``), so the result is bit-identical in-process, in a pool or on Dask, and resumable from a
     checkpoint.
 
@@ -1079,7 +1079,7 @@ def audit(
         reading: how the claim is read for the verdict (:class:`ClaimReading`).
         confidence: 1 − α of the one-sided bound (the two-sided interval is at the same level).
         seed: root seed; the result is a deterministic function of it, whatever ``workers``/``scheduler``.
-        workers, scheduler, checkpoint, progress: execution (:func:`dplens.audit.runner.run_chunks`).
+        workers, scheduler, checkpoint, progress: execution (:func:`dplens.auditing.runner.run_chunks`).
         chunk_size: trials per chunk (default: at least 8 chunks).
         claim_source: where the claim comes from (recorded).
 

@@ -1,9 +1,9 @@
 """The distinguishing game: a Monte Carlo likelihood-ratio attack on M(D) against M(D′).
 
-N trials per side are drawn in vectorised chunks (:mod:`dplens.audit.runner`), scored — by the mechanism's exact
+N trials per side are drawn in vectorised chunks (:mod:`dplens.auditing.runner`), scored — by the mechanism's exact
 log-likelihood ratio where it provides one (the Neyman–Pearson optimal test), else by a black-box score — and
 binned on a threshold grid fixed before the data are seen (placed from an independent pilot run). The binned
-counts give a valid (1 − α) lower bound on ε (:mod:`dplens.audit.bounds`; Jagielski, Ullman, Oprea 2020), the
+counts give a valid (1 − α) lower bound on ε (:mod:`dplens.auditing.bounds`; Jagielski, Ullman, Oprea 2020), the
 labelled GDP and raw-count estimates, the measurability ceiling and a verdict against the claimed ε.
 
 Validity rests on three things, each enforced here: the thresholds and the score are fixed before the counted
@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from dplens.audit import bounds as bd
-from dplens.audit import runner
+from dplens.auditing import bounds as bd
+from dplens.auditing import runner
 from dplens.mechanisms.base import NeighbouringPair, output_size
 
 __all__ = [
@@ -545,10 +545,10 @@ def audit(
         claimed_epsilon: the ε under test (the verdict compares against it).
         pair: (D, D′); default ``mechanism.worst_case_pair()``.
         score: default the exact LLR where the mechanism has one, else :class:`LearnedScore`.
-        strategy: default :class:`~dplens.audit.bounds.BonferroniGrid` (201 thresholds).
+        strategy: default :class:`~dplens.auditing.bounds.BonferroniGrid` (201 thresholds).
         confidence: 1 − α.
         seed: root seed; the result is a deterministic function of it, whatever ``workers``/``scheduler``.
-        workers, scheduler, checkpoint, progress: execution (:func:`dplens.audit.runner.run_chunks`).
+        workers, scheduler, checkpoint, progress: execution (:func:`dplens.auditing.runner.run_chunks`).
         chunk_size: trials per chunk (default: ≥ 8 chunks, ≤ 2²¹ output values per side per chunk).
         pilot_trials: draws per side of the independent pilot that places the grid (default
             min(N, max(10 000, N/100))).

@@ -43,7 +43,7 @@ import numpy as np
 from scipy import optimize, special
 
 from dplens.accountant import conversions
-from dplens.audit.bounds import check_significance
+from dplens.auditing.bounds import check_significance
 
 __all__ = [
     "ApproximateDP",

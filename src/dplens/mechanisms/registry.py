@@ -9,7 +9,6 @@ mechanism raise ``ValueError`` naming the type.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +23,7 @@ from dplens.mechanisms.additive import (
 )
 from dplens.mechanisms.base import NeighbouringPair, check_count, check_rng, output_size
 
-__all__ = ["ProductMechanism", "Repeated", "mechanism_for_event", "mechanism_from_spec"]
+__all__ = ["ProductMechanism", "Repeated", "mechanism_for_event", "mechanism_from_spec", "repeat"]
 
 #: More than this many repeated releases per trial would make an audit chunk unreasonably large.
 MAX_REPEATS = 100_000
@@ -109,10 +108,6 @@ class ProductMechanism:
         return sum(output_size(p) for p in self.parts)
 
 
-def _repeat(mechanism: Any, count: int) -> Any:
-    return mechanism if count == 1 else Repeated(mechanism, count)
-
-
 def _standard(event: ev.Event, count: int) -> Any | None:
     match event:
         case ev.Gaussian():
@@ -121,12 +116,12 @@ def _standard(event: ev.Event, count: int) -> Any | None:
                 noise_multiplier=event.noise_multiplier / math.sqrt(count), neighboring=event.neighboring
             )
         case ev.Laplace():
-            return _repeat(LaplaceMechanism(scale=event.noise_multiplier, neighboring=event.neighboring), count)
+            return repeat(LaplaceMechanism(scale=event.noise_multiplier, neighboring=event.neighboring), count)
         case ev.RandomizedResponse():
             rr = RandomizedResponseMechanism(
                 epsilon=event.epsilon, num_values=event.num_values, neighboring=event.neighboring
             )
-            return _repeat(rr, count)
+            return repeat(rr, count)
         case ev.PoissonSampled(event=ev.Gaussian() as inner):
             return SubsampledGaussianMechanism(
                 noise_multiplier=inner.noise_multiplier,
@@ -139,52 +134,16 @@ def _standard(event: ev.Event, count: int) -> Any | None:
     return None
 
 
-def _research(event: ev.Event, count: int) -> Any | None:
-    name = type(event).__name__
-    builders: dict[str, Callable[[ev.Event, int], Any]] = {
-        "GaussMix": _gaussmix,
-        "DpFtrl": _dp_ftrl,
-        "FeatureDpSgd": _feature_dp_sgd,
-        "CorrDpLaplace": _corrdp_laplace,
-    }
-    builder = builders.get(name)
+def _plugin(event: ev.Event, count: int) -> Any | None:
+    from dplens.accountant import plugins
+
+    builder = plugins.audit_mechanism_builder(type(event).__name__)
     return None if builder is None else builder(event, count)
 
 
-def _gaussmix(event: Any, count: int) -> Any:
-    from dplens.mechanisms.gaussmix import GaussMix
-
-    # γ = (σ² + λ̄_min)/C_X²: with C_X = 1 and λ̄_min = 0 the mechanism has exactly the event's γ.
-    return _repeat(GaussMix(k=event.k, sigma=math.sqrt(event.gamma), row_bound=1.0), count)
-
-
-def _dp_ftrl(event: Any, count: int) -> Any:
-    from dplens.mechanisms.ftrl import MatrixMechanism
-
-    mechanism = MatrixMechanism(
-        nu=event.nu,
-        noise_multiplier=event.noise_multiplier,
-        steps=event.steps,
-        epochs=event.epochs,
-        min_separation=event.min_separation,
-        neighboring=event.neighboring,
-    )
-    return _repeat(mechanism, count)
-
-
-def _feature_dp_sgd(event: Any, count: int) -> Any:
-    # Theorem 5 of seed 003: each step is exactly the add/remove Poisson-subsampled Gaussian on the private
-    # residual (real run against the simulator), so its worst case is the DP-SGD worst case.
-    rate = getattr(event, "effective_sampling_rate", event.sampling_rate)
-    rate = rate() if callable(rate) else rate
-    return SubsampledGaussianMechanism(
-        noise_multiplier=event.noise_multiplier, sampling_rate=rate, steps=event.steps * count
-    )
-
-
-def _corrdp_laplace(event: Any, count: int) -> Any:
-    # The worst-case pair of Theorem 2.9 (d(D, D′) = 1) is a Laplace mechanism with loss ε.
-    return _repeat(LaplaceMechanism(scale=1.0 / event.epsilon), count)
+def repeat(mechanism: Any, count: int) -> Any:
+    """``count`` independent runs of ``mechanism`` on the same data (itself when ``count`` is 1)."""
+    return mechanism if count == 1 else Repeated(mechanism, count)
 
 
 def mechanism_for_event(event: ev.Event, count: int = 1) -> Any:
@@ -198,7 +157,7 @@ def mechanism_for_event(event: ev.Event, count: int = 1) -> Any:
         return product if count == 1 else Repeated(product, count)
     mechanism = _standard(event, count)
     if mechanism is None:
-        mechanism = _research(event, count)
+        mechanism = _plugin(event, count)
     if mechanism is None:
         raise ValueError(f"no runnable mechanism for event type {type(event).__name__!r}; it cannot be audited")
     return mechanism

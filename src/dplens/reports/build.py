@@ -1,7 +1,7 @@
 """Building a :class:`~dplens.reports.model.Report` from a spec: account every route, optionally audit.
 
 Data flows one way (DESIGN.md): spec → accountant (every route, the curves behind the figures) → audit
-(``dplens.audit.games.audit_spec``, read only through ``AuditResult.to_dict()``) → report.
+(``dplens.auditing.games.audit_spec``, read only through ``AuditResult.to_dict()``) → report.
 """
 
 from __future__ import annotations
@@ -285,7 +285,7 @@ def audit_evidence(
     Raises:
         ValueError: the audit layer rejects the spec or the parameters.
     """
-    from dplens.audit.games import audit_spec  # the report layer reads audits only through AuditResult.to_dict()
+    from dplens.auditing.games import audit_spec  # the report layer reads audits only through AuditResult.to_dict()
 
     result = audit_spec(
         spec, trials=trials, delta=delta, confidence=confidence, seed=seed, workers=workers, progress=progress

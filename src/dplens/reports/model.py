@@ -63,7 +63,7 @@ class Definition(enum.Enum):
 
 
 class Status(enum.Enum):
-    """The verdict. The first three are the audit's (``dplens.audit.games.Verdict``)."""
+    """The verdict. The first three are the audit's (``dplens.auditing.games.Verdict``)."""
 
     CONSISTENT = "CONSISTENT"  # the valid lower bound does not exceed the claimed ε
     VIOLATION = "VIOLATION"  # the valid lower bound exceeds the claimed ε

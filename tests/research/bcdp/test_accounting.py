@@ -1,4 +1,4 @@
-"""Tests for dplens.accountant.bcdp (seed 002; reference values from research/bcdp.md §2, §4.5, §5.2)."""
+"""Tests for dplens.research.bcdp.accounting (seed 002; reference values from research/bcdp.md §2, §4.5, §5.2)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dplens.accountant import bcdp as b
 from dplens.accountant import events as ev
 from dplens.accountant.compose import Accountant, Method
+from dplens.research.bcdp import accounting as b
 
 # ------------------------------------------------------------------------------------------------
 # Fixtures: the paper's examples as explicit channels
@@ -473,7 +473,7 @@ def test_cli_accounts_example_spec_ldp(capsys):
 
     from dplens.cli import main
 
-    example = Path(__file__).resolve().parents[2] / "examples" / "bcdp_mean.toml"
+    example = Path(__file__).resolve().parents[3] / "examples" / "bcdp_mean.toml"
     code = main(["account", str(example), "--delta", "1e-6", "--json"])
     out, err = capsys.readouterr()
     assert code == 0 and err == ""

@@ -1,4 +1,4 @@
-"""Tests for dplens.mechanisms.bcdp (seed 002; reference values from research/bcdp.md §4.1, §5.2(d)–(e), §5.3)."""
+"""Tests for the BCDP mechanisms (seed 002; reference values from research/bcdp.md §4.1, §5.2(d)–(e), §5.3)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import optimize, special
 
-from dplens.accountant import bcdp as acc
-from dplens.mechanisms import bcdp as m
 from dplens.mechanisms.base import Mechanism
+from dplens.research.bcdp import accounting as acc
+from dplens.research.bcdp import mechanism as m
 
 FIG3_DELTA = (0.2, 0.2) + (2.0,) * 8
 ONES10 = np.ones((10_000, 10))

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dplens.accountant import bcdp as acc
-from dplens.mechanisms import bcdp as m
+from dplens.research.bcdp import accounting as acc
+from dplens.research.bcdp import mechanism as m
 
 N_USERS, Q, TRIALS = 5000, 0.1, 30
 

@@ -1,4 +1,4 @@
-"""Tests for dplens.accountant.corrdp (seed 000, note research/corrdp-and-dp-ftrl.md §A6 tests C1–C8)."""
+"""Tests for dplens.research.corrdp.accounting (seed 000, note research/corrdp-and-dp-ftrl.md §A6 tests C1–C8)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dplens.accountant import corrdp as c
 from dplens.accountant import events as ev
+from dplens.research.corrdp import accounting as c
 
 # ------------------------------------------------------------------------------------------------
 # Fixtures: the note's distributions

@@ -1,4 +1,4 @@
-"""Tests for dplens.mechanisms.corrdp (seed 000: CorrDP Laplace, Def. 2.8 / Thm 2.9; CorrDP-SGD, Alg. 1 / eq. (3))."""
+"""Tests for the CorrDP mechanisms (seed 000: CorrDP Laplace, Def. 2.8 / Thm 2.9; CorrDP-SGD, Alg. 1 / eq. (3))."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dplens.accountant import corrdp as acc
-from dplens.mechanisms import corrdp as mc
 from dplens.mechanisms.base import Mechanism
+from dplens.research.corrdp import accounting as acc
+from dplens.research.corrdp import mechanism as mc
 
 TV_C2 = {1: 1 / 3, 2: 0.0}
 

@@ -1,4 +1,4 @@
-"""Tests for dplens.accountant.matrix (seed 001, ν-DP-FTRL; note research/corrdp-and-dp-ftrl.md §B5 F1–F8)."""
+"""Tests for dplens.research.dp_ftrl.accounting (seed 001, ν-DP-FTRL; note research/corrdp-and-dp-ftrl.md §B5 F1–F8)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from scipy import optimize, stats
 
 from dplens.accountant import conversions, pld, rdp
 from dplens.accountant import events as ev
-from dplens.accountant import matrix as mx
 from dplens.accountant.compose import Accountant, Method
 from dplens.cli import main
+from dplens.research.dp_ftrl import accounting as mx
 from dplens.spec import parse_spec
 
 ZERO_OUT = ev.NeighboringRelation.REPLACE_SPECIAL

@@ -1,4 +1,4 @@
-"""Tests for dplens.mechanisms.ftrl (seed 001): noise generators, the 1-D quadratic oracle (note §B4, F7), the matrix
+"""Tests for the DP-FTRL mechanisms (seed 001): noise generators, the 1-D quadratic oracle (note §B4, F7), the matrix
 mechanism's exact likelihood ratio, and DP-FTRL vs DP-SGD on linear regression."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from dplens.accountant import events as ev
-from dplens.accountant import matrix as mx
 from dplens.accountant.compose import Accountant
-from dplens.mechanisms import ftrl as f
 from dplens.mechanisms.base import Mechanism
+from dplens.research.dp_ftrl import accounting as mx
+from dplens.research.dp_ftrl import mechanism as f
 
 
 def _dense_noising(beta: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Tests for dplens.accountant.feature_dp (seed 003; note research/feature-dp.md §3.3, §4.4, §5.4, pitfalls P1–P17)."""
+"""Tests for feature-DP accounting (seed 003; note research/feature-dp.md §3.3, §4.4, §5.4, pitfalls P1–P17)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from scipy import special, stats
 
 from dplens.accountant import conversions, pld
 from dplens.accountant import events as ev
-from dplens.accountant import feature_dp as f
 from dplens.accountant.compose import Accountant, Method
 from dplens.accountant.curves import Gdp, PrivacyProfile, RdpConversion
 from dplens.accountant.rdp import UnsupportedEventError
 from dplens.cli import main as cli_main
+from dplens.research.feature_dp import accounting as f
 from dplens.spec import parse_spec
 
 #: Opacus' default orders, which the note's §5.4 RDP values were computed on.
@@ -557,7 +557,7 @@ def test_spec_and_cli(tmp_path, capsys):
         params["steps"] = int(params["steps"])
         assert f.feature_dp_epsilon(f.FeatureDpSgd(**params), 1e-5, method=Method.PLD).epsilon <= 2.0
     # The example spec (AFHQ, Table I) by every route.
-    example = pathlib.Path(__file__).resolve().parents[2] / "examples" / "feature_dp_sgd.toml"
+    example = pathlib.Path(__file__).resolve().parents[3] / "examples" / "feature_dp_sgd.toml"
     for method, value in (("rdp", 7.9947), ("pld", 7.3036), ("best", 7.3036)):
         code = cli_main(["account", str(example), "--delta", repr(AFHQ_DELTA), "--method", method, "--json"])
         assert code == 0 and json.loads(capsys.readouterr().out)["epsilon"] == pytest.approx(value, abs=5e-5)
@@ -634,7 +634,7 @@ def test_gdp_helpers_consistent_with_scipy():
 
 @pytest.mark.slow
 def test_reproduction_quick_matches_note(tmp_path):
-    from dplens.reproductions import feature_dp as reproduction
+    from dplens.research.feature_dp import reproduction as reproduction
 
     paths = reproduction.run(tmp_path, quick=True)
     assert {p.name for p in paths} >= {"README.md", "epsilon_table.csv", "summary.json", "utility.png"}

@@ -9,11 +9,12 @@ import pytest
 from scipy import stats
 
 from dplens.accountant import events as ev
-from dplens.accountant import feature_dp as fa
 from dplens.accountant.compose import Accountant, Method
-from dplens.mechanisms import dpsgd as m
+from dplens.mechanisms import dpsgd as core
+from dplens.research.feature_dp import accounting as fa
+from dplens.research.feature_dp import mechanism as m
 
-LINEAR, LOGISTIC = m.LossModel.LINEAR, m.LossModel.LOGISTIC
+LINEAR, LOGISTIC = core.LossModel.LINEAR, core.LossModel.LOGISTIC
 
 
 def per_example_loss(theta, x, y, model):
@@ -36,14 +37,14 @@ def test_gradient_matches_finite_differences(model):
     rng = np.random.default_rng(0)
     x, y = small_data(model, rng)
     theta = rng.standard_normal(5)
-    grads = m.link_residual(theta, x, y, model)[:, None] * x
+    grads = core.link_residual(theta, x, y, model)[:, None] * x
     h = 1e-6
     for j in range(5):
         e = np.zeros(5)
         e[j] = h
         numeric = (per_example_loss(theta + e, x, y, model) - per_example_loss(theta - e, x, y, model)) / (2 * h)
         np.testing.assert_allclose(grads[:, j], numeric, rtol=1e-6, atol=1e-8)
-    assert m.empirical_loss(theta, x, y, model=model) == pytest.approx(per_example_loss(theta, x, y, model).mean())
+    assert core.empirical_loss(theta, x, y, model=model) == pytest.approx(per_example_loss(theta, x, y, model).mean())
 
 
 @pytest.mark.parametrize("model", [LINEAR, LOGISTIC])
@@ -64,7 +65,7 @@ def test_public_loss_reads_only_public_feature():
     theta = rng.standard_normal(5)
 
     def public_part(xx, yy):
-        full = m.link_residual(theta, xx, yy, LOGISTIC)[:, None] * xx
+        full = core.link_residual(theta, xx, yy, LOGISTIC)[:, None] * xx
         return full - m.private_residual_gradients(theta, xx, yy, model=LOGISTIC, public=public)
 
     changed = x.copy()
@@ -77,7 +78,7 @@ def test_public_loss_reads_only_public_feature():
     private_label = m.PublicFeatures((0, 1), label_public=False)
 
     def public_part_private_label(yy):
-        full = m.link_residual(theta, x, yy, LOGISTIC)[:, None] * x
+        full = core.link_residual(theta, x, yy, LOGISTIC)[:, None] * x
         return full - m.private_residual_gradients(theta, x, yy, model=LOGISTIC, public=private_label)
 
     np.testing.assert_allclose(public_part_private_label(y), public_part_private_label(1 - y), atol=1e-12)
@@ -107,7 +108,7 @@ def test_one_step_of_algorithm_1_by_hand(model):
     g_priv = (clipped.sum(axis=0) + z * clip * draw.standard_normal(4)) / (p * 60)  # expected batch size (P1)
     pidx = draw.choice(60, size=25, replace=False)
     xb = public.impute(x[pidx])
-    g_pub = ((m.predict(theta0, xb, model=model) - y[pidx])[:, None] * xb).mean(axis=0)
+    g_pub = ((core.predict(theta0, xb, model=model) - y[pidx])[:, None] * xb).mean(axis=0)
     np.testing.assert_allclose(result.theta, theta0 - lr * (g_pub + g_priv), rtol=1e-12, atol=1e-14)
     assert result.expected_batch_size == pytest.approx(12.0)
     assert result.mean_batch_size == idx.size
@@ -117,13 +118,13 @@ def test_one_step_of_algorithm_1_by_hand(model):
 def test_one_step_of_dp_sgd_by_hand():
     rng = np.random.default_rng(4)
     x, y = small_data(LOGISTIC, rng, n=50, d=3)
-    result = m.dp_sgd(
+    result = core.dp_sgd(
         x, y, model=LOGISTIC, noise_multiplier=0.9, sampling_rate=0.3, steps=1, clip_norm=0.2, learning_rate=0.5,
         rng=np.random.default_rng(7),
     )  # fmt: skip
     draw = np.random.default_rng(7)
     idx = np.flatnonzero(draw.random(50) < 0.3)
-    grads = m.link_residual(np.zeros(3), x[idx], y[idx], LOGISTIC)[:, None] * x[idx]
+    grads = core.link_residual(np.zeros(3), x[idx], y[idx], LOGISTIC)[:, None] * x[idx]
     grads *= np.minimum(1.0, 0.2 / np.linalg.norm(grads, axis=1))[:, None]
     expected = -0.5 * (grads.sum(axis=0) + 0.9 * 0.2 * draw.standard_normal(3)) / 15.0
     np.testing.assert_allclose(result.theta, expected, rtol=1e-12)
@@ -136,7 +137,7 @@ def test_noise_is_on_the_sum_divided_by_the_expected_batch_size():
     z, clip, p, lr = 2.0, 0.5, 0.1, 1.0
     samples = np.array(
         [
-            m.dp_sgd(
+            core.dp_sgd(
                 x, y, model=LINEAR, noise_multiplier=z, sampling_rate=p, steps=1, clip_norm=clip,
                 learning_rate=lr, rng=np.random.default_rng(seed),
             ).theta
@@ -158,7 +159,7 @@ def test_events_account_identically():
     rng = np.random.default_rng(6)
     data = m.make_feature_split_data(n=300, num_public=3, num_private=3, model=LOGISTIC, rng=rng)
     kw = dict(model=LOGISTIC, noise_multiplier=1.1, sampling_rate=0.05, steps=40, clip_norm=0.3, learning_rate=1.0)
-    dp = m.dp_sgd(data.features, data.labels, rng=np.random.default_rng(1), **kw)
+    dp = core.dp_sgd(data.features, data.labels, rng=np.random.default_rng(1), **kw)
     fdp = m.feature_dp_sgd(data.features, data.labels, public=data.public, rng=np.random.default_rng(1), **kw)
     assert fdp.event == fa.FeatureDpSgd(noise_multiplier=1.1, sampling_rate=0.05, steps=40)
     assert isinstance(dp.event, ev.SelfComposed) and dp.event.count == 40
@@ -193,7 +194,7 @@ def test_simulator_reads_only_the_public_feature_of_its_record():
     a = m.feature_dp_sgd_simulator(x, y, public_record=(record, 1.0), rng=np.random.default_rng(4), **kw)
     b = m.feature_dp_sgd_simulator(x, y, public_record=(other, 0.0), rng=np.random.default_rng(4), **kw)
     np.testing.assert_array_equal(a.theta, b.theta)
-    assert a.variant is m.SgdVariant.FEATURE_DP_SGD_SIMULATOR
+    assert a.variant is m.FeatureSgdVariant.FEATURE_DP_SGD_SIMULATOR
     assert a.expected_batch_size == pytest.approx(0.2 * 51)  # p·|S ∪ {x}|, independent of x's presence (P16)
 
 
@@ -206,7 +207,7 @@ def test_reproducible_and_options():
     np.testing.assert_array_equal(a.theta, b.theta)
     c = m.feature_dp_sgd(
         data.features, data.labels, learning_rate=0.5, rng=np.random.default_rng(3), momentum=0.5, radius=0.1,
-        schedule=m.LearningRateSchedule.INVERSE_SQRT, private_weight=2.0, **kw,
+        schedule=core.LearningRateSchedule.INVERSE_SQRT, private_weight=2.0, **kw,
     )  # fmt: skip
     assert np.linalg.norm(c.theta) <= 0.1 + 1e-12 and not np.allclose(c.theta, a.theta)
 
@@ -223,10 +224,10 @@ def _errors(method, seed, clip, z, *, model=LOGISTIC, n=1000, signal=10.0):
     xtr, ytr, xte, yte = data.features[:n], data.labels[:n], data.features[n:], data.labels[n:]
     kw = dict(model=model, noise_multiplier=z, sampling_rate=0.05, steps=200, clip_norm=clip, learning_rate=1.0)
     if method == "dp":
-        result = m.dp_sgd(xtr, ytr, rng=np.random.default_rng(seed + 1000), **kw)
+        result = core.dp_sgd(xtr, ytr, rng=np.random.default_rng(seed + 1000), **kw)
     else:
         result = m.feature_dp_sgd(xtr, ytr, public=data.public, rng=np.random.default_rng(seed + 1000), **kw)
-    return m.test_error(result.theta, xte, yte, model=model)
+    return core.test_error(result.theta, xte, yte, model=model)
 
 
 @pytest.mark.parametrize("model", [LOGISTIC, LINEAR])
@@ -312,9 +313,9 @@ def test_bad_input(overrides, match):
             ),
             "public_signal",
         ),
-        (lambda: m.minimise_loss(np.ones((3, 2)), np.zeros(3), model=LINEAR, radius=0), "radius"),
-        (lambda: m.test_error(np.zeros(2), np.ones((3, 2)), np.zeros(4), model=LINEAR), "labels"),
-        (lambda: m.predict(np.zeros(2), np.ones((3, 2)), model="linear"), "model"),
+        (lambda: core.minimise_loss(np.ones((3, 2)), np.zeros(3), model=LINEAR, radius=0), "radius"),
+        (lambda: core.test_error(np.zeros(2), np.ones((3, 2)), np.zeros(4), model=LINEAR), "labels"),
+        (lambda: core.predict(np.zeros(2), np.ones((3, 2)), model="linear"), "model"),
         (
             lambda: m.feature_dp_sgd_simulator(
                 np.ones((4, 2)) * 0.1,

@@ -1,4 +1,4 @@
-"""Tests for dplens.accountant.gaussmix (seed 004) against research/gaussmix.md §7 and mpmath oracles."""
+"""Tests for dplens.research.gaussmix.accounting (seed 004) against research/gaussmix.md §7 and mpmath oracles."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dplens.accountant import events as ev
-from dplens.accountant import gaussmix as gm
 from dplens.accountant.curves import RdpConversion
+from dplens.research.gaussmix import accounting as gm
 
 mpmath.mp.dps = 50
 

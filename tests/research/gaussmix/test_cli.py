@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from dplens.accountant import events as ev
-from dplens.accountant import gaussmix as gm
 from dplens.accountant import rdp
 from dplens.cli import main
+from dplens.research.gaussmix import accounting as gm
 
 # notes §7 D / I: γ = σ² at the fourth Figure-1 grid point (C_X = 1, λ̄_min = 0).
 GAMMA = float((10 ** np.linspace(np.log10(4 / 3), 3.5, 25))[3] ** 2)

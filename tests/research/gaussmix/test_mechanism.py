@@ -1,4 +1,4 @@
-"""Tests for dplens.mechanisms.gaussmix (seed 004 GaussMix, Algorithm 1, Algorithm 2, logistic surrogate)."""
+"""Tests for dplens.research.gaussmix.mechanism (seed 004 GaussMix, Algorithm 1, Algorithm 2, logistic surrogate)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dplens.accountant import gaussmix as acc
-from dplens.mechanisms import gaussmix as mech
 from dplens.mechanisms.base import Mechanism
+from dplens.research.gaussmix import accounting as acc
+from dplens.research.gaussmix import mechanism as mech
 
 X_C1 = np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]])
 

@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pytest
 
-from dplens.accountant import gaussmix as gm
 from dplens.accountant.curves import RdpConversion
+from dplens.research.gaussmix import accounting as gm
 
 FIG1_GAMMA = (10 ** np.linspace(np.log10(4 / 3), 3.5, 25)) ** 2
 

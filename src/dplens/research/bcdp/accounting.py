@@ -43,7 +43,7 @@ import numpy as np
 
 from dplens.accountant import conversions
 from dplens.accountant import events as ev
-from dplens.accountant.corrdp import JointDistribution
+from dplens.research.corrdp.accounting import JointDistribution
 
 __all__ = [
     "SPEC_TYPES",

@@ -3,7 +3,7 @@
 Aliakbarpour, Fallah, Chaudhuri, Courtade, Jordan, "Enhancing Feature-Specific Data Protection via Bayesian
 Coordinate Differential Privacy" (seed ``002_3f0980ffdd6d6591.txt``); notes and errata in ``research/bcdp.md``
 ("note §…"). The privacy maths (Proposition 4, the Theorem-2 budget, exact BCDP) lives in
-:mod:`dplens.accountant.bcdp`.
+:mod:`dplens.research.bcdp.accounting`.
 
 - :func:`duchi_l2_channel`: Duchi et al.'s ℓ2-ball ε-LDP channel (App. B.1, Mechanism 3) with the **corrected**
   radius (:func:`duchi_radius`; the printed one is twice too large and makes the channel biased, E[Z] = 2v).
@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special
 
-from dplens.accountant import bcdp as acc
 from dplens.accountant import events as ev
 from dplens.mechanisms.base import NeighbouringPair, check_count, check_rng
+from dplens.research.bcdp import accounting as acc
 
 __all__ = [
     "BcdpMeanMechanism",
@@ -162,7 +162,7 @@ class BcdpMeanMechanism:
         ν̂ᵢ = (Σ_{k≤i} w_k Y^k_{i+1−k}) / (Σ_{k≤i} w_k).
 
     The release is c-coordinate-DP and c_d-LDP (Theorem 2's proof, L743–759), hence δ-BCDP for the Theorem-2
-    allocation (:func:`dplens.accountant.bcdp.theorem2_allocation`) under Assumption 1. Queries with a zero
+    allocation (:func:`dplens.research.bcdp.accounting.theorem2_allocation`) under Assumption 1. Queries with a zero
     increment are skipped (the channel's radius is infinite at α = 0; note §4.3). If c₁ = 0 (ζ = 1), the leading
     coordinates with Σw = 0 get the estimate 0 (a biased guard, note §4.3).
 

@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from dplens.accountant import bcdp as acc
-from dplens.mechanisms import bcdp as mb
+from dplens.research.bcdp import accounting as acc
+from dplens.research.bcdp import mechanism as mb
 
 __all__ = ["run"]
 

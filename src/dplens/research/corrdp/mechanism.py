@@ -2,7 +2,7 @@
 
 Wang, Zhang, Cummings, "Integrating Feature Correlation in Differential Privacy with Applications in DP-ERM":
 Definition 2.8 / Theorem 2.9 (Laplace) and Algorithm 1 with eq. (3) (CorrDP-SGD); notes and errata in
-``research/corrdp-and-dp-ftrl.md`` Part A. The accounting maths lives in :mod:`dplens.accountant.corrdp`.
+``research/corrdp-and-dp-ftrl.md`` Part A. The accounting maths lives in :mod:`dplens.research.corrdp.accounting`.
 
 CorrDP-SGD's noise follows eq. (3), a calibration with universal constants dropped (note §A3, §A7.4): use it as the
 paper's algorithm, not as an audited (ε, δ) guarantee. Plain DP-SGD here is the same algorithm with all weights 1
@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from dplens.accountant import corrdp as acc
 from dplens.mechanisms import dpsgd
 from dplens.mechanisms.base import NeighbouringPair, check_count, check_rng
 from dplens.mechanisms.dpsgd import LossModel, check_data, link_residual, project_to_ball
+from dplens.research.corrdp import accounting as acc
 
 __all__ = [
     "CorrDpLaplaceMechanism",
@@ -52,7 +52,7 @@ class CorrDpLaplaceMechanism:
         sensitive: sensitive feature indices S.
         tv: TV(j) for each insensitive j (mapping or vector).
         epsilon: CorrDP ε > 0.
-        convention: Δf convention capping Δ_C f (see :class:`~dplens.accountant.corrdp.NeighbourConvention`).
+        convention: Δf convention capping Δ_C f (see :class:`~dplens.research.corrdp.accounting.NeighbourConvention`).
     """
 
     def __init__(
@@ -205,7 +205,7 @@ def corrdp_sgd(
         features: (n, m) with ‖x‖₂ ≤ 1 (Assumption 3.3).
         labels: (n,) (0/1 for logistic; |y| ≤ label_bound for linear).
         model: the loss.
-        weights: eq. (3) weights w ∈ (0, 1]^m (:func:`dplens.accountant.corrdp.noise_weights`; all 1 = DP-SGD).
+        weights: eq. (3) weights w ∈ (0, 1]^m (:func:`dplens.research.corrdp.accounting.noise_weights`; all 1 = DP-SGD).
         epsilon: ε > 0.
         delta: δ ∈ (0, 1).
         steps: T.
@@ -329,3 +329,14 @@ def make_correlated_data(
         raise ValueError(f"model must be a LossModel; got {model!r}")
     tv = {j: (float(rho[j - ms]) if j - ms < rho.size else 0.0) for j in range(ms, m)}
     return CorrelatedData(codes=codes, features=x, labels=y, sensitive=tuple(range(ms)), tv=tv, theta_star=theta_star)
+
+
+def audit_mechanism(event: Any, count: int) -> Any:
+    """The runnable mechanism of ``count`` runs of a :class:`~dplens.research.corrdp.accounting.CorrDpLaplace`.
+
+    The worst-case pair of Theorem 2.9 (d(D, D′) = 1) is a Laplace mechanism with loss ε.
+    """
+    from dplens.mechanisms.additive import LaplaceMechanism
+    from dplens.mechanisms.registry import repeat
+
+    return repeat(LaplaceMechanism(scale=1.0 / event.epsilon), count)

@@ -21,8 +21,8 @@ import warnings
 
 import numpy as np
 
-from dplens.accountant import corrdp as acc
-from dplens.mechanisms import corrdp as mc
+from dplens.research.corrdp import accounting as acc
+from dplens.research.corrdp import mechanism as mc
 
 __all__ = ["run"]
 

@@ -2,7 +2,8 @@
 
 Choquette-Choo, Dvijotham, Pillutla, Ganesh, Steinke, Thakurta, "Correlated Noise Provably Beats Independent Noise
 for Differentially Private Learning" (ICLR 2024, arXiv 2310.06771); notes in ``research/corrdp-and-dp-ftrl.md``
-Part B ("note §B…"). The accounting (coefficients, sensitivity, μ-GDP) lives in :mod:`dplens.accountant.matrix`.
+Part B ("note §B…"). The accounting (coefficients, sensitivity, μ-GDP) lives in
+:mod:`dplens.research.dp_ftrl.accounting`.
 
 The noise of ν-DP-FTRL at step t is z_t = Σ_{τ≤t} β_τ w_{t−τ}, i.e. z = B w with B the lower-triangular Toeplitz matrix
 of the β^ν coefficients (note §B2). Two exact generators:
@@ -30,8 +31,8 @@ import numpy as np
 from scipy import fft, integrate, signal
 
 from dplens.accountant import events as ev
-from dplens.accountant import matrix as mx
 from dplens.mechanisms.base import NeighbouringPair, check_count, check_rng
+from dplens.research.dp_ftrl import accounting as mx
 
 __all__ = [
     "CorrelatedNoiseStream",
@@ -92,7 +93,7 @@ def correlate(white: Any, *, nu: float | None = None, coefficients: Any = None) 
     """z = B w along the time axis (axis 0): z_t = Σ_{τ≤t} β_τ w_{t−τ}, by one FFT product (O(T log T)).
 
     ``nu`` selects the ν-DP-FTRL coefficients β^ν (note §B2); ``coefficients`` any β (e.g. truncated: then the
-    sensitivity is that of its inverse, :func:`dplens.accountant.matrix.inverse_toeplitz_coefficients`).
+    sensitivity is that of its inverse, :func:`dplens.research.dp_ftrl.accounting.inverse_toeplitz_coefficients`).
     """
     w, flat = _as_stream(white, "white")
     beta = _noising(nu, coefficients, w.shape[0])
@@ -232,7 +233,7 @@ class MatrixMechanism:
 
     Args:
         nu, noise_multiplier, steps, epochs, min_separation, neighboring: as in
-            :class:`~dplens.accountant.matrix.DpFtrl`.
+            :class:`~dplens.research.dp_ftrl.accounting.DpFtrl`.
         clip_norm: G, the bound on one record's gradient per step.
         dim: the gradient dimension.
     """
@@ -569,8 +570,8 @@ def train_linear_regression(
     Step t: the per-example gradients (x_iᵀθ − y_i)x_i of the batch are clipped to ``clip_norm`` G and summed,
     the correlated noise G σ z_t (z = B w, :func:`correlated_noise`) is added, and θ ← θ − η·(sum + noise)/batch_size.
     T = epochs × ⌊n / batch_size⌋ steps. The returned event is the run's guarantee: for CYCLIC batches a
-    :class:`~dplens.accountant.matrix.DpFtrl` with k = epochs participations ``steps_per_epoch`` apart (exact μ-GDP);
-    for POISSON (ν = 1 only) a Poisson-sampled Gaussian composed T times (add/remove adjacency).
+    :class:`~dplens.research.dp_ftrl.accounting.DpFtrl` with k = epochs participations ``steps_per_epoch`` apart
+    (exact μ-GDP); for POISSON (ν = 1 only) a Poisson-sampled Gaussian composed T times (add/remove adjacency).
     """
     if not isinstance(data, LinearRegressionData):
         raise ValueError(f"data must be a LinearRegressionData; got {type(data).__name__}")
@@ -622,3 +623,18 @@ def train_linear_regression(
         grads *= np.minimum(1.0, clip / np.maximum(norms, 1e-300))[:, None]
         theta = theta - eta * (grads.sum(axis=0) + noise[t]) / batch
     return TrainResult(theta, event, count, steps, sigma, sampling)
+
+
+def audit_mechanism(event: Any, count: int) -> Any:
+    """The runnable mechanism of ``count`` runs of a :class:`~dplens.research.dp_ftrl.accounting.DpFtrl` event."""
+    from dplens.mechanisms.registry import repeat
+
+    mechanism = MatrixMechanism(
+        nu=event.nu,
+        noise_multiplier=event.noise_multiplier,
+        steps=event.steps,
+        epochs=event.epochs,
+        min_separation=event.min_separation,
+        neighboring=event.neighboring,
+    )
+    return repeat(mechanism, count)

@@ -25,8 +25,8 @@ import numpy as np
 
 from dplens.accountant import calibrate as cal
 from dplens.accountant import events as ev
-from dplens.accountant import matrix as mx
-from dplens.mechanisms import ftrl as mf
+from dplens.research.dp_ftrl import accounting as mx
+from dplens.research.dp_ftrl import mechanism as mf
 
 __all__ = ["run"]
 

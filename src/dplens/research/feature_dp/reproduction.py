@@ -25,11 +25,12 @@ from typing import Any
 import numpy as np
 
 from dplens.accountant import conversions, pld
-from dplens.accountant import feature_dp as fa
 from dplens.accountant.calibrate import Direction, calibrate
 from dplens.accountant.compose import Accountant, Method
 from dplens.accountant.curves import RdpConversion
 from dplens.mechanisms import dpsgd as md
+from dplens.research.feature_dp import accounting as fa
+from dplens.research.feature_dp import mechanism as fm
 
 __all__ = ["run"]
 
@@ -238,7 +239,7 @@ LR_GRID = (0.5, 2.0)
 
 def _data(seed: int, model: md.LossModel) -> tuple[np.ndarray, ...]:
     rng = np.random.default_rng(seed)
-    data = md.make_feature_split_data(
+    data = fm.make_feature_split_data(
         n=UTILITY["n_train"] + UTILITY["n_test"], num_public=UTILITY["num_public"],
         num_private=UTILITY["num_private"], model=model, rng=rng, public_signal=UTILITY["public_signal"],
         private_signal=UTILITY["private_signal"],
@@ -256,7 +257,7 @@ def _train(method: str, seed: int, model: md.LossModel, z: float, clip: float, l
     if method == "dp_sgd":
         result = md.dp_sgd(xtr, ytr, **kw)
     else:
-        result = md.feature_dp_sgd(xtr, ytr, public=public, **kw)
+        result = fm.feature_dp_sgd(xtr, ytr, public=public, **kw)
     return md.test_error(result.theta, xte, yte, model=model)
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from dplens.accountant import gaussmix as acc
 from dplens.mechanisms.base import NeighbouringPair, check_count, check_rng
+from dplens.research.gaussmix import accounting as acc
 
 __all__ = [
     "GaussMix",
@@ -528,3 +528,13 @@ class LogisticMixing:
         y_n = y.copy()
         y_n[0] = 0.0
         return NeighbouringPair(data=(x, y), neighbour=(pair.neighbour[0], y_n), description=pair.description)
+
+
+def audit_mechanism(event: Any, count: int) -> Any:
+    """The runnable mechanism of ``count`` runs of a :class:`~dplens.research.gaussmix.accounting.GaussMix` event.
+
+    γ = (σ² + λ̄_min)/C_X²: with C_X = 1 and λ̄_min = 0 the mechanism has exactly the event's γ.
+    """
+    from dplens.mechanisms.registry import repeat
+
+    return repeat(GaussMix(k=event.k, sigma=math.sqrt(event.gamma), row_bound=1.0), count)

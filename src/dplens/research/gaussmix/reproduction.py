@@ -24,8 +24,8 @@ import time
 import numpy as np
 
 from dplens.accountant import conversions
-from dplens.accountant import gaussmix as gm
-from dplens.mechanisms import gaussmix as mech
+from dplens.research.gaussmix import accounting as gm
+from dplens.research.gaussmix import mechanism as mech
 
 __all__ = ["run"]
 
