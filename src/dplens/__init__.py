@@ -1,3 +1,149 @@
-"""dplens: differential-privacy accounting, empirical auditing and compliance reports."""
+"""dplens: differential-privacy accounting, empirical auditing and compliance reports.
+
+The public API is exported here lazily (PEP 562): ``import dplens`` loads neither numpy nor scipy, and each name
+imports its module on first use.
+
+Example:
+    >>> import dplens
+    >>> step = dplens.PoissonSampled(sampling_rate=256 / 60000, event=dplens.Gaussian(noise_multiplier=1.1))
+    >>> accountant = dplens.Accountant().compose(step, count=14063)
+    >>> round(accountant.epsilon(1e-5, method=dplens.Method.RDP), 4)
+    2.5966
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# name → "module:attribute"; the module is imported on first access of the name.
+_EXPORTS: dict[str, str] = {
+    # accounting
+    "Accountant": "dplens.accountant.compose:Accountant",
+    "EpsilonResult": "dplens.accountant.compose:EpsilonResult",
+    "Method": "dplens.accountant.compose:Method",
+    "CalibrationResult": "dplens.accountant.calibrate:CalibrationResult",
+    "RdpConversion": "dplens.accountant.curves:RdpConversion",
+    "RdpCurve": "dplens.accountant.curves:RdpCurve",
+    "PrivacyProfile": "dplens.accountant.curves:PrivacyProfile",
+    "TradeOff": "dplens.accountant.curves:TradeOff",
+    "Zcdp": "dplens.accountant.curves:Zcdp",
+    "Tcdp": "dplens.accountant.curves:Tcdp",
+    "Gdp": "dplens.accountant.curves:Gdp",
+    # events
+    "Event": "dplens.accountant.events:Event",
+    "NeighboringRelation": "dplens.accountant.events:NeighboringRelation",
+    "NoOp": "dplens.accountant.events:NoOp",
+    "NonPrivate": "dplens.accountant.events:NonPrivate",
+    "Gaussian": "dplens.accountant.events:Gaussian",
+    "Laplace": "dplens.accountant.events:Laplace",
+    "RandomizedResponse": "dplens.accountant.events:RandomizedResponse",
+    "PoissonSampled": "dplens.accountant.events:PoissonSampled",
+    "SampledWithoutReplacement": "dplens.accountant.events:SampledWithoutReplacement",
+    "SelfComposed": "dplens.accountant.events:SelfComposed",
+    "Composed": "dplens.accountant.events:Composed",
+    "event_from_dict": "dplens.accountant.events:event_from_dict",
+    "event_to_dict": "dplens.accountant.events:event_to_dict",
+    "from_dp_accounting": "dplens.accountant.events:from_dp_accounting",
+    "to_dp_accounting": "dplens.accountant.events:to_dp_accounting",
+    # specs
+    "Spec": "dplens.spec:Spec",
+    "Claim": "dplens.spec:Claim",
+    "load_spec": "dplens.spec:load_spec",
+    "parse_spec": "dplens.spec:parse_spec",
+    # top-level functions
+    "calibrate": "dplens._api:calibrate",
+    "audit": "dplens._api:audit",
+    # audits
+    "AuditResult": "dplens.auditing.games:AuditResult",
+    "Verdict": "dplens.auditing.games:Verdict",
+    # reports
+    "build_report": "dplens.reports.build:build_report",
+    "generate_report": "dplens.reports.build:generate_report",
+    "Report": "dplens.reports.model:Report",
+}
+
+__all__ = [
+    "Accountant",
+    "AuditResult",
+    "CalibrationResult",
+    "Claim",
+    "Composed",
+    "EpsilonResult",
+    "Event",
+    "Gaussian",
+    "Gdp",
+    "Laplace",
+    "Method",
+    "NeighboringRelation",
+    "NoOp",
+    "NonPrivate",
+    "PoissonSampled",
+    "PrivacyProfile",
+    "RandomizedResponse",
+    "RdpConversion",
+    "RdpCurve",
+    "Report",
+    "SampledWithoutReplacement",
+    "SelfComposed",
+    "Spec",
+    "Tcdp",
+    "TradeOff",
+    "Verdict",
+    "Zcdp",
+    "__version__",
+    "audit",
+    "build_report",
+    "calibrate",
+    "event_from_dict",
+    "event_to_dict",
+    "from_dp_accounting",
+    "generate_report",
+    "load_spec",
+    "parse_spec",
+    "to_dp_accounting",
+]
+
+
+def __getattr__(name: str) -> Any:
+    target = _EXPORTS.get(name)
+    if target is None:
+        raise AttributeError(f"module 'dplens' has no attribute {name!r}")
+    module_name, _, attribute = target.partition(":")
+    value = getattr(importlib.import_module(module_name), attribute)
+    globals()[name] = value  # later accesses skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from dplens._api import audit, calibrate
+    from dplens.accountant.calibrate import CalibrationResult
+    from dplens.accountant.compose import Accountant, EpsilonResult, Method
+    from dplens.accountant.curves import Gdp, PrivacyProfile, RdpConversion, RdpCurve, Tcdp, TradeOff, Zcdp
+    from dplens.accountant.events import (
+        Composed,
+        Event,
+        Gaussian,
+        Laplace,
+        NeighboringRelation,
+        NonPrivate,
+        NoOp,
+        PoissonSampled,
+        RandomizedResponse,
+        SampledWithoutReplacement,
+        SelfComposed,
+        event_from_dict,
+        event_to_dict,
+        from_dp_accounting,
+        to_dp_accounting,
+    )
+    from dplens.auditing.games import AuditResult, Verdict
+    from dplens.reports.build import build_report, generate_report
+    from dplens.reports.model import Report
+    from dplens.spec import Claim, Spec, load_spec, parse_spec

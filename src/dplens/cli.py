@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from dplens import __version__
-from dplens.accountant.calibrate import Direction, calibrate
-from dplens.accountant.compose import Method
-from dplens.accountant.curves import RdpConversion
-from dplens.spec import Spec, load_spec
+
+# The parser and the error paths load no numpy (``dplens --help`` costs only Python's start-up): every command
+# imports what it uses when it runs. The choices below are the values of the library's enums (a test checks them).
+METHODS = ("rdp", "pld", "exact", "best")
+CONVERSIONS = ("optimal", "classic")
 
 EXIT_USAGE = 2
 
@@ -99,6 +100,10 @@ def _json_default(value: Any) -> Any:
 
 
 def _cmd_account(args: argparse.Namespace) -> int:
+    from dplens.accountant.compose import Method
+    from dplens.accountant.curves import RdpConversion
+    from dplens.spec import load_spec
+
     spec = load_spec(args.spec)
     acc = spec.accountant()
     method = Method(args.method)
@@ -140,73 +145,19 @@ def _cmd_account(args: argparse.Namespace) -> int:
 # calibrate
 # --------------------------------------------------------------------------------------------
 
-# name → (default bracket, direction of ε as the parameter grows, integer?)
-_PARAMS: dict[str, tuple[tuple[float, float], Direction | None, bool]] = {
-    "noise_multiplier": ((0.05, 500.0), Direction.DECREASING, False),
-    "scale": ((1e-3, 1e4), Direction.DECREASING, False),
-    "sigma": ((1e-3, 1e6), Direction.DECREASING, False),
-    "gamma": ((2.5 + 1e-9, 1e15), Direction.DECREASING, False),
-    "steps": ((1, 1e8), Direction.INCREASING, True),
-    "count": ((1, 1e8), Direction.INCREASING, True),
-    "sampling_rate": ((1e-9, 1.0), Direction.INCREASING, False),
-    "epsilon": ((1e-6, 50.0), Direction.INCREASING, False),
-}
-
-
-def _first_valid(make: Any, lower: float, upper: float) -> float:
-    """The default bracket's lower end, moved up to the smallest value the spec's types accept.
-
-    The default brackets span every type, and some types refuse their low end (GaussMix needs γ = (σ² + λ̄_min)/C_X²
-    above 1): a refused value can never be an answer, so bisect (in log space) for the first accepted one.
-    """
-
-    def accepted(value: float) -> bool:
-        try:
-            make(value)
-        except ValueError:
-            return False
-        return True
-
-    if accepted(lower) or not accepted(upper) or lower <= 0:
-        return lower
-    refused, valid = lower, upper
-    for _ in range(100):
-        middle = math.sqrt(refused * valid)
-        if not refused < middle < valid:
-            break
-        refused, valid = (refused, middle) if accepted(middle) else (middle, valid)
-    return valid
-
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from dplens._api import calibrate_spec
+    from dplens.spec import load_spec
+
     spec = load_spec(args.spec)
-    known = _PARAMS.get(args.param)
-    if args.bracket is not None:
-        lower, upper = args.bracket
-    elif known is not None:
-        lower, upper = known[0]
-    else:
-        raise ValueError(f"param {args.param!r} has no default bracket; pass --bracket LOW HIGH")
-    direction = known[1] if known else None
-    integer = known[2] if known else False
-
-    def make(value: float):
-        return spec.with_param(args.param, int(value) if integer else float(value)).accountant()
-
-    if args.bracket is None and not integer:
-        lower = _first_valid(make, lower, upper)
-    spec.with_param(args.param, int(lower) if integer else lower)  # a bad name or value fails here, before the search
-
-    result = calibrate(
-        make,
-        target_epsilon=args.target_epsilon,
-        target_delta=args.delta,
-        lower=lower,
-        upper=upper,
-        method=Method(args.method) if args.method != "best" else Method.PLD,
-        direction=direction,
-        integer=integer,
+    result = calibrate_spec(
+        spec,
         param=args.param,
+        target_epsilon=args.target_epsilon,
+        delta=args.delta,
+        method=args.method,
+        bracket=tuple(args.bracket) if args.bracket is not None else None,
     )
     payload = result.to_dict() | {"spec_sha256": spec.sha256}
     text = (
@@ -246,6 +197,7 @@ def _audit_text(result: Any) -> str:
 
 def _cmd_audit(args: argparse.Namespace) -> int:
     from dplens.auditing.games import audit_spec
+    from dplens.spec import load_spec
 
     spec = load_spec(args.spec)
     if args.delta is not None and not 0 <= args.delta < 1:
@@ -293,7 +245,9 @@ def _progress(quiet: bool):
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from dplens.reports.build import DEFAULT_TRIALS, AuditMode, generate_report
+    from dplens.reports.build import AuditMode, generate_report
+    from dplens.reports.defaults import DEFAULT_TRIALS
+    from dplens.spec import load_spec
 
     spec = load_spec(args.spec)
     if args.no_audit and args.trials is not None:
@@ -335,6 +289,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------
 # reproduce
 # --------------------------------------------------------------------------------------------
+
 
 def _available_reproductions() -> dict[str, Any]:
     import importlib
@@ -378,7 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dplens {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    methods = [m.value for m in Method]
+    methods = list(METHODS)
     account = sub.add_parser("account", help="epsilon for a delta, or delta for an epsilon")
     account.add_argument("spec", help="TOML or JSON spec file")
     target = account.add_mutually_exclusive_group(required=True)
@@ -387,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     account.add_argument("--method", choices=methods, default="best")
     account.add_argument(
         "--conversion",
-        choices=[c.value for c in RdpConversion],
+        choices=list(CONVERSIONS),
         default="optimal",
         help="RDP to (epsilon, delta) conversion; 'classic' reproduces legacy numbers",
     )
@@ -421,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     aud.add_argument("--json", action="store_true", help="print one JSON object")
     aud.set_defaults(func=_cmd_audit)
 
-    from dplens.reports.build import DEFAULT_CONFIDENCE, DEFAULT_PRIVACY_UNIT, DEFAULT_TRIALS
+    from dplens.reports.defaults import DEFAULT_CONFIDENCE, DEFAULT_PRIVACY_UNIT, DEFAULT_TRIALS
 
     report = sub.add_parser("report", help="a compliance report (JSON, HTML, privacy statement, figures)")
     report.add_argument("spec", help="TOML or JSON spec file")
@@ -469,10 +424,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("dplens: interrupted", file=sys.stderr)
         return 130
-
-
-def _spec_for(args: argparse.Namespace) -> Spec:  # pragma: no cover - helper for later commands
-    return load_spec(args.spec)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -19,8 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from scipy import optimize
-
 from dplens.accountant import conversions
 from dplens.accountant.compose import Accountant, Method
 
@@ -102,6 +100,8 @@ def _solve(
 
     def gap(x: float) -> float:
         return min(epsilon_of(x), _EPS_CAP) - target
+
+    from scipy import optimize
 
     root = optimize.brentq(gap, min(safe, unsafe), max(safe, unsafe), xtol=xtol, rtol=1e-12, maxiter=500)
     if gap(root) <= 0:

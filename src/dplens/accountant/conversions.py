@@ -11,7 +11,8 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy import optimize, special, stats
+
+from dplens.accountant._numerics import log_ndtr
 
 __all__ = [
     "check_delta",
@@ -183,8 +184,8 @@ def gdp_delta(mu: float, epsilon: float | np.ndarray) -> float | np.ndarray:
     if mu == 0:
         out = np.zeros_like(eps)
     else:
-        log_a = special.log_ndtr(-eps / mu + mu / 2)
-        log_b = eps + special.log_ndtr(-eps / mu - mu / 2)
+        log_a = log_ndtr(-eps / mu + mu / 2)
+        log_b = eps + log_ndtr(-eps / mu - mu / 2)
         with np.errstate(divide="ignore", invalid="ignore"):
             out = np.where(log_b < log_a, np.exp(log_a) * -np.expm1(log_b - log_a), 0.0)
         out = np.maximum(out, 0.0)
@@ -214,6 +215,8 @@ def gdp_mu(epsilon: float, delta: float) -> float:
         hi *= 2.0
         if hi > 1e6:
             raise ValueError(f"no finite mu found for epsilon={epsilon!r}, delta={delta!r}")
+    from scipy import optimize
+
     mu = optimize.brentq(excess, 0.0, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps)
     # Step down until the guarantee holds; doubling steps, since rounding noise in δ_μ(ε) can span many floats.
     step = max(mu * 1e-15, 1e-300)
@@ -227,6 +230,8 @@ def gaussian_trade_off(mu: float, alpha: float | np.ndarray) -> float | np.ndarr
     """G_μ(α) = Φ(Φ⁻¹(1 − α) − μ): Dong, Roth, Su 2022 Definition 2.7."""
     mu = _check_mu(mu)
     alpha = np.asarray(alpha, dtype=float)
+    from scipy import stats
+
     out = stats.norm.cdf(stats.norm.isf(alpha) - mu)
     return float(out) if np.ndim(out) == 0 else out
 
@@ -305,6 +310,8 @@ def solve_epsilon_for_delta(
     def log_gap(eps: float) -> float:
         value = delta_of_epsilon(eps)
         return (math.log(value) if value > 0 else -745.0) - math.log(delta)
+
+    from scipy import optimize
 
     root = optimize.brentq(log_gap, hi / 2 if hi > 1 else 0.0, hi, xtol=1e-13, rtol=1e-13)
     step = max(abs(root) * 1e-12, 1e-15)

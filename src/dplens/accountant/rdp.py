@@ -10,11 +10,10 @@ import functools
 import math
 import warnings
 
-import mpmath
 import numpy as np
-from scipy import special
 
 from dplens.accountant import events as ev
+from dplens.accountant._numerics import gammaln, log_ndtr, logsumexp
 from dplens.accountant.curves import RdpConvergenceWarning, RdpCurve, check_alpha
 
 __all__ = [
@@ -109,7 +108,7 @@ def randomized_response_rdp(alpha: np.ndarray, *, epsilon: float, num_values: in
         terms = np.stack(
             [np.log(p_hi) + t, np.log(p_lo) - t, np.full_like(t, math.log(k - 2) + log_p_lo if k > 2 else -np.inf)]
         )
-        large = special.logsumexp(terms, axis=0)
+        large = logsumexp(terms, axis=0)
     return np.where(t < 30.0, small, large) / (alpha - 1.0)
 
 
@@ -121,18 +120,10 @@ _MAX_INTEGER_ORDER_EXACT = 4096  # integer orders up to here use the exact finit
 _MAX_SERIES_TERMS = 1000  # as dp-accounting: give up on the fractional series after this many terms
 
 
-def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
-    """log Σ exp(x) along ``axis`` (−∞ for an all −∞ row); a lean version of scipy's, which dominates run time here."""
-    top = np.max(x, axis=axis, keepdims=True)
-    top = np.where(np.isfinite(top), top, 0.0)
-    with np.errstate(divide="ignore"):
-        return np.log(np.sum(np.exp(x - top), axis=axis)) + np.squeeze(top, axis=axis)
-
-
 def _log_comb(n: np.ndarray, k: np.ndarray) -> np.ndarray:
     """log |C(n, k)| via log-gamma (|·| for fractional n)."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        return special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+        return gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
 
 
 def _log_a_integer(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray:
@@ -144,7 +135,7 @@ def _log_a_integer(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray:
     """
     unique, inverse = np.unique(alphas, return_inverse=True)
     a_max = int(unique.max())
-    log_gamma = special.gammaln(np.arange(a_max + 2, dtype=float))  # log Γ(n) for n = 0..a_max+1; log n! = [n+1]
+    log_gamma = gammaln(np.arange(a_max + 2, dtype=float))  # log Γ(n) for n = 0..a_max+1; log n! = [n+1]
     i_int = np.arange(2, a_max + 1)
     a_int = unique.astype(int)[:, None]
     i = i_int.astype(float)[None, :]
@@ -156,7 +147,7 @@ def _log_a_integer(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray:
     log_comb = log_gamma[a_int + 1] - log_gamma[i_int + 1][None, :] - log_gamma[diff + 1]
     log_terms = log_comb + i * math.log(q) + (a_int - i) * math.log1p(-q) + log_expm1
     log_terms = np.where(valid, log_terms, -np.inf)
-    return np.logaddexp(0.0, _logsumexp(log_terms, axis=1))[inverse]
+    return np.logaddexp(0.0, logsumexp(log_terms, axis=1))[inverse]
 
 
 _INTEGER_LOG_A_CACHE: dict[tuple[float, float, float], float] = {}
@@ -201,8 +192,8 @@ def _log_a_fractional(q: float, sigma: float, alphas: np.ndarray) -> tuple[np.nd
         log_t0 = log_coef + i * log_q + j * log_1mq
         log_t1 = log_coef + j * log_q + i * log_1mq
         # ½ erfc((i − z0)/(√2σ)) = Φ((z0 − i)/σ), and likewise for the second half-line.
-        log_e0 = special.log_ndtr((z0 - i) / sigma)
-        log_e1 = special.log_ndtr((j - z0) / sigma)
+        log_e0 = log_ndtr((z0 - i) / sigma)
+        log_e1 = log_ndtr((j - z0) / sigma)
         log_s0 = log_t0 + (i * i - i) / (2 * sigma**2) + log_e0
         log_s1 = log_t1 + (j * j - j) / (2 * sigma**2) + log_e1
         total = np.logaddexp.accumulate(np.logaddexp(log_s0, log_s1), axis=1)
@@ -328,6 +319,8 @@ def _log_forward_differences(sigma: float, max_order: int) -> np.ndarray:
     alternating sum does not cancel, then returned as float logs.
     """
     out = np.empty(max_order + 1)
+    import mpmath  # exact forward differences only here (sampling without replacement)
+
     with mpmath.workdps(60 + max_order // 2):
         two_var = 2 * mpmath.mpf(sigma) ** 2
         row = [mpmath.exp(mpmath.mpf(k - 1) * k / two_var) for k in range(max_order + 1)]
@@ -356,7 +349,7 @@ def _wor_log_a_integer(q: float, sigma: float, alpha: int) -> float:
         log_s = np.minimum(log_s, math.log(4.0) + 0.5 * (lo + hi))
     log_s[0] = min(math.log(4.0) + eps2 + math.log(-math.expm1(-eps2)), eps2 + math.log(2.0))
     log_s = log_s + js * log_q + log_comb
-    return float(np.logaddexp(0.0, special.logsumexp(log_s)))
+    return float(np.logaddexp(0.0, logsumexp(log_s)))
 
 
 def subsampled_without_replacement_gaussian_rdp(

@@ -399,5 +399,3 @@ def dp_sgd(
         clipped_fraction=clipped,
         event=ev.SelfComposed(event=step_event, count=kw["steps"]),
     )
-
-

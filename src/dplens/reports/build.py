@@ -25,6 +25,7 @@ from dplens.accountant import events as ev
 from dplens.accountant.compose import Accountant, Method
 from dplens.accountant.curves import RdpConversion
 from dplens.accountant.rdp import UnsupportedEventError
+from dplens.reports.defaults import DEFAULT_CONFIDENCE, DEFAULT_DELTA, DEFAULT_PRIVACY_UNIT, DEFAULT_TRIALS
 from dplens.reports.model import (
     Accounting,
     AccountingRoute,
@@ -57,8 +58,6 @@ __all__ = [
 ]
 
 #: δ of the report when neither ``--delta`` nor the spec's claim gives one.
-DEFAULT_DELTA = 1e-5
-DEFAULT_PRIVACY_UNIT = "one record (one row / training example) of the input data set"
 
 #: δ grid of the ε(δ) table and figure (each ε on it is an upper bound).
 _DELTA_GRID = tuple(10.0**-k for k in range(12, 0, -1))
@@ -525,8 +524,6 @@ class AuditMode(enum.Enum):
 
 
 #: Trials per side of ``dplens report``'s audit when ``--trials`` is not given.
-DEFAULT_TRIALS = 20_000
-DEFAULT_CONFIDENCE = 0.95
 
 
 def default_delta(spec: Spec) -> float:

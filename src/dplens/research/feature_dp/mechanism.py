@@ -289,6 +289,7 @@ def _feature_dp_sgd(
         n += 1  # the real run's data set S ∪ {x} has one more record
         variant = FeatureSgdVariant.FEATURE_DP_SGD_SIMULATOR
     expected = kw["sampling_rate"] * n
+
     def residual(theta: np.ndarray, xb: np.ndarray, yb: np.ndarray) -> np.ndarray:
         # The private residual ∇ℓ − ∇ℓ_pub is what is clipped and noised (P3).
         return link_residual(theta, xb, yb, model)[:, None] * xb - _public_gradients(theta, xb, yb, model, public)

@@ -1,0 +1,98 @@
+"""The public API: lazy exports, no name clashes, and a cold start that loads only what a command uses."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import dplens
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def _loaded_after(code: str) -> set[str]:
+    """The heavy modules loaded by ``code`` in a fresh interpreter."""
+    probe = (
+        code
+        + "\nimport sys\nprint()\nprint(' '.join(m for m in ('numpy', 'scipy', 'matplotlib', 'mpmath', 'dp_accounting',"
+    )
+    probe += " 'jinja2', 'dask') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    return set(out.stdout.splitlines()[-1].split()) if out.stdout.strip() else set()
+
+
+def test_import_dplens_loads_no_numpy():
+    assert _loaded_after("import dplens") == set()
+
+
+def test_the_issue_names_import_from_the_top_level():
+    loaded = _loaded_after(
+        "from dplens import Accountant, NeighboringRelation, from_dp_accounting, calibrate, audit, load_spec"
+    )
+    assert "numpy" in loaded  # the names resolve (Accountant needs numpy) ...
+    assert not loaded & {"scipy", "matplotlib", "dp_accounting"}  # ... and load nothing they do not use
+
+
+def test_help_and_argument_errors_load_no_numpy():
+    for argv in (["--help"], ["account"], ["account", "x.toml", "--delta", "2"], ["nonsense"]):
+        code = f"from dplens.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass"
+        assert _loaded_after(code) == set(), argv
+
+
+def test_rdp_route_of_standard_events_needs_no_scipy():
+    code = (
+        "from dplens.cli import main\n"
+        f"main(['account', {str(EXAMPLES / 'dp_sgd_mnist.toml')!r}, '--delta', '1e-5', '--method', 'rdp'])"
+    )
+    assert _loaded_after(code) == {"numpy"}
+
+
+def test_every_export_resolves_and_is_listed():
+    assert set(dplens.__all__) == {"__version__", *dplens._EXPORTS} and len(set(dplens.__all__)) == len(dplens.__all__)
+    for name in dplens.__all__:
+        assert getattr(dplens, name) is not None
+    assert set(dir(dplens)) >= set(dplens.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
+        dplens.nonexistent  # noqa: B018
+
+
+def test_no_export_shares_its_name_with_a_subpackage_or_module():
+    """Importing dplens.<sub> rebinds the attribute to the module, so an export must not share a submodule's name."""
+    submodules = {info.name for info in pkgutil.iter_modules(dplens.__path__)}
+    assert not submodules & set(dplens.__all__)
+    importlib.import_module("dplens.auditing.games")
+    assert callable(dplens.audit) and not isinstance(dplens.audit, type(dplens))
+
+
+def test_cli_choices_match_the_library_enums():
+    from dplens import cli
+    from dplens.accountant.compose import Method
+    from dplens.accountant.curves import RdpConversion
+
+    assert set(cli.METHODS) == {m.value for m in Method}
+    assert set(cli.CONVERSIONS) == {c.value for c in RdpConversion}
+
+
+def test_calibrate_accepts_a_spec_path_and_a_function():
+    result = dplens.calibrate(
+        EXAMPLES / "dp_sgd_mnist.toml", param="noise_multiplier", target_epsilon=3.0, delta=1e-5, method="rdp"
+    )
+    assert result.param == "noise_multiplier" and result.epsilon <= 3.0
+    spec = dplens.load_spec(EXAMPLES / "dp_sgd_mnist.toml").with_param("noise_multiplier", result.value)
+    assert spec.accountant().epsilon(1e-5, method=dplens.Method.RDP) <= 3.0
+    with pytest.raises(ValueError, match="lower and upper"):
+        dplens.calibrate(lambda s: dplens.Gaussian(noise_multiplier=s), target_epsilon=1.0, delta=1e-5)
+    with pytest.raises(ValueError, match="param must name"):
+        dplens.calibrate(EXAMPLES / "dp_sgd_mnist.toml", target_epsilon=1.0, delta=1e-5)
+
+
+def test_audit_accepts_a_spec_path_with_a_claim_override():
+    result = dplens.audit(EXAMPLES / "gaussian_claim.toml", trials=20_000, claim=(50.0, 1e-5), seed=3)
+    assert result.epsilon_claimed == 50.0 and result.verdict.value in {"CONSISTENT", "INCONCLUSIVE"}
+    with pytest.raises(ValueError, match="subject must be"):
+        dplens.audit(42, trials=10)
