@@ -19,8 +19,9 @@ from typing import Any
 from dplens.accountant.calibrate import calibrate_dp_sgd_noise
 from dplens.accountant.compose import Method
 from dplens.reports.build import account, audit_evidence, build_report
+from dplens.reports.format import fmt_lower, fmt_upper, percent
 from dplens.reports.model import AuditEvidence
-from dplens.reports.render import fmt_lower, fmt_upper, percent, write_report
+from dplens.reports.render import write_report
 from dplens.spec import Spec, parse_spec
 
 __all__ = ["DEMO_CONFIG", "demo_spec", "run_demo"]

@@ -9,7 +9,8 @@ import types
 
 import pytest
 
-from dplens.reports.render import fmt_lower, fmt_upper, write_report
+from dplens.reports.format import fmt_lower, fmt_upper
+from dplens.reports.render import write_report
 
 # a 1 x 1 transparent PNG
 _PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="

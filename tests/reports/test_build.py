@@ -13,8 +13,8 @@ from scipy import stats
 from dplens.accountant import conversions
 from dplens.accountant.compose import Method
 from dplens.reports.build import account, build_report, describe_sampling
+from dplens.reports.format import fmt_lower, fmt_upper
 from dplens.reports.model import AuditEvidence, Definition, Status
-from dplens.reports.render import fmt_lower, fmt_upper
 from dplens.spec import load_spec, parse_spec
 
 from .conftest import EXAMPLES, FIXED_TIME

@@ -17,11 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dplens.reports import render
+from dplens.reports.format import fmt_estimate, fmt_lower, fmt_upper
 from dplens.reports.render import (
     atomic_write_text,
-    fmt_estimate,
-    fmt_lower,
-    fmt_upper,
     read_json,
     render_html,
     render_statement,

@@ -26,6 +26,7 @@ from dplens.accountant.compose import Accountant, Method
 from dplens.accountant.curves import RdpConversion
 from dplens.accountant.rdp import UnsupportedEventError
 from dplens.reports.defaults import DEFAULT_CONFIDENCE, DEFAULT_DELTA, DEFAULT_PRIVACY_UNIT, DEFAULT_TRIALS
+from dplens.reports.format import fmt_estimate, fmt_lower, fmt_upper, percent
 from dplens.reports.model import (
     Accounting,
     AccountingRoute,
@@ -38,7 +39,6 @@ from dplens.reports.model import (
     Status,
     Verdict,
 )
-from dplens.reports.render import fmt_estimate, fmt_lower, fmt_upper, percent
 from dplens.spec import Spec
 
 __all__ = [

@@ -22,8 +22,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from dplens.accountant import conversions
+from dplens.reports.format import fmt_lower, fmt_upper, percent
 from dplens.reports.model import AuditEvidence, Report
-from dplens.reports.render import fmt_lower, fmt_upper, percent
 
 __all__ = ["audit_trials_figure", "epsilon_delta_figure", "figures_for", "rdp_figure", "trade_off_figure"]
 

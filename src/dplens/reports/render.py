@@ -20,20 +20,16 @@ import math
 import os
 import secrets
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import Any
 
+from dplens.reports.format import fmt_estimate, fmt_lower, fmt_upper, percent
 from dplens.reports.model import Figure, Report, Status, validate_report_dict
 
 __all__ = [
     "ReportFiles",
     "atomic_write_bytes",
     "atomic_write_text",
-    "fmt_estimate",
-    "fmt_lower",
-    "fmt_upper",
-    "percent",
     "read_json",
     "render_html",
     "render_statement",
@@ -42,49 +38,6 @@ __all__ = [
     "write_json",
     "write_report",
 ]
-
-# --------------------------------------------------------------------------------------------
-# Number formatting
-# --------------------------------------------------------------------------------------------
-
-
-def _fmt(value: float | None, digits: int, rounding: str) -> str:
-    if value is None:
-        return "n/a"
-    value = float(value)
-    if math.isnan(value):
-        return "n/a"
-    if math.isinf(value):
-        return "∞" if value > 0 else "−∞"
-    if value == 0:
-        return "0"
-    exact = Decimal(repr(value))
-    quantum = Decimal(1).scaleb(exact.adjusted() - (digits - 1))
-    rounded = exact.quantize(quantum, rounding=rounding)
-    if -5 <= rounded.adjusted() < 7:
-        return f"{rounded:f}"
-    return f"{rounded:.{digits - 1}E}"
-
-
-def fmt_upper(value: float | None, digits: int = 4) -> str:
-    """An upper bound shown with ``digits`` significant digits, rounded up (never below the bound)."""
-    return _fmt(value, digits, ROUND_CEILING)
-
-
-def fmt_lower(value: float | None, digits: int = 4) -> str:
-    """A lower bound shown with ``digits`` significant digits, rounded down (never above the bound)."""
-    return _fmt(value, digits, ROUND_FLOOR)
-
-
-def fmt_estimate(value: float | None, digits: int = 4) -> str:
-    """An estimate (not a bound), rounded to nearest."""
-    return _fmt(value, digits, ROUND_HALF_EVEN)
-
-
-def percent(probability: float) -> str:
-    """0.95 → '95%'; 0.999 → '99.9%'."""
-    return f"{probability * 100:.10g}%"
-
 
 # --------------------------------------------------------------------------------------------
 # Atomic files

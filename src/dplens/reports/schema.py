@@ -1,0 +1,314 @@
+"""The report's JSON schema (a JSON-Schema draft 2020-12 subset), its version, and a small validator.
+
+``REPORT_SCHEMA`` is checked by our own validator (:func:`validate_report_dict`), so no dependency is added; the
+same dict can be handed to any JSON-Schema validator. A report with a wrong ``schema_version`` or a missing
+required field is rejected with a ``ValueError`` naming the field. Soundness conventions enforced here: every
+accounting ε is an upper bound (``is_upper_bound`` true on every route); the audit's ``epsilon_lower_bound`` is a
+statistically valid lower bound (``is_lower_bound`` true); every audit number that is not a bound is in
+``estimates`` with ``is_estimate`` true.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["REPORT_FORMAT", "REPORT_SCHEMA", "SCHEMA_VERSION", "Definition", "Status", "validate_report_dict"]
+
+REPORT_FORMAT = "dplens-report"
+#: Bump on any incompatible change of the JSON form; readers reject other versions.
+SCHEMA_VERSION = 1
+
+
+class Definition(enum.Enum):
+    """The privacy definition a claim is stated in."""
+
+    APPROX_DP = "approx-DP"  # (ε, δ)-DP
+    PURE_DP = "pure-DP"  # (ε, 0)-DP
+    ZCDP = "zCDP"  # ρ-zCDP
+    GDP = "GDP"  # μ-Gaussian DP
+
+
+class Status(enum.Enum):
+    """The verdict. The first three are the audit's (``dplens.auditing.games.Verdict``)."""
+
+    CONSISTENT = "CONSISTENT"  # the valid lower bound does not exceed the claimed ε
+    VIOLATION = "VIOLATION"  # the valid lower bound exceeds the claimed ε
+    INCONCLUSIVE = "INCONCLUSIVE"  # the measurability ceiling is below the claim
+    NOT_AUDITED = "NOT_AUDITED"  # no empirical test was run: accounting only
+
+
+def version_message(version: Any) -> str:
+    return (
+        f"unsupported report schema_version {version!r}; this dplens reads schema_version {SCHEMA_VERSION} "
+        "(regenerate the report with this version of dplens)"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Schema (JSON-Schema draft 2020-12 subset) and its validator
+# --------------------------------------------------------------------------------------------
+
+_NUM = {"type": "number"}
+_INT = {"type": "integer"}
+_STR = {"type": "string"}
+_BOOL = {"type": "boolean"}
+_NULL = {"type": "null"}
+_XNUM = {"anyOf": [_NUM, {"enum": ["Infinity", "-Infinity"]}]}  # a number or ±∞
+_OPT_NUM = {"anyOf": [_NUM, _NULL]}
+_OPT_XNUM = {"anyOf": [_NUM, {"enum": ["Infinity", "-Infinity"]}, _NULL]}
+_OPT_STR = {"anyOf": [_STR, _NULL]}
+_PROB = {"type": "number", "minimum": 0, "maximum": 1}
+
+
+def _obj(properties: dict[str, Any], *, optional: tuple[str, ...] = (), extra: bool = False) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": [k for k in properties if k not in optional],
+        "additionalProperties": extra,
+    }
+
+
+def _arr(items: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": items}
+
+
+_ROUTE = _obj(
+    {
+        "method": {"enum": ["rdp", "pld", "exact", "pure"]},
+        "epsilon": _XNUM,
+        "delta": _PROB,
+        "details": _STR,
+        "is_tightest": _BOOL,
+        "is_upper_bound": {"const": True},
+        "optimal_order": _OPT_XNUM,
+        "discretisation": _OPT_STR,
+    }
+)
+
+_OPERATING_POINT = _obj(
+    {
+        "threshold": _OPT_XNUM,
+        "false_positives": {"type": "integer", "minimum": 0},
+        "false_negatives": {"type": "integer", "minimum": 0},
+        "negatives": {"type": "integer", "minimum": 0},
+        "positives": {"type": "integer", "minimum": 0},
+        "fpr": _PROB,
+        "fnr": _PROB,
+        "fpr_upper": _PROB,
+        "fnr_upper": _PROB,
+    }
+)
+
+_ESTIMATE = _obj({"name": _STR, "epsilon": _OPT_XNUM, "is_estimate": {"const": True}, "assumption": _STR}, extra=True)
+
+_AUDIT = _obj(
+    {
+        "epsilon_lower_bound": _XNUM,
+        "is_lower_bound": {"const": True},
+        "bound_direction": _STR,
+        "epsilon_claimed": _XNUM,
+        "ratio_to_claim": _OPT_XNUM,
+        "delta": _PROB,
+        "confidence": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+        "claim_source": _STR,
+        "trials": {"type": "integer", "minimum": 1},
+        "method": _STR,
+        "threshold_strategy": {
+            "type": "object",
+            "properties": {"name": _STR},
+            "required": ["name"],
+            "additionalProperties": True,
+        },
+        "score": _STR,
+        "mechanism": _STR,
+        "pair": _STR,
+        "operating_point": _OPERATING_POINT,
+        "ceiling": _XNUM,
+        "estimates": _arr(_ESTIMATE),
+        "empirical_trade_off": _arr(_obj({"threshold": _OPT_XNUM, "fpr": _PROB, "fnr": _PROB}, extra=True)),
+        "trajectory": _arr(
+            _obj({"trials": {"type": "integer", "minimum": 1}, "epsilon_lower_bound": _XNUM}, extra=True)
+        ),
+        "verdict": {"enum": ["CONSISTENT", "VIOLATION", "INCONCLUSIVE"]},
+        "verdict_reason": _STR,
+        "seed": _INT,
+        "chunks": {"type": "integer", "minimum": 0},
+        "backend": _STR,
+        "elapsed_seconds": {"type": "number", "minimum": 0},
+        "extra": {"type": "object"},
+    }
+)
+
+REPORT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "dplens compliance report",
+    **_obj(
+        {
+            "format": {"const": REPORT_FORMAT},
+            "schema_version": {"const": SCHEMA_VERSION},
+            "title": _STR,
+            "claim": _obj(
+                {
+                    "definition": {"enum": [d.value for d in Definition]},
+                    "epsilon": _OPT_XNUM,
+                    "delta": {"anyOf": [_PROB, _NULL]},
+                    "rho": _OPT_NUM,
+                    "mu": _OPT_NUM,
+                    "neighbouring": _STR,
+                    "neighbouring_description": _STR,
+                    "privacy_unit": _STR,
+                    "source": _STR,
+                    "certified_by_accountant": {"anyOf": [_BOOL, _NULL]},
+                }
+            ),
+            "mechanism": _obj(
+                {
+                    "name": _STR,
+                    "components": _arr({"type": "object"}),
+                    "neighbouring": _STR,
+                    "sampling": _STR,
+                    "ledger": {"type": "object"},
+                    "implementation": _STR,
+                }
+            ),
+            "accounting": _obj(
+                {
+                    "delta": _PROB,
+                    "epsilon": _XNUM,
+                    "tightest": {"enum": ["rdp", "pld", "exact", "pure"]},
+                    "routes": {**_arr(_ROUTE), "minItems": 1},
+                    "unsupported": _arr(_obj({"method": _STR, "reason": _STR})),
+                    "epsilon_of_delta": _arr(_obj({"method": _STR, "delta": _PROB, "epsilon": _XNUM})),
+                    "rdp_curve": _arr(_obj({"alpha": _NUM, "rdp": _XNUM})),
+                    "trade_off": _arr(_obj({"alpha": _PROB, "beta": _PROB})),
+                    "trade_off_source": _STR,
+                    "calibration": {"anyOf": [{"type": "object"}, _NULL]},
+                }
+            ),
+            "audit": {"anyOf": [_AUDIT, _NULL]},
+            "not_audited_reason": _OPT_STR,
+            "verdict": _obj({"status": {"enum": [s.value for s in Status]}, "sentence": _STR, "reasons": _arr(_STR)}),
+            "figures": _arr(_obj({"name": _STR, "file": _STR, "caption": _STR})),
+            "provenance": _obj(
+                {
+                    "tool": {
+                        "type": "object",
+                        "properties": {"name": _STR, "version": _STR},
+                        "required": ["name", "version"],
+                        "additionalProperties": True,
+                    },
+                    "python": _STR,
+                    "platform": _STR,
+                    "dependencies": {"type": "object", "additionalProperties": _STR},
+                    "spec_source": _STR,
+                    "spec_sha256": _STR,
+                    "seeds": {"type": "object"},
+                    "created_utc": _STR,
+                    "command": _arr(_STR),
+                }
+            ),
+        }
+    ),
+}
+
+_TYPES: dict[str, Any] = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v),
+}
+
+
+def _check(value: Any, schema: Mapping[str, Any], where: str) -> str | None:
+    """The first violation of ``schema`` by ``value`` at ``where`` (a dotted path), or None."""
+    if "anyOf" in schema:
+        problems = [_check(value, option, where) for option in schema["anyOf"]]
+        if all(problems):
+            # the most specific explanation: from the option whose type matches, else a generic one
+            typed = [p for p, option in zip(problems, schema["anyOf"], strict=True) if _type_ok(value, option)]
+            return typed[0] if typed else f"field {where!r} has an invalid value {_show(value)}"
+        return None
+    if "const" in schema and value != schema["const"]:
+        return f"field {where!r} must be {schema['const']!r}; got {_show(value)}"
+    if "enum" in schema and value not in schema["enum"]:
+        return f"field {where!r} must be one of {schema['enum']}; got {_show(value)}"
+    if "type" in schema and not _type_ok(value, schema):
+        return f"field {where!r} must be of type {schema['type']}; got {_show(value)}"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        for key, ok in (
+            ("minimum", lambda lim: value >= lim),
+            ("maximum", lambda lim: value <= lim),
+            ("exclusiveMinimum", lambda lim: value > lim),
+            ("exclusiveMaximum", lambda lim: value < lim),
+        ):
+            if key in schema and not ok(schema[key]):
+                return f"field {where!r} violates {key} {schema[key]}; got {_show(value)}"
+    if isinstance(value, dict):
+        for key in schema.get("required", ()):
+            if key not in value:
+                return f"missing required field {_join(where, key)!r}"
+        properties = schema.get("properties", {})
+        additional = schema.get("additionalProperties", True)
+        for key, item in value.items():
+            if key in properties:
+                problem = _check(item, properties[key], _join(where, key))
+            elif additional is False:
+                problem = f"unknown field {_join(where, key)!r}"
+            elif isinstance(additional, dict):
+                problem = _check(item, additional, _join(where, key))
+            else:
+                problem = None
+            if problem:
+                return problem
+    if isinstance(value, list):
+        if len(value) < schema.get("minItems", 0):
+            return f"field {where!r} needs at least {schema['minItems']} item(s)"
+        if "items" in schema:
+            for index, item in enumerate(value):
+                problem = _check(item, schema["items"], f"{where}[{index}]")
+                if problem:
+                    return problem
+    return None
+
+
+def _type_ok(value: Any, schema: Mapping[str, Any]) -> bool:
+    if "type" not in schema:
+        return "enum" not in schema or value in schema["enum"]
+    types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    return any(_TYPES[t](value) for t in types)
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def validate_report_dict(data: Any) -> None:
+    """Check a report's JSON form against :data:`REPORT_SCHEMA`.
+
+    Raises:
+        ValueError: naming the first offending field, e.g. ``missing required field 'claim.epsilon'``.
+            A wrong ``schema_version`` is reported first, with the version this dplens reads.
+    """
+    if not isinstance(data, dict):
+        raise ValueError(f"report must be a JSON object; got {type(data).__name__}")
+    if data.get("format") != REPORT_FORMAT:
+        raise ValueError(f"not a dplens report: field 'format' must be {REPORT_FORMAT!r}; got {data.get('format')!r}")
+    if "schema_version" not in data:
+        raise ValueError("missing required field 'schema_version'")
+    if data["schema_version"] != SCHEMA_VERSION or isinstance(data["schema_version"], bool):
+        raise ValueError(version_message(data["schema_version"]))
+    problem = _check(data, REPORT_SCHEMA, "")
+    if problem:
+        raise ValueError(f"invalid report: {problem}")
