@@ -61,12 +61,14 @@ _EXPORTS: dict[str, str] = {
     "Verdict": "dplens.auditing.games:Verdict",
     # reports
     "build_report": "dplens.reports.build:build_report",
-    "generate_report": "dplens.reports.build:generate_report",
+    "generate_report": "dplens._api:generate_report",
+    "AuditMode": "dplens._api:AuditMode",
     "Report": "dplens.reports.model:Report",
 }
 
 __all__ = [
     "Accountant",
+    "AuditMode",
     "AuditResult",
     "CalibrationResult",
     "Claim",
@@ -122,7 +124,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from dplens._api import audit, calibrate
+    from dplens._api import AuditMode, audit, calibrate, generate_report
     from dplens.accountant.calibrate import CalibrationResult
     from dplens.accountant.compose import Accountant, EpsilonResult, Method
     from dplens.accountant.curves import Gdp, PrivacyProfile, RdpConversion, RdpCurve, Tcdp, TradeOff, Zcdp
@@ -144,6 +146,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         to_dp_accounting,
     )
     from dplens.auditing.games import AuditResult, Verdict
-    from dplens.reports.build import build_report, generate_report
+    from dplens.reports.build import build_report
     from dplens.reports.model import Report
     from dplens.spec import Claim, Spec, load_spec, parse_spec

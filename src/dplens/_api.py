@@ -1,4 +1,4 @@
-"""The top-level functions of the public API: :func:`calibrate` and :func:`audit`.
+"""The top-level functions of the public API: :func:`calibrate`, :func:`audit` and :func:`generate_report`.
 
 They accept what a user has at hand (a spec file, a parsed :class:`~dplens.spec.Spec`, a function building an
 accountant or an event, a mechanism object, a callable target) and dispatch to the layer that does the work. Heavy
@@ -7,12 +7,22 @@ modules are imported inside the functions, so ``import dplens`` stays cheap.
 
 from __future__ import annotations
 
+import enum
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PARAMETER_DEFAULTS", "audit", "calibrate", "calibrate_spec"]
+__all__ = [
+    "PARAMETER_DEFAULTS",
+    "AuditMode",
+    "audit",
+    "calibrate",
+    "calibrate_spec",
+    "default_delta",
+    "generate_report",
+    "report_summary",
+]
 
 #: Spec parameter → (default bracket, how ε moves as it grows (a ``Direction`` value), integer?).
 PARAMETER_DEFAULTS: dict[str, tuple[tuple[float, float], str, bool]] = {
@@ -283,3 +293,144 @@ def audit(
             "auditing a Python callable target needs dplens.auditing.targets (not available in this version)"
         )
     raise ValueError(f"subject must be a spec, a spec path, a mechanism or a callable target; got {subject!r}")
+
+
+class AuditMode(enum.Enum):
+    """Whether :func:`generate_report` audits the spec."""
+
+    AUTO = "auto"  # audit when the audit layer can; otherwise say plainly why the report is not audited
+    REQUIRED = "required"  # audit or fail (ValueError)
+    OFF = "off"  # accounting only
+
+
+def default_delta(spec: Any) -> float:
+    """The report's δ when none is given: the claim's δ (0 for a pure-DP claim), else ``DEFAULT_DELTA``."""
+    from dplens.reports.defaults import DEFAULT_DELTA
+
+    return spec.claim.delta if spec.claim is not None else DEFAULT_DELTA
+
+
+def generate_report(
+    spec: Any,
+    out_dir: str | Path,
+    *,
+    title: str | None = None,
+    delta: float | None = None,
+    audit_mode: AuditMode = AuditMode.AUTO,
+    trials: int | None = None,
+    confidence: float | None = None,
+    seed: int = 0,
+    workers: int = 1,
+    privacy_unit: str | None = None,
+    calibration: Mapping[str, Any] | None = None,
+    claim_source: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    command: Sequence[str] = (),
+) -> Any:
+    """Account ``spec`` by every route, audit it (per ``audit_mode``), and write the report files into ``out_dir``.
+
+    The flow is one way: the accountant's summary (:meth:`~dplens.accountant.compose.Accountant.summary`) and the
+    audit's result go to :func:`dplens.reports.build.build_report`, which renders them.
+
+    Args:
+        spec: a spec path or a parsed :class:`~dplens.spec.Spec`.
+        out_dir: the output directory (``report.json``, ``report.html``, ``privacy-statement.txt``, figures).
+        title: the report's title (default: the spec file's stem).
+        delta: δ of the statements (default: the claim's δ, else 1e-5).
+        audit_mode: :class:`AuditMode` (default AUTO: audit when the audit layer can).
+        trials, confidence, seed, workers: the audit's settings.
+        privacy_unit: the unit of protection, in words.
+        calibration: a ``CalibrationResult.to_dict()`` when a parameter was calibrated.
+        claim_source: overrides the claim's source text.
+        progress: a callback receiving one-line progress messages.
+        command: the command line, recorded in the provenance.
+
+    Returns:
+        :class:`dplens.reports.render.ReportFiles` (paths and the :class:`~dplens.reports.model.Report`).
+
+    Raises:
+        ValueError: bad parameters; with ``AuditMode.REQUIRED`` also when the audit cannot run.
+    """
+    from dplens.reports.defaults import DEFAULT_CONFIDENCE, DEFAULT_PRIVACY_UNIT, DEFAULT_TRIALS
+    from dplens.reports.format import fmt_lower, percent
+
+    loaded = _as_spec(spec)
+    if loaded is None:
+        raise ValueError(f"spec must be a spec path or a Spec; got {spec!r}")
+    spec = loaded
+    trials = DEFAULT_TRIALS if trials is None else trials
+    confidence = DEFAULT_CONFIDENCE if confidence is None else confidence
+    privacy_unit = DEFAULT_PRIVACY_UNIT if privacy_unit is None else privacy_unit
+    title = title or (Path(spec.source).stem if spec.source else "dplens report")
+    if not isinstance(audit_mode, AuditMode):
+        raise ValueError(f"audit_mode must be an AuditMode; got {audit_mode!r}")
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise ValueError(f"trials must be an integer >= 1; got {trials!r}")
+    if isinstance(confidence, bool) or not isinstance(confidence, float | int) or not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
+    delta = default_delta(spec) if delta is None else delta
+    if isinstance(delta, bool) or not isinstance(delta, int | float) or not 0 <= delta < 1:
+        raise ValueError(f"delta must be in [0, 1); got {delta!r}")
+    if not isinstance(privacy_unit, str) or not privacy_unit.strip():
+        raise ValueError(f"privacy_unit must be a non-empty string; got {privacy_unit!r}")
+    say = progress or (lambda _message: None)
+    audit = None
+    reason: str | None = None
+    if audit_mode is AuditMode.OFF:
+        reason = "the audit was switched off (--no-audit)"
+    else:
+        from dplens.auditing.games import audit_spec
+
+        say(
+            f"auditing: {trials} trials per side at delta = {delta:g}, confidence {percent(confidence)}, "
+            f"seed {seed} ..."
+        )
+        try:
+            audit = audit_spec(
+                spec,
+                trials=trials,
+                delta=delta,
+                confidence=confidence,
+                seed=seed,
+                workers=workers,
+                progress=progress is not None,
+            )
+        except ValueError as err:
+            if audit_mode is AuditMode.REQUIRED:
+                raise
+            reason = f"the audit layer cannot audit this spec: {str(err).splitlines()[0]}"
+        if audit is not None:
+            say(
+                f"audit: epsilon >= {fmt_lower(audit.epsilon_lower_bound)} (lower bound, {percent(audit.confidence)}), "
+                f"verdict {audit.verdict.value}, {audit.elapsed_seconds:.1f} s"
+            )
+        else:
+            say(f"not audited: {reason}")
+    say("accounting every route and writing the report (figures, JSON, HTML, privacy statement) ...")
+    summary = report_summary(spec, delta, calibration=calibration)
+    from dplens.reports.build import build_report
+    from dplens.reports.render import write_report
+
+    report = build_report(
+        spec=spec,
+        accounting=summary,
+        title=title,
+        audit=audit,
+        not_audited_reason=reason,
+        privacy_unit=privacy_unit,
+        claim_source=claim_source,
+        seeds={"audit": seed} if audit is not None else {},
+        command=command,
+    )
+    return write_report(report, Path(out_dir))
+
+
+def report_summary(spec: Any, delta: float, *, calibration: Mapping[str, Any] | None = None) -> Any:
+    """The accountant's summary of ``spec`` at ``delta``, with what a report of it needs (the claim's δ and region)."""
+    claim = None if spec.claim is None else (spec.claim.epsilon, spec.claim.delta)
+    return spec.accountant().summary(
+        delta,
+        claim=claim,
+        extra_deltas=() if claim is None else (claim[1],),
+        calibration=calibration,
+    )

@@ -245,7 +245,7 @@ def _progress(quiet: bool):
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from dplens.reports.build import AuditMode, generate_report
+    from dplens._api import AuditMode, generate_report
     from dplens.reports.defaults import DEFAULT_TRIALS
     from dplens.spec import load_spec
 

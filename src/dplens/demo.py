@@ -16,11 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dplens._api import report_summary
 from dplens.accountant.calibrate import calibrate_dp_sgd_noise
 from dplens.accountant.compose import Method
-from dplens.reports.build import account, audit_evidence, build_report
+from dplens.auditing.games import AuditResult, audit_spec
+from dplens.reports.build import build_report
 from dplens.reports.format import fmt_lower, fmt_upper, percent
-from dplens.reports.model import AuditEvidence
 from dplens.reports.render import write_report
 from dplens.spec import Spec, parse_spec
 
@@ -86,17 +87,17 @@ def run_demo(out_dir: Path, *, progress: bool = True, config: dict[str, Any] = D
 
     spec = demo_spec(calibration.value, config=cfg)
     say("[2/4] accounting the calibrated run by every route ...")
-    accounting = account(spec.accountant(), delta=delta, calibration=calibration.to_dict())
+    accounting = report_summary(spec, delta, calibration=calibration.to_dict())
     for route in accounting.routes:
         mark = "  <- tightest" if route.is_tightest else ""
         say(f"      {route.method:>5}: epsilon <= {fmt_upper(route.epsilon)}  [{route.details}]{mark}")
 
     trials, confidence, seed = cfg["audit_trials"], cfg["audit_confidence"], cfg["audit_seed"]
     say(f"[3/4] auditing: {trials} trials per side, confidence {percent(confidence)}, seed {seed} ...")
-    audit: AuditEvidence | None = None
+    audit: AuditResult | None = None
     not_audited: str | None = None
     try:
-        audit = audit_evidence(spec, trials=trials, delta=delta, confidence=confidence, seed=seed, progress=progress)
+        audit = audit_spec(spec, trials=trials, delta=delta, confidence=confidence, seed=seed, progress=progress)
     except ValueError as err:
         not_audited = f"the audit layer cannot audit this mechanism: {str(err).splitlines()[0]}"
     if not_audited is not None:
@@ -110,7 +111,6 @@ def run_demo(out_dir: Path, *, progress: bool = True, config: dict[str, Any] = D
     say("[4/4] writing the report (figures, JSON, HTML, privacy statement) ...")
     report = build_report(
         spec=spec,
-        delta=delta,
         title=_TITLE,
         audit=audit,
         not_audited_reason=not_audited,

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from dplens._api import report_summary
 from dplens.reports.build import build_report
 from dplens.reports.model import AuditEvidence
 from dplens.spec import load_spec
@@ -96,9 +97,10 @@ def audit_dict():
 @pytest.fixture(scope="session")
 def audited_report():
     """The under-claimed Gaussian example with a contract-shaped audit, and hostile text in its title."""
+    spec = load_spec(EXAMPLES / "gaussian_claim.toml")
     return build_report(
-        spec=load_spec(EXAMPLES / "gaussian_claim.toml"),
-        delta=1e-5,
+        spec=spec,
+        accounting=report_summary(spec, 1e-5),
         title='Gaussian <script>alert("x")</script> & "quotes"',
         audit=AuditEvidence.from_audit_dict(contract_audit_dict()),
         privacy_unit="one patient <record> & their visits",
@@ -109,9 +111,10 @@ def audited_report():
 
 @pytest.fixture(scope="session")
 def unaudited_report():
+    spec = load_spec(EXAMPLES / "heterogeneous.toml")
     return build_report(
-        spec=load_spec(EXAMPLES / "heterogeneous.toml"),
-        delta=1e-6,
+        spec=spec,
+        accounting=report_summary(spec, 1e-6),
         title="heterogeneous composition",
         not_audited_reason="the audit was switched off (--no-audit)",
         created_utc=FIXED_TIME,

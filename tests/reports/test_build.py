@@ -1,18 +1,16 @@
-"""Building reports: every accounting route (checked against the Accountant and closed forms), the claim and
-its certification, the curves behind the figures, verdict sentences, and provenance."""
+"""Building reports from finished results: the claim and its certification, verdict sentences, sampling
+descriptions, provenance, and bad input. (The accounting itself is tested in tests/accountant/test_summary.py.)"""
 
 from __future__ import annotations
 
-import itertools
+import json
 import math
 
 import numpy as np
 import pytest
-from scipy import stats
 
-from dplens.accountant import conversions
-from dplens.accountant.compose import Method
-from dplens.reports.build import account, build_report, describe_sampling
+from dplens._api import report_summary
+from dplens.reports.build import build_report, describe_sampling
 from dplens.reports.format import fmt_lower, fmt_upper
 from dplens.reports.model import AuditEvidence, Definition, Status
 from dplens.spec import load_spec, parse_spec
@@ -20,101 +18,46 @@ from dplens.spec import load_spec, parse_spec
 from .conftest import EXAMPLES, FIXED_TIME
 
 
-def _gdp_epsilon(mu: float, delta: float) -> float:
-    """Closed-form ε(δ) of μ-GDP by bisection on δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) (DRS 2022 Cor. 2.13)."""
-    lo, hi = 0.0, 100.0
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        d = stats.norm.cdf(-mid / mu + mu / 2) - math.exp(mid) * stats.norm.cdf(-mid / mu - mu / 2)
-        lo, hi = (mid, hi) if d > delta else (lo, mid)
-    return hi
+def _report(spec, delta, **kwargs):
+    return build_report(spec=spec, accounting=report_summary(spec, delta), **kwargs)
 
 
-def test_routes_match_the_accountant_and_the_tightest_is_marked():
-    spec = load_spec(EXAMPLES / "dp_sgd_mnist.toml")
-    acc = spec.accountant()
-    accounting = account(acc, delta=1e-5)
-    expected = {r.method.value: r.epsilon for r in acc.all_routes(1e-5)}
-    got = {r.method: r.epsilon for r in accounting.routes}
-    assert got == expected and set(got) == {"rdp", "pld"}
-    assert accounting.tightest.method == "pld" and accounting.epsilon == acc.epsilon(1e-5)
-    assert [u["method"] for u in accounting.unsupported] == ["exact", "pure"]
-    rdp = next(r for r in accounting.routes if r.method == "rdp")
-    assert rdp.optimal_order == pytest.approx(acc.epsilon_result(1e-5, method=Method.RDP).optimal_order)
-    assert next(r for r in accounting.routes if r.method == "pld").discretisation.startswith("value_discretization")
-
-
-def test_gaussian_routes_against_the_closed_form():
-    accounting = account(load_spec(EXAMPLES / "gaussian_claim.toml").accountant(), delta=1e-5)
-    exact = next(r for r in accounting.routes if r.method == "exact")
-    truth = _gdp_epsilon(1.0, 1e-5)  # 4.377 (research note §5.1, computed)
-    assert truth == pytest.approx(4.377, abs=1e-3)
-    assert exact.epsilon >= truth - 1e-9 and exact.epsilon == pytest.approx(truth, rel=1e-6)
-    assert all(r.epsilon >= truth - 1e-9 for r in accounting.routes)  # every route is an upper bound
-
-
-def test_pure_dp_route_and_delta_zero():
+def test_pure_dp_claim_certification_at_delta_zero():
     spec_dict = {"mechanism": [{"type": "laplace", "epsilon": 0.5, "count": 3}]}
-    spec = parse_spec(spec_dict)
-    acc = spec.accountant()
-    pure = account(acc, delta=0.0)
-    assert [r.method for r in pure.routes] == ["pure"] and pure.epsilon == pytest.approx(1.5)
-    approx = account(acc, delta=1e-6)
-    assert {r.method for r in approx.routes} >= {"rdp", "pld", "pure"}
-    assert approx.epsilon <= 1.5 + 1e-12  # the pure route keeps the tightest at or below basic composition
     # 3 × 0.5 is exactly 1.5: certified although the accountant's bound is rounded up by a relative 1e-12
     for claimed, certified in ((1.6, True), (1.5, True), (1.4999, False)):
         claim_spec = parse_spec(spec_dict | {"claim": {"epsilon": claimed}})
-        report = build_report(spec=claim_spec, delta=0.0, title="laplace", not_audited_reason="test")
+        report = _report(claim_spec, 0.0, title="laplace", not_audited_reason="test")
         assert report.claim.definition is Definition.PURE_DP
         assert report.claim.certified_by_accountant is certified
 
 
-def test_gaussian_has_no_pure_guarantee_at_delta_zero():
-    accounting = account(load_spec(EXAMPLES / "gaussian_claim.toml").accountant(), delta=0.0)
-    assert [r.method for r in accounting.routes] == ["pure"] and math.isinf(accounting.epsilon)
+def test_claim_at_another_delta_is_certified_from_the_summary():
+    spec = parse_spec(
+        {"mechanism": [{"type": "gaussian", "noise_multiplier": 1.0}], "claim": {"epsilon": 4.4, "delta": 1e-5}}
+    )
+    report = _report(spec, 1e-6, title="t", not_audited_reason="x")  # the report's δ differs from the claim's
+    assert report.claim.certified_by_accountant is True  # ε(1e-5) = 4.377 ≤ 4.4
+    with pytest.raises(ValueError, match="no epsilon at the claim's delta"):
+        build_report(spec=spec, accounting=spec.accountant().summary(1e-6), title="t", not_audited_reason="x")
 
 
-def test_epsilon_of_delta_is_an_upper_bound_and_non_increasing():
-    accounting = account(load_spec(EXAMPLES / "gaussian_claim.toml").accountant(), delta=1e-5)
-    for method in ("rdp", "pld", "exact"):
-        rows = sorted((r["delta"], r["epsilon"]) for r in accounting.epsilon_of_delta if r["method"] == method)
-        assert len(rows) == 12
-        eps = [e for _, e in rows]
-        assert all(a >= b - 1e-12 for a, b in itertools.pairwise(eps))
-        for delta, epsilon in rows:
-            assert epsilon >= _gdp_epsilon(1.0, delta) - 1e-9, (method, delta)
-
-
-def test_trade_off_samples_never_exceed_the_exact_curve():
-    # The sampled curve is a pointwise lower bound on the exact f-DP curve (pessimistic): G_μ(α) = Φ(Φ⁻¹(1−α) − μ).
-    accounting = account(load_spec(EXAMPLES / "gaussian_claim.toml").accountant(), delta=1e-5)
-    alpha = np.array([p["alpha"] for p in accounting.trade_off])
-    beta = np.array([p["beta"] for p in accounting.trade_off])
-    exact = np.asarray(conversions.gaussian_trade_off(1.0, alpha))
-    assert np.all(beta <= exact + 1e-9)
-    assert np.max(exact - beta) < 0.01  # and close to it
-    assert alpha[0] == 0.0 and alpha[-1] == 1.0 and np.all(np.diff(beta) <= 1e-12)
-
-
-def test_rdp_samples_are_the_composed_curve(unaudited_report):
+def test_rdp_samples_reach_the_report(unaudited_report):
     acc = load_spec(EXAMPLES / "heterogeneous.toml").accountant()
     accounting = unaudited_report.accounting
     alpha = np.array([p["alpha"] for p in accounting.rdp_curve])
     rdp = np.array([p["rdp"] for p in accounting.rdp_curve])
     np.testing.assert_allclose(rdp, acc.rdp_curve()(alpha), rtol=1e-12)
     assert accounting.tightest.optimal_order is None or accounting.tightest.method != "rdp"
-    assert any(a == pytest.approx(next(r for r in accounting.routes if r.method == "rdp").optimal_order) for a in alpha)
+    assert accounting.claim_region and accounting.claim_region[0]["alpha"] == 0.0
 
 
 def test_claim_certification():
-    under = build_report(
-        spec=load_spec(EXAMPLES / "gaussian_claim.toml"), delta=1e-5, title="t", not_audited_reason="x"
-    )
+    under = _report(load_spec(EXAMPLES / "gaussian_claim.toml"), 1e-5, title="t", not_audited_reason="x")
     assert under.claim.epsilon == 1.0 and under.claim.certified_by_accountant is False
     assert under.claim.mu == pytest.approx(1.0)  # the Gaussian is exactly 1-GDP
     assert "does NOT support the claimed ε = 1.000" in under.verdict.sentence
-    own = build_report(spec=load_spec(EXAMPLES / "dp_sgd_mnist.toml"), delta=1e-5, title="t", not_audited_reason="x")
+    own = _report(load_spec(EXAMPLES / "dp_sgd_mnist.toml"), 1e-5, title="t", not_audited_reason="x")
     assert own.claim.epsilon == own.accounting.epsilon and own.claim.source.startswith("accountant (pld)")
     assert own.claim.mu is None and own.verdict.status is Status.NOT_AUDITED
     assert own.verdict.sentence.startswith("Not audited: no empirical test was run (x)")
@@ -130,9 +73,9 @@ def test_claim_certification():
     ],
 )
 def test_verdict_sentences(audit_dict, verdict, expected):
-    report = build_report(
-        spec=load_spec(EXAMPLES / "gaussian_claim.toml"),
-        delta=1e-5,
+    report = _report(
+        load_spec(EXAMPLES / "gaussian_claim.toml"),
+        1e-5,
         title="t",
         audit=AuditEvidence.from_audit_dict(audit_dict(verdict=verdict)),
         created_utc=FIXED_TIME,
@@ -144,9 +87,10 @@ def test_verdict_sentences(audit_dict, verdict, expected):
 
 
 def test_sampling_descriptions():
-    poisson = load_spec(EXAMPLES / "dp_sgd_mnist.toml").accountant().ledger
+    poisson = json.loads(load_spec(EXAMPLES / "dp_sgd_mnist.toml").accountant().to_json())
     assert describe_sampling(poisson).startswith("Poisson sampling with rate q = 0.00426667 (14063 steps)")
-    assert describe_sampling(load_spec(EXAMPLES / "gaussian_claim.toml").accountant().ledger).startswith("no sub")
+    plain = json.loads(load_spec(EXAMPLES / "gaussian_claim.toml").accountant().to_json())
+    assert describe_sampling(plain).startswith("no sub")
 
 
 def test_provenance(audited_report):
@@ -160,16 +104,16 @@ def test_provenance(audited_report):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"delta": 1.0}, "delta must be in"),
-        ({"delta": -1e-5}, "delta must be in"),
         ({"privacy_unit": " "}, "privacy_unit"),
+        ({"accounting": 3.0}, "accounting must be"),
         ({"not_audited_reason": None}, "not_audited_reason"),
     ],
 )
 def test_bad_arguments(kwargs, message):
-    args = {"delta": 1e-5, "title": "t", "not_audited_reason": "x"} | kwargs
+    spec = load_spec(EXAMPLES / "gaussian_claim.toml")
+    args = {"accounting": report_summary(spec, 1e-5), "title": "t", "not_audited_reason": "x"} | kwargs
     with pytest.raises(ValueError, match=message):
-        build_report(spec=load_spec(EXAMPLES / "gaussian_claim.toml"), **args)
+        build_report(spec=spec, **args)
 
 
 def test_certification_tolerance_is_only_the_rounding_margin():

@@ -27,6 +27,7 @@ from dplens.reports.render import (
     write_json,
     write_report,
 )
+from dplens.reports.schema import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,7 +81,7 @@ def test_read_rejects_bad_files_clearly(audited_report, tmp_path):
 
 def test_write_validates_before_writing(audited_report, tmp_path, monkeypatch):
     bad = audited_report.to_dict()
-    bad["schema_version"] = 2
+    bad["schema_version"] = SCHEMA_VERSION + 1
     monkeypatch.setattr(type(audited_report), "to_dict", lambda self: bad)
     with pytest.raises(ValueError, match="schema_version"):
         write_report(audited_report, tmp_path / "out", with_figures=False)

@@ -15,7 +15,6 @@ supports, or whose neighbouring relation differs from the ledger's, and leaves t
 
 from __future__ import annotations
 
-import enum
 import json
 import math
 from dataclasses import dataclass, field
@@ -25,19 +24,11 @@ from dplens.accountant import conversions, pld, rdp
 from dplens.accountant import events as ev
 from dplens.accountant.curves import PrivacyProfile, RdpConversion, RdpCurve, TradeOff
 from dplens.accountant.rdp import UnsupportedEventError
+from dplens.accountant.routes import Method
 
 __all__ = ["Accountant", "EpsilonResult", "Method"]
 
 LEDGER_FORMAT_VERSION = 1
-
-
-class Method(enum.Enum):
-    """An accounting route."""
-
-    RDP = "rdp"
-    PLD = "pld"
-    EXACT = "exact"
-    BEST = "best"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -341,6 +332,29 @@ class Accountant:
         Laplace has ε₀ = 1/b, randomized response its ε; anything without a pure-DP guarantee gives ∞.
         """
         return conversions.round_up(sum(count * _pure_epsilon(event) for event, count in self._ledger))
+
+    def summary(
+        self,
+        delta: float,
+        *,
+        claim: tuple[float, float] | None = None,
+        extra_deltas: tuple[float, ...] = (),
+        calibration: dict[str, Any] | None = None,
+    ):
+        """One accounting summary at ``delta``: every route's ε with provenance and the curves a report shows.
+
+        See :func:`dplens.accountant.summary.summarise` (``claim``: the (ε, δ) under test, for the claim-region
+        samples; ``extra_deltas``: further δ values whose tightest ε is needed).
+
+        Example:
+            >>> from dplens import Accountant, Gaussian
+            >>> summary = Accountant().compose(Gaussian(noise_multiplier=2.0), count=4).summary(1e-5)
+            >>> round(summary.epsilon, 4), summary.mu  # four Gaussians with σ = 2: exactly 1-GDP
+            (4.3772, 1.0)
+        """
+        from dplens.accountant.summary import summarise
+
+        return summarise(self, delta, claim=claim, extra_deltas=extra_deltas, calibration=calibration)
 
     def trade_off(self) -> TradeOff:
         """The f-DP trade-off curve of the ledger from its tightest available profile (exact, else PLD)."""

@@ -281,6 +281,7 @@ class AuditResult:
             "elapsed_seconds": self.elapsed_seconds,
             "pilot_trials": self.pilot_trials,
             "counts": {k: list(v) for k, v in self.counts.items()},
+            "bound_region": bound_region(self.epsilon_lower_bound, self.delta),
         }
 
     @classmethod
@@ -300,6 +301,18 @@ class AuditResult:
         kwargs["empirical_trade_off"] = tuple(data["empirical_trade_off"])
         kwargs["trajectory"] = tuple(data["trajectory"])
         return cls(**kwargs, pilot_trials=data.get("pilot_trials", 0), counts=data.get("counts", {}))
+
+
+def bound_region(epsilon: float, delta: float, points: int = 200) -> list[dict[str, float]]:
+    """Samples of the trade-off curve f_{ε,δ} at the audit's bound (Dong, Roth, Su 2022 Prop. 2.5): any mechanism
+    whose (FPR, FNR) points fall below it is not (ε, δ)-DP; the report draws it next to the empirical points."""
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        return []
+    from dplens.accountant import conversions
+
+    alphas = np.concatenate([[0.0], np.geomspace(1e-7, 1.0, points)])
+    betas = np.asarray(conversions.dp_trade_off(epsilon, delta, alphas), dtype=float)
+    return [{"alpha": float(a), "beta": float(b)} for a, b in zip(alphas, betas, strict=True)]
 
 
 def verdict_for(bound: float, ceiling: float, claim: float, confidence: float) -> tuple[Verdict, str]:

@@ -199,6 +199,7 @@ class AccountingRoute:
     optimal_order: float | None = None
     discretisation: str | None = None
     is_upper_bound: bool = True
+    epsilon_lower: float | None = None  # a certified lower end of the route's bracket, where it has one
 
     def __post_init__(self) -> None:
         if self.is_upper_bound is not True:
@@ -214,6 +215,7 @@ class AccountingRoute:
             "is_upper_bound": self.is_upper_bound,
             "optimal_order": _enc(self.optimal_order),
             "discretisation": self.discretisation,
+            "epsilon_lower": _enc(self.epsilon_lower),
         }
 
     @classmethod
@@ -227,6 +229,7 @@ class AccountingRoute:
             optimal_order=_dec(data.get("optimal_order")),
             discretisation=data.get("discretisation"),
             is_upper_bound=data["is_upper_bound"],
+            epsilon_lower=_dec(data.get("epsilon_lower")),
         )
 
 
@@ -234,24 +237,37 @@ class AccountingRoute:
 class Accounting:
     """Every accounting route that applies, the tightest marked, plus the curves behind the figures.
 
+    The accountant computes all of it (:class:`dplens.accountant.summary.AccountingSummary`, whose ``to_dict()``
+    this reads); the report only renders it.
+
     Args:
         delta: the δ of the (ε, δ) statements.
         routes: one entry per applicable route (exactly one ``is_tightest``).
         unsupported: routes that do not apply, ``{"method", "reason"}``.
+        pure_epsilon: ε of (ε, 0)-DP by basic composition (∞ without a pure-DP guarantee).
+        mu: μ when the ledger is exactly μ-GDP, else None.
+        epsilon_at: ``{"delta", "epsilon"}``: the tightest ε at further δ values (e.g. a claim's δ).
         epsilon_of_delta: ``{"method", "delta", "epsilon"}`` rows, each ε an upper bound (the ε(δ) figure).
-        rdp_curve: ``{"alpha", "rdp"}`` samples of the composed RDP curve (empty without an RDP route).
+        rdp_curve: ``{"alpha", "rdp", "epsilon"}`` samples of the composed RDP curve and the ε it implies at
+            ``delta`` (empty without an RDP route).
         trade_off: ``{"alpha", "beta"}`` samples of the f-DP curve; a pointwise *lower* bound on the exact
             trade-off curve (pessimistic), from ``trade_off_source``.
+        claim_region: ``{"alpha", "beta"}`` samples of the trade-off curve of the claimed (ε, δ) (DRS 2022
+            Prop. 2.5): the boundary of the region the claim excludes.
         calibration: a ``CalibrationResult.to_dict()`` when a parameter was calibrated.
     """
 
     delta: float
     routes: tuple[AccountingRoute, ...]
     unsupported: tuple[dict[str, str], ...] = ()
+    pure_epsilon: float = math.inf
+    mu: float | None = None
+    epsilon_at: tuple[dict[str, float], ...] = ()
     epsilon_of_delta: tuple[dict[str, Any], ...] = ()
     rdp_curve: tuple[dict[str, float], ...] = ()
     trade_off: tuple[dict[str, float], ...] = ()
     trade_off_source: str = ""
+    claim_region: tuple[dict[str, float], ...] = ()
     calibration: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
@@ -272,6 +288,14 @@ class Accounting:
         """The tightest upper bound on ε at :attr:`delta`."""
         return self.tightest.epsilon
 
+    def epsilon_for(self, delta: float) -> float | None:
+        """The tightest upper bound at ``delta`` if the accountant summarised it (its δ, 0, or ``epsilon_at``)."""
+        if delta == self.delta:
+            return self.epsilon
+        if delta == 0:
+            return self.pure_epsilon
+        return next((row["epsilon"] for row in self.epsilon_at if row["delta"] == delta), None)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "delta": self.delta,
@@ -279,13 +303,19 @@ class Accounting:
             "tightest": self.tightest.method,
             "routes": [r.to_dict() for r in self.routes],
             "unsupported": [dict(u) for u in self.unsupported],
+            "pure_epsilon": _enc(self.pure_epsilon),
+            "mu": self.mu,
+            "epsilon_at": [{"delta": row["delta"], "epsilon": _enc(row["epsilon"])} for row in self.epsilon_at],
             "epsilon_of_delta": [
                 {"method": row["method"], "delta": row["delta"], "epsilon": _enc(row["epsilon"])}
                 for row in self.epsilon_of_delta
             ],
-            "rdp_curve": [{"alpha": p["alpha"], "rdp": _enc(p["rdp"])} for p in self.rdp_curve],
+            "rdp_curve": [
+                {"alpha": p["alpha"], "rdp": _enc(p["rdp"]), "epsilon": _enc(p["epsilon"])} for p in self.rdp_curve
+            ],
             "trade_off": [dict(p) for p in self.trade_off],
             "trade_off_source": self.trade_off_source,
+            "claim_region": [dict(p) for p in self.claim_region],
             "calibration": self.calibration,
         }
 
@@ -295,13 +325,24 @@ class Accounting:
             delta=float(data["delta"]),
             routes=tuple(AccountingRoute.from_dict(r) for r in data["routes"]),
             unsupported=tuple(dict(u) for u in data["unsupported"]),
+            pure_epsilon=_dec(data["pure_epsilon"]),
+            mu=_opt(data.get("mu")),
+            epsilon_at=tuple(
+                {"delta": float(r["delta"]), "epsilon": _dec(r["epsilon"])} for r in data.get("epsilon_at", ())
+            ),
             epsilon_of_delta=tuple(
                 {"method": r["method"], "delta": float(r["delta"]), "epsilon": _dec(r["epsilon"])}
                 for r in data["epsilon_of_delta"]
             ),
-            rdp_curve=tuple({"alpha": float(p["alpha"]), "rdp": _dec(p["rdp"])} for p in data["rdp_curve"]),
+            rdp_curve=tuple(
+                {"alpha": float(p["alpha"]), "rdp": _dec(p["rdp"]), "epsilon": _dec(p["epsilon"])}
+                for p in data["rdp_curve"]
+            ),
             trade_off=tuple({"alpha": float(p["alpha"]), "beta": float(p["beta"])} for p in data["trade_off"]),
             trade_off_source=data["trade_off_source"],
+            claim_region=tuple(
+                {"alpha": float(p["alpha"]), "beta": float(p["beta"])} for p in data.get("claim_region", ())
+            ),
             calibration=data.get("calibration"),
         )
         if data["tightest"] != accounting.tightest.method:

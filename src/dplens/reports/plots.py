@@ -21,7 +21,6 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from dplens.accountant import conversions
 from dplens.reports.format import fmt_lower, fmt_upper, percent
 from dplens.reports.model import AuditEvidence, Report
 
@@ -54,7 +53,7 @@ def rdp_figure(report: Report) -> bytes | None:
         return None
     alpha = np.array([p["alpha"] for p in samples])
     rdp = np.array([p["rdp"] for p in samples])
-    converted = np.asarray(conversions.rdp_to_epsilon_optimal(rdp, alpha, accounting.delta), dtype=float)
+    converted = np.array([p["epsilon"] for p in samples])  # the accountant's conversion at the report's δ
     fig = _new()
     ax = fig.add_subplot()
     ax.plot(alpha, rdp, color="#1f77b4", label="RDP curve ε_RDP(α) of the composition")
@@ -81,10 +80,6 @@ def rdp_figure(report: Report) -> bytes | None:
     return _png(fig)
 
 
-def _dp_region(epsilon: float, delta: float, alpha: np.ndarray) -> np.ndarray:
-    return np.asarray(conversions.dp_trade_off(epsilon, delta, alpha), dtype=float)
-
-
 def trade_off_figure(report: Report) -> bytes | None:
     """The f-DP curve, the region the claimed (ε, δ) excludes, and the audit's empirical points."""
     accounting, audit, claim = report.accounting, report.audit, report.claim
@@ -92,12 +87,13 @@ def trade_off_figure(report: Report) -> bytes | None:
         return None
     fig = _new(10.0, 4.2)
     axes = [fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)]
-    grid = np.concatenate([[0.0], np.geomspace(1e-7, 1.0, 400)])
     claim_eps = claim.epsilon if claim.epsilon is not None and math.isfinite(claim.epsilon) else None
     claim_delta = claim.delta or 0.0
+    # The accountant sampled the claim's region boundary (DRS 2022 Prop. 2.5); the figure only draws it.
+    grid = np.array([p["alpha"] for p in accounting.claim_region])
+    region = np.array([p["beta"] for p in accounting.claim_region])
     for index, ax in enumerate(axes):
-        if claim_eps is not None:
-            region = _dp_region(claim_eps, claim_delta, grid)
+        if claim_eps is not None and region.size:
             ax.fill_between(
                 grid,
                 0.0,
@@ -138,11 +134,11 @@ def _audit_points(ax, audit: AuditEvidence) -> None:
             np.maximum(fpr, 1e-7), fnr, s=6, color="#7f7f7f", alpha=0.6, label="audit: empirical (FPR, FNR) (estimates)"
         )
     op = audit.operating_point
-    if math.isfinite(audit.epsilon_lower_bound) and audit.epsilon_lower_bound > 0:
-        grid = np.concatenate([[0.0], np.geomspace(1e-7, 1.0, 400)])
+    boundary = audit.extra.get("bound_region") or []  # sampled by the audit layer (DRS 2022 Prop. 2.5)
+    if boundary:
         ax.plot(
-            grid,
-            _dp_region(audit.epsilon_lower_bound, audit.delta, grid),
+            [p["alpha"] for p in boundary],
+            [p["beta"] for p in boundary],
             color="#ff7f0e",
             linestyle="--",
             linewidth=1,

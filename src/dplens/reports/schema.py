@@ -19,7 +19,7 @@ __all__ = ["REPORT_FORMAT", "REPORT_SCHEMA", "SCHEMA_VERSION", "Definition", "St
 
 REPORT_FORMAT = "dplens-report"
 #: Bump on any incompatible change of the JSON form; readers reject other versions.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the accounting section carries the accountant's whole summary
 
 
 class Definition(enum.Enum):
@@ -86,7 +86,9 @@ _ROUTE = _obj(
         "is_upper_bound": {"const": True},
         "optimal_order": _OPT_XNUM,
         "discretisation": _OPT_STR,
-    }
+        "epsilon_lower": _OPT_XNUM,
+    },
+    optional=("epsilon_lower",),
 )
 
 _OPERATING_POINT = _obj(
@@ -182,10 +184,14 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "tightest": {"enum": ["rdp", "pld", "exact", "pure"]},
                     "routes": {**_arr(_ROUTE), "minItems": 1},
                     "unsupported": _arr(_obj({"method": _STR, "reason": _STR})),
+                    "pure_epsilon": _XNUM,
+                    "mu": _OPT_NUM,
+                    "epsilon_at": _arr(_obj({"delta": _PROB, "epsilon": _XNUM})),
                     "epsilon_of_delta": _arr(_obj({"method": _STR, "delta": _PROB, "epsilon": _XNUM})),
-                    "rdp_curve": _arr(_obj({"alpha": _NUM, "rdp": _XNUM})),
+                    "rdp_curve": _arr(_obj({"alpha": _NUM, "rdp": _XNUM, "epsilon": _XNUM})),
                     "trade_off": _arr(_obj({"alpha": _PROB, "beta": _PROB})),
                     "trade_off_source": _STR,
+                    "claim_region": _arr(_obj({"alpha": _PROB, "beta": _PROB})),
                     "calibration": {"anyOf": [{"type": "object"}, _NULL]},
                 }
             ),

@@ -1,0 +1,130 @@
+"""The architecture, checked: layers import one way, no import cycle, the core names no research mechanism."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "dplens"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imports(path: Path, *, module_level_only: bool) -> set[str]:
+    """The dplens modules ``path`` imports (resolved to modules that exist), at module level or anywhere."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    # `if TYPE_CHECKING:` blocks never run
+    tree.body = [n for n in tree.body if not (isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test))]
+    nodes = tree.body if module_level_only else list(ast.walk(tree))
+    found: set[str] = set()
+    for node in nodes:
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # `from package import module` imports the module; `from module import name` imports the module
+            submodules = [f"{node.module}.{alias.name}" for alias in node.names]
+            names = [m for m in submodules if m in MODULES] or [node.module]
+        for name in names:
+            if name.startswith("dplens") and name in MODULES:
+                found.add(name)
+    return found
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def _graph(*, module_level_only: bool) -> dict[str, set[str]]:
+    graph = {}
+    for name, path in MODULES.items():
+        # A package's __init__ may import its own submodules; the edge back from a submodule to its package is
+        # implied by Python's import system and is not a cycle in the code.
+        graph[name] = {m for m in _imports(path, module_level_only=module_level_only) if not name.startswith(m + ".")}
+    return graph
+
+
+def test_no_import_cycle_anywhere():
+    """Not at module level and not through the deferred imports inside functions either."""
+    assert _cycle(_graph(module_level_only=False)) is None
+
+
+def _importers(prefix: str) -> dict[str, set[str]]:
+    return {
+        name: _imports(path, module_level_only=False)
+        for name, path in MODULES.items()
+        if name == prefix or name.startswith(prefix + ".")
+    }
+
+
+@pytest.mark.parametrize("forbidden", ["dplens.research", "dplens.auditing", "dplens.reports", "dplens.mechanisms"])
+def test_core_accountant_imports_no_upper_layer(forbidden):
+    for name, imported in _importers("dplens.accountant").items():
+        bad = sorted(m for m in imported if m == forbidden or m.startswith(forbidden + "."))
+        assert not bad, f"{name} imports {bad}"
+
+
+def test_standard_mechanisms_import_no_research_module():
+    for name, imported in _importers("dplens.mechanisms").items():
+        assert not [m for m in imported if m.startswith("dplens.research")], name
+
+
+def test_reports_call_no_accounting_routine():
+    """The report layer renders results: it imports no accounting route, audit game or mechanism."""
+    allowed = {"dplens.accountant.events"}  # describing a ledger's events (names, parameters) is rendering
+    for name, imported in _importers("dplens.reports").items():
+        bad = sorted(
+            m
+            for m in imported
+            if m.startswith(("dplens.accountant", "dplens.mechanisms", "dplens.research")) and m not in allowed
+        )
+        assert not bad, f"{name} imports {bad}"
+
+
+def test_every_module_imports_on_its_own():
+    """Each module imported first in a fresh interpreter (an import-order cycle fails here)."""
+    code = (
+        "import importlib, sys\n"
+        "failed = []\n"
+        f"for name in {sorted(MODULES)!r}:\n"
+        "    for loaded in [m for m in sys.modules if m == 'dplens' or m.startswith('dplens.')]:\n"
+        "        del sys.modules[loaded]\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except Exception as err:\n"
+        "        failed.append(f'{name}: {err!r}')\n"
+        "print('\\n'.join(failed))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert out.stdout.strip() == ""
