@@ -96,3 +96,25 @@ def test_audit_accepts_a_spec_path_with_a_claim_override():
     assert result.epsilon_claimed == 50.0 and result.verdict.value in {"CONSISTENT", "INCONCLUSIVE"}
     with pytest.raises(ValueError, match="subject must be"):
         dplens.audit(42, trials=10)
+
+
+def test_results_display_in_a_notebook(tmp_path):
+    acc = dplens.Accountant().compose(dplens.Gaussian(noise_multiplier=1.0))
+    eps = acc.epsilon_result(1e-5)
+    assert repr(eps).startswith("EpsilonResult(epsilon=4.37718 [upper bound], delta=1e-05")
+    assert "<table>" in eps._repr_html_() and "an upper bound" in eps._repr_html_()
+    cal = dplens.calibrate(
+        lambda s: dplens.Gaussian(noise_multiplier=s), target_epsilon=1.0, delta=1e-5, lower=1, upper=10, method="rdp"
+    )
+    assert repr(cal).startswith("CalibrationResult(param=") and "<= 1 at delta=1e-05" in repr(cal)
+    assert "Calibrated param" in cal._repr_html_()
+    from dplens.mechanisms.additive import LaplaceMechanism
+
+    audit = dplens.audit(LaplaceMechanism(scale=1.0), trials=5_000, claim=(1.0, 0.0), seed=2)
+    assert repr(audit).startswith(f"AuditResult({audit.verdict.value}: epsilon >= ")
+    assert "valid 95% lower bound" in repr(audit) and "ESTIMATE" in audit._repr_html_()
+    files = dplens.generate_report(
+        EXAMPLES / "gaussian_claim.toml", tmp_path, title="<b>x</b>", audit_mode=dplens.AuditMode.OFF
+    )
+    assert repr(files.report).startswith("Report('<b>x</b>': NOT_AUDITED; epsilon <= 4.37718")
+    assert "&lt;b&gt;x&lt;/b&gt;" in files.report._repr_html_() and "<b>x</b>" not in files.report._repr_html_()

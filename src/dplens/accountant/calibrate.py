@@ -59,6 +59,25 @@ class CalibrationResult:
             "details": self.details,
         }
 
+    def __repr__(self) -> str:
+        return (
+            f"CalibrationResult({self.param}={self.value:.8g}: epsilon={self.epsilon:.6g} <= "
+            f"{self.target_epsilon:g} at delta={self.delta:g}, method={self.method.value})"
+        )
+
+    def _repr_html_(self) -> str:
+        from dplens._display import html_table
+
+        rows = [
+            (self.param, self.value),
+            ("ε (upper bound, ≤ target)", self.epsilon),
+            ("target ε", self.target_epsilon),
+            ("δ", self.delta),
+            ("route", self.method.value),
+            ("details", self.details),
+        ]
+        return html_table(f"Calibrated {self.param}", rows)
+
 
 class _Counter:
     """ε(x) with a call counter and a cache (Brent revisits points)."""

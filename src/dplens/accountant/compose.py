@@ -64,6 +64,24 @@ class EpsilonResult:
             out["routes"] = [r.to_dict() for r in self.routes]
         return out
 
+    def __repr__(self) -> str:
+        kind = "estimate" if self.is_estimate else "upper bound"
+        order = (
+            f", alpha={self.optimal_order:.4g}"
+            if self.optimal_order is not None and math.isfinite(self.optimal_order)
+            else ""
+        )
+        head = f"EpsilonResult(epsilon={self.epsilon:.6g} [{kind}], delta={self.delta:g}"
+        return f"{head}, method={self.method.value}{order})"
+
+    def _repr_html_(self) -> str:
+        from dplens._display import html_table
+
+        rows = [("ε", self.epsilon), ("δ", self.delta), ("route", self.method.value), ("details", self.details)]
+        rows += [(f"ε by {r.method.value}", r.epsilon) for r in self.routes]
+        kind = "an estimate" if self.is_estimate else "an upper bound"
+        return html_table(f"ε at δ = {self.delta:g} ({kind})", rows)
+
 
 def _entry_relation(event: ev.Event) -> ev.NeighboringRelation | None:
     relation = getattr(event, "neighboring", None)

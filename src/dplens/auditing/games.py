@@ -302,6 +302,27 @@ class AuditResult:
         kwargs["trajectory"] = tuple(data["trajectory"])
         return cls(**kwargs, pilot_trials=data.get("pilot_trials", 0), counts=data.get("counts", {}))
 
+    def __repr__(self) -> str:
+        return (
+            f"AuditResult({self.verdict.value}: epsilon >= {self.epsilon_lower_bound:.6g} [valid "
+            f"{self.confidence:.0%} lower bound] vs claimed {self.epsilon_claimed:.6g} at delta={self.delta:g}, "
+            f"{self.trials} trials per side)"
+        )
+
+    def _repr_html_(self) -> str:
+        from dplens._display import html_table
+
+        rows = [
+            ("verdict", self.verdict.value),
+            (f"ε lower bound (valid, {self.confidence:.0%})", self.epsilon_lower_bound),
+            ("claimed ε", self.epsilon_claimed),
+            ("δ", self.delta),
+            ("trials per side", self.trials),
+            ("measurability ceiling", self.ceiling),
+        ]
+        rows += [(f"ESTIMATE {e['name']} ε (not a bound)", e.get("epsilon")) for e in self.estimates]
+        return html_table(f"Audit: {self.mechanism}", rows)
+
 
 def bound_region(epsilon: float, delta: float, points: int = 200) -> list[dict[str, float]]:
     """Samples of the trade-off curve f_{ε,δ} at the audit's bound (Dong, Roth, Su 2022 Prop. 2.5): any mechanism

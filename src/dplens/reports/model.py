@@ -714,6 +714,27 @@ class Report:
             "provenance": self.provenance.to_dict(),
         }
 
+    def __repr__(self) -> str:
+        return (
+            f"Report({self.title!r}: {self.verdict.status.value}; epsilon <= {self.accounting.epsilon:.6g} at "
+            f"delta={self.accounting.delta:g} [{self.accounting.tightest.method}])"
+        )
+
+    def _repr_html_(self) -> str:
+        from dplens._display import html_table
+
+        rows = [
+            ("verdict", self.verdict.status.value),
+            ("claimed ε", self.claim.epsilon),
+            ("δ", self.claim.delta),
+            ("accountant's ε (upper bound)", self.accounting.epsilon),
+            ("tightest route", self.accounting.tightest.method),
+        ]
+        if self.audit is not None:
+            rows.append((f"audit ε lower bound (valid, {self.audit.confidence:.0%})", self.audit.epsilon_lower_bound))
+        rows.append(("in words", self.verdict.sentence))
+        return html_table(self.title, rows)
+
     @classmethod
     def from_dict(cls, data: Any) -> Report:
         """Validate ``data`` against :data:`REPORT_SCHEMA` and build the report.
