@@ -48,7 +48,7 @@ import numpy as np
 __all__ = [
     "ProbeGenerator",
     "ProbeResult",
-    "ProbeUnsupported",
+    "ProbeUnsupportedError",
     "SamplerModel",
     "probe",
     "reachable",
@@ -310,8 +310,8 @@ def _ziggurat_reachable(model: SamplerModel, parameter: float, y: np.ndarray, q:
         tail = magnitude / parameter >= table.tail_start * (1 - 1e-12)
         m0 = np.round(magnitude[:, None] / (parameter * widths[None, :]))
         hit = np.zeros(yb.shape, dtype=bool)
-        low = np.full(yb.shape + (256,), np.inf)
-        high = np.full(yb.shape + (256,), -np.inf)
+        low = np.full((*yb.shape, 256), np.inf)
+        high = np.full((*yb.shape, 256), -np.inf)
         for offset in (-2.0, -1.0, 0.0, 1.0, 2.0):
             m = np.clip(m0 + offset, 0.0, limit)
             step = parameter * (m * widths[None, :])
@@ -383,7 +383,7 @@ def reachable(outputs: Any, query: Any, model: SamplerModel, scale: float) -> np
 # --------------------------------------------------------------------------------------------
 
 
-class ProbeUnsupported(RuntimeError):
+class ProbeUnsupportedError(RuntimeError):
     """The target asked the probe for something that has no noise-free value (e.g. ``random()``)."""
 
 
@@ -400,7 +400,7 @@ _ALLOWED = {"__class__", "__dict__", "calls", "_record", "_zero", *_PROBED}
 class ProbeGenerator(np.random.Generator):
     """A ``numpy.random.Generator`` whose noise draws are zero: ``laplace(loc, b)`` and ``normal(loc, σ)``
     return ``loc``, ``exponential(b)`` returns 0; each call is recorded (sampler, scale). Anything else
-    (``random``, ``integers``, the bit generator, …) raises :class:`ProbeUnsupported`, since it has no
+    (``random``, ``integers``, the bit generator, …) raises :class:`ProbeUnsupportedError`, since it has no
     noise-free value.
 
     Example:
@@ -418,7 +418,7 @@ class ProbeGenerator(np.random.Generator):
     def __getattribute__(self, name: str) -> Any:
         if name.startswith("__") or name in _ALLOWED:
             return super().__getattribute__(name)
-        raise ProbeUnsupported(f"Generator.{name}")
+        raise ProbeUnsupportedError(f"Generator.{name}")
 
     def _record(self, name: str, scale: Any) -> None:
         scales = np.unique(np.asarray(scale, dtype=float))
@@ -497,7 +497,7 @@ def probe(run: Any, data: Any, neighbour: Any) -> ProbeResult:
         rng = ProbeGenerator()
         try:
             output = run(value, rng)
-        except ProbeUnsupported as err:
+        except ProbeUnsupportedError as err:
             return ProbeResult(available=False, note=f"the target draws from {err} (no noise-free value)")
         except Exception as err:  # the target's own failure on a zero-noise draw: no probe, no float check
             return ProbeResult(available=False, note=f"the target failed under the probe: {type(err).__name__}: {err}")

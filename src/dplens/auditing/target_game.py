@@ -34,7 +34,7 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -354,9 +354,8 @@ def _build_binners(
                 negative = np.bincount(np.searchsorted(edges, values[1], side="right"), minlength=edges.size + 1)
                 estimate = _log_ratio(positive.astype(float), negative.astype(float))
                 label = "per integer" if integral and high - low <= score.max_integer_bins else "pooled quantiles"
-                binners.append(
-                    _EdgeBinner(**_ordered(f"histogram ratio ({label}, pilot)", "histogram-ratio", estimate), edges=edges)
-                )
+                ordered = _ordered(f"histogram ratio ({label}, pilot)", "histogram-ratio", estimate)
+                binners.append(_EdgeBinner(**ordered, edges=edges))
             case LogisticRatio():
                 if kind == OutputKind.CATEGORICAL:
                     notes.append("LogisticRatio needs numeric outputs")

@@ -174,53 +174,50 @@ class Target:
 
     def draw(self, data: Any, n: int, rng: np.random.Generator, *, where: str = "") -> list[Any] | np.ndarray:
         """``n`` independent outputs on ``data``; a failure raises :class:`TargetError` naming the trial."""
-        trial = 0
+        out: list[Any] = []
         try:
-            match self.kind:
-                case TargetKind.BATCHED:
-                    out = self.function(data, rng, n)
-                    if isinstance(out, tuple | list):
-                        out = list(out)
-                    length = len(out) if hasattr(out, "__len__") else -1
-                    if length != n:
-                        raise ValueError(f"returned {length} outputs for size={n} (declare batched only if it does)")
-                    return out
-                case TargetKind.CALLABLE:
-                    out = []
-                    for trial in range(n):
-                        out.append(self.function(data, rng))
-                    return out
-                case TargetKind.RELEASE:
-                    release = self.function.release
-                    out = []
-                    for trial in range(n):
-                        out.append(release(data, rng))
-                    return out
-                case TargetKind.RANDOMISE:
-                    mechanism, value = _seeded_copy(self.function, rng), self._value(data)
-                    out = []
-                    for trial in range(n):
-                        out.append(mechanism.randomise(value))
-                    return out
-                case TargetKind.OPENDP:
-                    out = []
-                    for trial in range(n):
-                        out.append(self.function(data))
-                    return out
+            if self.kind is TargetKind.BATCHED:
+                batch = self.function(data, rng, n)
+                if isinstance(batch, tuple | list):
+                    batch = list(batch)
+                length = len(batch) if hasattr(batch, "__len__") else -1
+                if length != n:
+                    raise ValueError(f"returned {length} outputs for size={n} (declare batched only if it does)")
+                return batch
+            call = self._single(data, rng)
+            for _ in range(n):
+                out.append(call())
+            return out
         except TargetError:
             raise
         except Exception as err:
-            at = "batch" if self.kind is TargetKind.BATCHED else f"trial {trial + 1} of {n}"
+            at = "batch" if self.kind is TargetKind.BATCHED else f"trial {len(out) + 1} of {n}"
             detail = f"{type(err).__name__}: {err}".splitlines()[0] if str(err) else type(err).__name__
             place = f" ({where})" if where else ""
             raise TargetError(f"target {self.name} failed at {at}{place}: {detail}") from err
+
+    def _single(self, data: Any, rng: np.random.Generator) -> Callable[[], Any]:
+        """A zero-argument call producing one output (the mechanism copy and its input fixed once per batch)."""
+        match self.kind:
+            case TargetKind.CALLABLE:
+                function = self.function
+                return lambda: function(data, rng)
+            case TargetKind.RELEASE:
+                release = self.function.release
+                return lambda: release(data, rng)
+            case TargetKind.RANDOMISE:
+                mechanism, value = _seeded_copy(self.function, rng), self._value(data)
+                return lambda: mechanism.randomise(value)
+            case TargetKind.OPENDP:
+                measurement = self.function
+                return lambda: measurement(data)
         raise ValueError(f"unknown target kind {self.kind!r}")
 
 
 def _first(outputs: Any) -> Any:
     if isinstance(outputs, np.ndarray):
         return outputs[0]
-    return list(outputs)[0]
+    return next(iter(outputs))
 
 
 def _seeded_copy(mechanism: Any, rng: np.random.Generator) -> Any:
@@ -455,6 +452,8 @@ def as_pair(pair: Any) -> TargetPair:
         if "data" not in pair or ("neighbour" not in pair and "relation" not in pair):
             raise ValueError(f"pair must have 'data' and 'neighbour' (or a 'relation'); got keys {sorted(pair)}")
         query = pair.get("query")
+        if isinstance(query, dict):
+            query = (query["data"], query["neighbour"])
         noise = pair.get("noise")
         if isinstance(noise, dict):
             noise = (noise["sampler"], float(noise["scale"]))
@@ -468,4 +467,6 @@ def as_pair(pair: Any) -> TargetPair:
         )
     if isinstance(pair, tuple | list) and len(pair) == 2:
         return TargetPair(data=pair[0], neighbour=pair[1])
-    raise ValueError(f"pair must be a pair file, a dict with 'data' and 'neighbour', or (data, neighbour); got {pair!r}")
+    raise ValueError(
+        f"pair must be a pair file, a dict with 'data' and 'neighbour', or (data, neighbour); got {pair!r}"
+    )
