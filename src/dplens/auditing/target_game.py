@@ -252,6 +252,8 @@ class _GridBinner(_Binner):
         return np.clip(position, 0, self.size).astype(np.int64)
 
 
+_REACH_CACHE: dict[tuple[Any, float, float], dict[float, bool]] = {}
+_REACH_CACHE_LIMIT = 1 << 20  # decided outputs kept per process (memory stays bounded whatever the trials)
 _REACH_RANK = np.array([1, 0, 2, 1])  # raw = 2·reach(q) + reach(q′): FF → 0-score, FT → D′, TF → D, TT → 0
 
 
@@ -264,11 +266,27 @@ class _ReachBinner(_Binner):
     dimension: int = 1
     numeric_kind: str = OutputKind.REAL
 
+    def _reachable(self, values: np.ndarray, query: np.ndarray) -> np.ndarray:
+        if values.ndim != 1:
+            return reachable(values, np.broadcast_to(query, values.shape), self.sampler, self.scale)
+        # Scalar outputs on a grid repeat across batches: remember each decided output (a bounded cache).
+        cache = _REACH_CACHE.setdefault((self.sampler, self.scale, float(query)), {})
+        unique, inverse = np.unique(values, return_inverse=True)
+        known = np.array([cache.get(v) for v in unique.tolist()], dtype=object)
+        missing = np.flatnonzero(known == None)  # noqa: E711 - elementwise test on an object array
+        if missing.size:
+            decided = reachable(unique[missing], float(query), self.sampler, self.scale)
+            if sum(len(c) for c in _REACH_CACHE.values()) + missing.size > _REACH_CACHE_LIMIT:
+                _REACH_CACHE.clear()
+                cache = _REACH_CACHE.setdefault((self.sampler, self.scale, float(query)), {})
+            cache.update(zip(unique[missing].tolist(), decided.tolist(), strict=True))
+            known[missing] = decided
+        return known.astype(bool)[inverse.reshape(-1)]
+
     def raw_bins(self, outputs: Any, n: int) -> np.ndarray:
         values = _numeric(outputs, self.numeric_kind, self.dimension, n)
-        shape = values.shape
-        from_data = reachable(values, np.broadcast_to(self.query_data, shape), self.sampler, self.scale)
-        from_neighbour = reachable(values, np.broadcast_to(self.query_neighbour, shape), self.sampler, self.scale)
+        from_data = self._reachable(values, self.query_data)
+        from_neighbour = self._reachable(values, self.query_neighbour)
         if values.ndim == 2:  # a vector is reachable only if every coordinate is
             from_data, from_neighbour = from_data.all(axis=1), from_neighbour.all(axis=1)
         return 2 * from_data.astype(np.int64) + from_neighbour.astype(np.int64)
@@ -471,7 +489,8 @@ def _side_rng(seed: np.random.SeedSequence, side: int) -> np.random.Generator:
 
 
 def _batch_size(target: Target) -> int:
-    return 4096 if target.kind.name == "BATCHED" else 1024
+    vectorised = target.kind.name == "BATCHED" or callable(getattr(target.function, "release_batch", None))
+    return 16_384 if vectorised else 1024
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,8 @@ A target is whatever a privacy engineer ships:
   once per trial with the ``numpy.random.Generator`` dplens hands it;
 - a batched callable ``f(data, rng, size) -> outputs`` (leading axis ``size``), declared with :func:`batched`
   (a decorator) or an attribute ``dplens_batched = True``, run once per batch;
-- an object with ``release(data, rng)`` (dplens's own mechanisms, or the user's classes);
+- an object with ``release(data, rng)`` (dplens's own mechanisms — run through their ``release_batch(data, n,
+  rng)``, the same distribution vectorised — or the user's classes);
 - a diffprivlib-style mechanism with ``randomise(value)`` (:func:`randomise`; seeded through its
   ``random_state``, so it is reproducible);
 - an OpenDP measurement (:func:`opendp`; a callable on the data that draws from OpenDP's own generator, which
@@ -176,6 +177,8 @@ class Target:
         """``n`` independent outputs on ``data``; a failure raises :class:`TargetError` naming the trial."""
         out: list[Any] = []
         try:
+            if self.kind is TargetKind.RELEASE and callable(getattr(self.function, "release_batch", None)):
+                return self.function.release_batch(data, n, rng)  # n releases at once (dplens's own mechanisms)
             if self.kind is TargetKind.BATCHED:
                 batch = self.function(data, rng, n)
                 if isinstance(batch, tuple | list):

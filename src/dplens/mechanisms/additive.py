@@ -95,9 +95,9 @@ def _snap(query: np.ndarray, grid: float) -> np.ndarray:
     return (whole + (x - whole >= 0.5)).astype(np.int64)
 
 
-def _grid_output(integers: np.ndarray, grid: float, query: np.ndarray) -> Any:
+def _grid_outputs(integers: np.ndarray, grid: float, query: np.ndarray) -> np.ndarray:
     out = integers.astype(float) * grid  # exact: |integers| < 2^53 and Λ a power of two
-    return float(out[0]) if query.ndim == 0 else out.reshape(query.shape)
+    return out.reshape(-1) if query.ndim == 0 else out.reshape((-1, *query.shape))
 
 
 def _outputs(outputs: Any, query: np.ndarray) -> np.ndarray:
@@ -144,15 +144,21 @@ class GaussianMechanism:
             >>> (value / release_grid(1.0)).is_integer()  # a multiple of the grid
             True
         """
-        query, rng = _query(data), check_rng(rng)
         if insecure_float:
-            return self.sample(data, 1, rng)[0]
+            return self.sample(data, 1, check_rng(rng))[0]
+        out = self.release_batch(data, 1, rng)
+        return float(out[0]) if out.ndim == 1 else out[0]
+
+    def release_batch(self, data: Any, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` independent secure releases at once (the same distribution as ``n`` calls of :meth:`release`;
+        shape (n,) or (n, d)) — what an audit of the release runs."""
         from dplens.mechanisms.exact import discrete_gaussian
 
+        query, n, rng = _query(data), check_count(n), check_rng(rng)
         grid = release_grid(self.noise_multiplier)
         sigma = math.ceil(self.noise_multiplier / grid)
-        noise = discrete_gaussian(sigma * sigma, max(query.size, 1), rng)
-        return _grid_output(_snap(query, grid).reshape(-1) + noise, grid, query)
+        noise = discrete_gaussian(sigma * sigma, n * max(query.size, 1), rng).reshape(n, -1)
+        return _grid_outputs(_snap(query, grid).reshape(1, -1) + noise, grid, query)
 
     def release_event(self, dimension: int = 1) -> ev.Event:
         """The accountant's event of :meth:`release` on a ``dimension``-coordinate query: a discrete Gaussian with
@@ -232,14 +238,20 @@ class LaplaceMechanism:
             >>> round(mechanism.release_event().pure_dp_epsilon(), 12)  # 1/b: the grid costs nothing (a rounded up)
             1.0
         """
-        query, rng = _query(data), check_rng(rng)
         if insecure_float:
-            return self.sample(data, 1, rng)[0]
+            return self.sample(data, 1, check_rng(rng))[0]
+        out = self.release_batch(data, 1, rng)
+        return float(out[0]) if out.ndim == 1 else out[0]
+
+    def release_batch(self, data: Any, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` independent secure releases at once (the same distribution as ``n`` calls of :meth:`release`;
+        shape (n,) or (n, d)) — what an audit of the release runs."""
         from dplens.mechanisms.exact import discrete_laplace
 
+        query, n, rng = _query(data), check_count(n), check_rng(rng)
         grid = release_grid(self.scale)
-        noise = discrete_laplace(math.ceil(self.scale / grid), max(query.size, 1), rng)
-        return _grid_output(_snap(query, grid).reshape(-1) + noise, grid, query)
+        noise = discrete_laplace(math.ceil(self.scale / grid), n * max(query.size, 1), rng).reshape(n, -1)
+        return _grid_outputs(_snap(query, grid).reshape(1, -1) + noise, grid, query)
 
     def release_event(self, dimension: int = 1) -> ev.Event:
         """The accountant's event of :meth:`release` on a ``dimension``-coordinate query: a discrete Laplace with
