@@ -841,6 +841,8 @@ def audit_target(
         chosen = (*default_scores(kind, probe_result, pair), *user)
     else:
         chosen = tuple(scores) if isinstance(scores, tuple | list) else (scores,)
+    if workers > 1 and any(isinstance(s, UserScore) and s.path is None for s in chosen):
+        raise ValueError(f"workers={workers} needs user scores given by path ('module:name'), not as functions")
     binners, notes = _build_binners(chosen, fit, kind, dimension, probe_result, pair)
     binners = [_place(b, focus_half, half) for b in binners]
     binners = [b for b in binners if b.ranks >= 2]
