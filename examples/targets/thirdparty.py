@@ -13,6 +13,7 @@ import numpy as np
 from dplens.auditing.targets import opendp, randomise
 
 EPSILON = 1.0
+EXTRA = "these examples need the [thirdparty] extra: pip install 'dplens[thirdparty]'"
 
 
 def _count(data):
@@ -20,8 +21,10 @@ def _count(data):
 
 
 def _diffprivlib():
-    from diffprivlib import mechanisms
-
+    try:
+        from diffprivlib import mechanisms
+    except ImportError as err:
+        raise ImportError(f"{EXTRA} ({err})") from None
     return mechanisms
 
 
@@ -65,7 +68,10 @@ diffprivlib_exponential = randomise(DiffprivlibExponential())
 
 
 def _opendp():
-    import opendp.prelude as dp
+    try:
+        import opendp.prelude as dp
+    except ImportError as err:
+        raise ImportError(f"{EXTRA} ({err})") from None
 
     dp.enable_features("contrib")
     return dp

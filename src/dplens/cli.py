@@ -255,6 +255,9 @@ def _cmd_audit_target(args: argparse.Namespace) -> int:
         raise CliError("give either a SPEC or --target, not both")
     if args.pair is None or args.claim_epsilon is None:
         raise CliError("--target needs --pair PAIR.json and --claim-epsilon E")
+    for flag, value in (("--scheduler", args.scheduler), ("--checkpoint", args.checkpoint), ("--delta", args.delta)):
+        if value is not None:
+            raise CliError(f"{flag} is not supported with --target (use --workers; the claim's delta is --claim-delta)")
     if args.seed < 0:
         raise ValueError(f"--seed must be an integer >= 0; got {args.seed!r}")
     if not 0 <= args.claim_delta < 1:
