@@ -59,6 +59,8 @@ _EXPORTS: dict[str, str] = {
     # audits
     "AuditResult": "dplens.auditing.games:AuditResult",
     "Verdict": "dplens.auditing.games:Verdict",
+    "TargetAuditResult": "dplens.auditing.target_game:TargetAuditResult",
+    "batched": "dplens.auditing.targets:batched",
     # reports
     "build_report": "dplens.reports.build:build_report",
     "generate_report": "dplens._api:generate_report",
@@ -91,12 +93,14 @@ __all__ = [
     "SampledWithoutReplacement",
     "SelfComposed",
     "Spec",
+    "TargetAuditResult",
     "Tcdp",
     "TradeOff",
     "Verdict",
     "Zcdp",
     "__version__",
     "audit",
+    "batched",
     "build_report",
     "calibrate",
     "event_from_dict",
@@ -146,6 +150,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         to_dp_accounting,
     )
     from dplens.auditing.games import AuditResult, Verdict
+    from dplens.auditing.target_game import TargetAuditResult
+    from dplens.auditing.targets import batched
     from dplens.reports.build import build_report
     from dplens.reports.model import Report
     from dplens.spec import Claim, Spec, load_spec, parse_spec

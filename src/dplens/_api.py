@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -67,9 +68,65 @@ def _as_spec(subject: Any) -> Any:
 
     if isinstance(subject, Spec):
         return subject
-    if isinstance(subject, str | Path):
+    if isinstance(subject, str | Path) and not _is_target_path(subject):
         return load_spec(subject)
     return None
+
+
+_TARGET_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def _is_target_path(subject: Any) -> bool:
+    """``"module:name"`` (and not a file that exists): a target to import, not a spec."""
+    return isinstance(subject, str) and bool(_TARGET_PATH.match(subject)) and not Path(subject).exists()
+
+
+def _is_target(subject: Any) -> bool:
+    from dplens.auditing.targets import Target
+
+    if isinstance(subject, Target) or _is_target_path(subject) or callable(subject):
+        return True
+    return any(hasattr(subject, name) for name in ("release", "randomise"))
+
+
+def _audit_target(
+    subject: Any,
+    pair: Any,
+    *,
+    trials: int,
+    claim: tuple[float, float] | None,
+    delta: float | None,
+    execution: dict[str, Any],
+    **options: Any,
+) -> Any:
+    """A target audit (:func:`dplens.auditing.target_game.audit_target`): user code needs a pair and a claim."""
+    from dplens.auditing.target_game import audit_target
+
+    if pair is None:
+        raise ValueError("auditing a target needs a pair: (data, neighbour), a dict or a pair file")
+    if claim is None:
+        raise ValueError("auditing a target needs claim=(epsilon, delta): dplens cannot account for user code")
+    if not isinstance(claim, tuple | list) or len(claim) != 2:
+        raise ValueError(f"claim must be (epsilon, delta); got {claim!r}")
+    if delta is not None and delta != claim[1]:
+        raise ValueError(f"delta {delta!r} differs from the claim's delta {claim[1]!r}")
+    for name in ("scheduler", "checkpoint"):
+        if execution.get(name) is not None:
+            raise ValueError(f"{name} is not supported for target audits (use workers)")
+    if "score" in options:
+        options["scores"] = options.pop("score")
+    return audit_target(
+        subject,
+        pair,
+        claim_epsilon=claim[0],
+        claim_delta=claim[1],
+        trials=trials,
+        seed=execution["seed"],
+        workers=execution["workers"],
+        confidence=execution["confidence"],
+        progress=execution["progress"],
+        **options,
+    )
 
 
 def calibrate_spec(
@@ -224,9 +281,14 @@ def audit(
 
     Args:
         subject: what to audit: a spec (a path or a parsed :class:`~dplens.spec.Spec`; the claim is its
-            ``[claim]``, else the accountant's ε), or a mechanism object (``sample`` and ``worst_case_pair``; the
-            claim is ``claim``, else the accountant's ε of ``mechanism.event``).
-        pair: the neighbouring pair (D, D′) for a mechanism (default: its documented worst case).
+            ``[claim]``, else the accountant's ε), a mechanism object (``sample`` and ``worst_case_pair``; the
+            claim is ``claim``, else the accountant's ε of ``mechanism.event``), or a *target*: the user's code —
+            a callable ``f(data, rng)``, a batched callable, an object with ``release(data, rng)`` or
+            ``randomise(value)``, an OpenDP measurement, or ``"module:name"``
+            (:func:`dplens.auditing.target_game.audit_target`; ``claim`` is required, the result is a
+            :class:`~dplens.auditing.target_game.TargetAuditResult`).
+        pair: the neighbouring pair (D, D′) for a mechanism (default: its documented worst case); for a target,
+            (data, neighbour), a dict like a pair file, or a pair file path.
         trials: trials per side.
         claim: (ε, δ) under test.
         delta: δ of the statement under test when ``claim`` is not given.
@@ -234,7 +296,8 @@ def audit(
         seed: root seed; the result depends only on it.
         workers, scheduler, checkpoint, progress: execution (a process pool, a Dask scheduler, a resumable
             checkpoint, a progress bar).
-        options: passed to the game (e.g. ``score``, ``strategy``).
+        options: passed to the game (e.g. ``score``, ``strategy``; for a target ``score`` — a score option, a
+            tuple of them, or ``"module:name"`` — and ``pilot_trials``).
 
     Returns:
         An :class:`~dplens.auditing.games.AuditResult`.
@@ -245,6 +308,12 @@ def audit(
         >>> result = dplens.audit(LaplaceMechanism(scale=1.0), trials=20_000, claim=(1.0, 0.0), seed=1)
         >>> result.verdict.value, result.epsilon_lower_bound <= 1.0
         ('CONSISTENT', True)
+        >>> import numpy as np
+        >>> def textbook_laplace(data, rng):  # user code: the float Laplace mechanism (Mironov 2012)
+        ...     return float(np.sum(data)) + rng.laplace(0.0, 1.0)
+        >>> result = dplens.audit(textbook_laplace, ([1, 1, 1], [1, 1]), claim=(1.0, 0.0), trials=5000, seed=1)
+        >>> result.verdict.value, result.reproducible
+        ('VIOLATION', True)
     """
     execution = {
         "confidence": confidence,
@@ -288,10 +357,8 @@ def audit(
             **execution,
             **options,
         )
-    if callable(subject):
-        raise ValueError(
-            "auditing a Python callable target needs dplens.auditing.targets (not available in this version)"
-        )
+    if _is_target(subject):
+        return _audit_target(subject, pair, trials=trials, claim=claim, delta=delta, execution=execution, **options)
     raise ValueError(f"subject must be a spec, a spec path, a mechanism or a callable target; got {subject!r}")
 
 

@@ -196,6 +196,10 @@ def _audit_text(result: Any) -> str:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
+    if args.target is not None:
+        return _cmd_audit_target(args)
+    if args.spec is None:
+        raise CliError("audit needs a SPEC file, or --target MODULE:NAME with --pair and --claim-epsilon")
     from dplens.auditing.games import audit_spec
     from dplens.spec import load_spec
 
@@ -217,6 +221,68 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     )
     payload = result.to_dict() | {"spec_sha256": spec.sha256}
     _emit(payload, args.json, _audit_text(result))
+    return 0
+
+
+def _target_audit_text(result: Any) -> str:
+    """The human-readable summary of a target audit: the bound, every score tried, the float evidence, the
+    reproducibility note and the verdict."""
+    level = f"{result.confidence:.0%}"
+    lines = [
+        f"epsilon >= {result.epsilon_lower_bound:.6g}  (valid {level} lower bound, delta = {result.delta:g}, "
+        f"{result.trials} trials per side, best score: {result.best_score})",
+        f"  target: {result.target['name']} [{result.target['call']}]",
+        f"  pair: {result.pair['description']}: D = {result.pair['data']}, D' = {result.pair['neighbour']}",
+        f"  claimed epsilon: {result.epsilon_claimed:.6g}; measurability ceiling: {result.ceiling:.6g}",
+        f"  scores tried ({len(result.scores)}, significance split evenly):",
+    ]
+    for score in result.scores:
+        lines.append(f"    {score['name']}: epsilon >= {score['epsilon_lower_bound']:.6g}")
+    for evidence in result.float_evidence:
+        lines.append(f"  float check: {evidence['sentence']}")
+    for pair in result.pairs_tried[:5]:
+        lines.append(f"  pair tried: {pair['change']} (ESTIMATE {pair['estimate']:.3g}, not a bound)")
+    lines.append(f"  {result.reproducibility_note}")
+    lines.append(f"verdict: {result.verdict.value}. {result.verdict_reason}")
+    return "\n".join(lines)
+
+
+def _cmd_audit_target(args: argparse.Namespace) -> int:
+    from dplens.auditing.target_game import audit_target
+    from dplens.auditing.targets import load_pair, load_target
+
+    if args.spec is not None:
+        raise CliError("give either a SPEC or --target, not both")
+    if args.pair is None or args.claim_epsilon is None:
+        raise CliError("--target needs --pair PAIR.json and --claim-epsilon E")
+    for flag, value in (("--scheduler", args.scheduler), ("--checkpoint", args.checkpoint), ("--delta", args.delta)):
+        if value is not None:
+            raise CliError(f"{flag} is not supported with --target (use --workers; the claim's delta is --claim-delta)")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be an integer >= 0; got {args.seed!r}")
+    if not 0 <= args.claim_delta < 1:
+        raise ValueError(f"--claim-delta must be in [0, 1); got {args.claim_delta!r}")
+    target = load_target(args.target)
+    pair = load_pair(args.pair)
+    score = None
+    if args.score is not None:
+        from dplens.auditing.target_game import load_score
+
+        load_score(args.score)
+        score = args.score
+    result = audit_target(
+        target,
+        pair,
+        claim_epsilon=args.claim_epsilon,
+        claim_delta=args.claim_delta,
+        trials=args.trials,
+        seed=args.seed,
+        workers=args.workers,
+        confidence=args.confidence,
+        scores=score,
+        progress=not args.quiet,
+    )
+    _emit(result.to_dict(), args.json, _target_audit_text(result))
     return 0
 
 
@@ -360,7 +426,12 @@ def build_parser() -> argparse.ArgumentParser:
     cal.set_defaults(func=_cmd_calibrate)
 
     aud = sub.add_parser("audit", help="a valid empirical lower bound on epsilon (Monte Carlo distinguishing game)")
-    aud.add_argument("spec", help="TOML or JSON spec file (an optional [claim] is the guarantee under test)")
+    aud.add_argument("spec", nargs="?", help="TOML or JSON spec file (an optional [claim] is the guarantee under test)")
+    aud.add_argument("--target", metavar="MODULE:NAME", help="audit your own code (MODULE from the current directory)")
+    aud.add_argument("--pair", metavar="PAIR.json", help='with --target: {"data": ..., "neighbour": ...}')
+    aud.add_argument("--claim-epsilon", type=_non_negative, help="with --target: the claimed epsilon")
+    aud.add_argument("--claim-delta", type=float, default=0.0, help="with --target: the claimed delta (default 0)")
+    aud.add_argument("--score", metavar="MODULE:NAME", help="with --target: a score function of the outputs")
     aud.add_argument("--trials", type=_positive_int, required=True, help="trials per side")
     aud.add_argument(
         "--delta",

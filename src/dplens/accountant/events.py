@@ -235,6 +235,10 @@ for _cls in (
     register_event(_cls)
 
 
+#: Core event types defined in their own modules (registered when imported): the discrete noise events.
+_CORE_LAZY = {"DiscreteLaplace": "dplens.accountant.discrete", "DiscreteGaussian": "dplens.accountant.discrete"}
+
+
 def event_to_dict(event: Event) -> dict[str, Any]:
     """A JSON-ready dict: ``{"type": ClassName, field: value, …}`` (nested events recursively)."""
     out: dict[str, Any] = {"type": type(event).__name__}
@@ -256,6 +260,10 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     """Inverse of :func:`event_to_dict` (a plug-in's event types are registered by importing its module)."""
     if not isinstance(data, dict) or "type" not in data:
         raise ValueError(f"event must be a dict with a 'type'; got {data!r}")
+    if data["type"] in _CORE_LAZY and data["type"] not in _REGISTRY:
+        import importlib
+
+        importlib.import_module(_CORE_LAZY[data["type"]])
     if data["type"] not in _REGISTRY:
         from dplens.accountant import plugins
 

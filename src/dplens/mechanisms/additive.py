@@ -5,6 +5,15 @@ Each is a runnable :class:`~dplens.mechanisms.base.Mechanism` on a query whose v
 values one unit apart), with the exact log-likelihood ratio for the optimal (Neyman–Pearson) audit and a
 documented worst-case neighbouring pair. ``sample`` draws n outputs in one vectorised call.
 
+``release`` — the output a user deploys — is *secure*: the Laplace and Gaussian mechanisms snap the query to a
+power-of-two grid Λ ≤ 2⁻¹⁰ × the noise scale (exactly, in integers of Λ; clamped to ±2³⁰ units, or less where the
+grid is fine) and add exact discrete Laplace / discrete Gaussian noise in units of Λ (Canonne, Kamath, Steinke 2020;
+:mod:`dplens.mechanisms.exact`), so no floating-point sampler decides which doubles can come out (the flaw of the
+textbook ``f(D) + rng.laplace(0, b)``, Mironov 2012). ``release_event(dimension)`` is the accountant's event of
+that release (:mod:`dplens.accountant.discrete`) and covers the discretisation: its ε is at most the continuous
+mechanism's. The textbook float path remains only behind ``release(..., insecure_float=True)``, a documented
+demonstration of the flaw; ``sample`` stays the fast vectorised float sampler used to audit the mathematics.
+
 Also here: :class:`NoLeakage`, a mechanism whose output does not depend on the data (true ε = 0) — the null
 case of the audit validity suite.
 """
@@ -22,11 +31,14 @@ from dplens.accountant import events as ev
 from dplens.mechanisms.base import NeighbouringPair, check_count, check_rng
 
 __all__ = [
+    "CLAMP_UNITS",
+    "GRID_BITS",
     "GaussianMechanism",
     "LaplaceMechanism",
     "NoLeakage",
     "RandomizedResponseMechanism",
     "SubsampledGaussianMechanism",
+    "release_grid",
 ]
 
 
@@ -59,6 +71,35 @@ def _pair(data: Any, neighbour: Any) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
+#: The release grid is Λ = 2^(⌊log2 scale⌋ − GRID_BITS) (at most 1): ≥ 2^GRID_BITS grid steps per noise scale.
+GRID_BITS = 10
+#: Queries are clamped to ±CLAMP_UNITS sensitivity units (and to ±2^50·Λ) so grid integers stay exact in doubles.
+CLAMP_UNITS = float(2**30)
+
+
+def release_grid(scale: float) -> float:
+    """The power-of-two grid Λ of a secure release with noise scale ``scale`` (in sensitivity units): Λ ≤ 1, so
+    a query that moves by one unit moves by exactly 1/Λ grid steps."""
+    return min(1.0, 2.0 ** (math.floor(math.log2(scale)) - GRID_BITS))
+
+
+def _snap(query: np.ndarray, grid: float) -> np.ndarray:
+    """round-half-up(q/Λ) in integers, exactly (q/Λ is exact: Λ is a power of two), after clamping.
+
+    With r(x) = ⌊x + ½⌋, |r(x) − r(y)| ≤ ⌈|x − y|⌉, so queries one unit apart give grid integers at most 1/Λ
+    apart (the accounted sensitivity); an ℓ1 or ℓ2 distance over d coordinates grows by at most d − 1 or √d.
+    """
+    limit = min(CLAMP_UNITS, 2.0**50 * grid)
+    x = np.clip(query, -limit, limit) / grid
+    whole = np.floor(x)
+    return (whole + (x - whole >= 0.5)).astype(np.int64)
+
+
+def _grid_outputs(integers: np.ndarray, grid: float, query: np.ndarray) -> np.ndarray:
+    out = integers.astype(float) * grid  # exact: |integers| < 2^53 and Λ a power of two
+    return out.reshape(-1) if query.ndim == 0 else out.reshape((-1, *query.shape))
+
+
 def _outputs(outputs: Any, query: np.ndarray) -> np.ndarray:
     out = np.asarray(outputs, dtype=float)
     if query.ndim == 0:
@@ -89,11 +130,56 @@ class GaussianMechanism:
     def event(self) -> ev.Gaussian:
         return ev.Gaussian(noise_multiplier=self.noise_multiplier, neighboring=self.neighboring)
 
-    def release(self, data: Any, rng: np.random.Generator) -> np.ndarray:
-        return self.sample(data, 1, rng)[0]
+    def release(self, data: Any, rng: np.random.Generator, *, insecure_float: bool = False) -> Any:
+        """One secure output: the query snapped to the grid Λ (:func:`release_grid`) plus exact discrete Gaussian
+        noise N_Z(0, ⌈σ/Λ⌉²) in units of Λ (CKS 2020 Algorithm 3), accounted by :meth:`release_event`.
+
+        ``insecure_float=True`` returns the textbook ``f(D) + σ·N(0, 1)`` in doubles instead — a demonstration of
+        the floating-point flaw (Mironov 2012; Jin et al., S&P 2022), never for deployment.
+
+        Example:
+            >>> import numpy as np
+            >>> mechanism = GaussianMechanism(noise_multiplier=1.0)
+            >>> value = mechanism.release(3.0, np.random.default_rng(0))
+            >>> (value / release_grid(1.0)).is_integer()  # a multiple of the grid
+            True
+        """
+        if insecure_float:
+            return self.sample(data, 1, check_rng(rng))[0]
+        out = self.release_batch(data, 1, rng)
+        return float(out[0]) if out.ndim == 1 else out[0]
+
+    def release_batch(self, data: Any, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` independent secure releases at once (the same distribution as ``n`` calls of :meth:`release`;
+        shape (n,) or (n, d)) — what an audit of the release runs."""
+        from dplens.mechanisms.exact import discrete_gaussian
+
+        query, n, rng = _query(data), check_count(n), check_rng(rng)
+        grid = release_grid(self.noise_multiplier)
+        sigma = math.ceil(self.noise_multiplier / grid)
+        noise = discrete_gaussian(sigma * sigma, n * max(query.size, 1), rng).reshape(n, -1)
+        return _grid_outputs(_snap(query, grid).reshape(1, -1) + noise, grid, query)
+
+    def release_event(self, dimension: int = 1) -> ev.Event:
+        """The accountant's event of :meth:`release` on a ``dimension``-coordinate query: a discrete Gaussian with
+        σ = ⌈σ₀/Λ⌉ and integer ℓ2-sensitivity 1/Λ (plus ⌈√d⌉ for d > 1; see :func:`_snap`) — its ρ is at most the
+        continuous mechanism's 1/(2σ₀²)."""
+        from dplens.accountant.discrete import DiscreteGaussian
+
+        check_count(dimension, name="dimension")
+        grid = release_grid(self.noise_multiplier)
+        steps = round(1.0 / grid)
+        sensitivity = steps if dimension == 1 else steps + math.ceil(math.sqrt(dimension))
+        return DiscreteGaussian(
+            sigma=float(math.ceil(self.noise_multiplier / grid)),
+            sensitivity=sensitivity,
+            dimension=dimension,
+            neighboring=self.neighboring,
+        )
 
     def sample(self, data: Any, n: int, rng: np.random.Generator) -> np.ndarray:
-        """n outputs: shape (n,) for a scalar query, (n, d) for a vector one."""
+        """n outputs: shape (n,) for a scalar query, (n, d) for a vector one (fast float sampler, for audits of
+        the mathematics; :meth:`release` is the secure output)."""
         query, n, rng = _query(data), check_count(n), check_rng(rng)
         noise = rng.standard_normal((n, *query.shape))
         noise *= self.noise_multiplier
@@ -135,10 +221,55 @@ class LaplaceMechanism:
     def event(self) -> ev.Laplace:
         return ev.Laplace(noise_multiplier=self.scale, neighboring=self.neighboring)
 
-    def release(self, data: Any, rng: np.random.Generator) -> np.ndarray:
-        return self.sample(data, 1, rng)[0]
+    def release(self, data: Any, rng: np.random.Generator, *, insecure_float: bool = False) -> Any:
+        """One secure output: the query snapped to the grid Λ (:func:`release_grid`) plus exact discrete Laplace
+        noise P(z) ∝ exp(−|z|/t), t = ⌈b/Λ⌉, in units of Λ (CKS 2020 Algorithm 2), accounted by
+        :meth:`release_event`.
+
+        ``insecure_float=True`` returns the textbook ``f(D) + rng.laplace(0, b)`` in doubles — the mechanism
+        Mironov (2012) showed is not ε-DP (``dplens audit --target`` finds it) — kept only as a demonstration.
+
+        Example:
+            >>> import numpy as np
+            >>> mechanism = LaplaceMechanism(scale=1.0)
+            >>> value = mechanism.release(3.0, np.random.default_rng(0))
+            >>> (value / release_grid(1.0)).is_integer()
+            True
+            >>> round(mechanism.release_event().pure_dp_epsilon(), 12)  # 1/b: the grid costs nothing (a rounded up)
+            1.0
+        """
+        if insecure_float:
+            return self.sample(data, 1, check_rng(rng))[0]
+        out = self.release_batch(data, 1, rng)
+        return float(out[0]) if out.ndim == 1 else out[0]
+
+    def release_batch(self, data: Any, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` independent secure releases at once (the same distribution as ``n`` calls of :meth:`release`;
+        shape (n,) or (n, d)) — what an audit of the release runs."""
+        from dplens.mechanisms.exact import discrete_laplace
+
+        query, n, rng = _query(data), check_count(n), check_rng(rng)
+        grid = release_grid(self.scale)
+        noise = discrete_laplace(math.ceil(self.scale / grid), n * max(query.size, 1), rng).reshape(n, -1)
+        return _grid_outputs(_snap(query, grid).reshape(1, -1) + noise, grid, query)
+
+    def release_event(self, dimension: int = 1) -> ev.Event:
+        """The accountant's event of :meth:`release` on a ``dimension``-coordinate query: a discrete Laplace with
+        a = 1/⌈b/Λ⌉ (rounded up) and integer ℓ1-sensitivity 1/Λ + d − 1 (see :func:`_snap`); for d = 1 its
+        ε = (1/Λ)/⌈b/Λ⌉ is at most the continuous mechanism's 1/b."""
+        from dplens.accountant.discrete import DiscreteLaplace
+
+        check_count(dimension, name="dimension")
+        grid = release_grid(self.scale)
+        parameter = math.nextafter(1.0 / math.ceil(self.scale / grid), math.inf)  # never below the true 1/t
+        return DiscreteLaplace(
+            noise_parameter=parameter,
+            sensitivity=round(1.0 / grid) + dimension - 1,
+            neighboring=self.neighboring,
+        )
 
     def sample(self, data: Any, n: int, rng: np.random.Generator) -> np.ndarray:
+        """n float outputs (fast, for audits of the mathematics; :meth:`release` is the secure output)."""
         query, n, rng = _query(data), check_count(n), check_rng(rng)
         return query + rng.laplace(0.0, self.scale, size=(n, *query.shape))
 
