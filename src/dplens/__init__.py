@@ -59,6 +59,7 @@ _EXPORTS: dict[str, str] = {
     # audits
     "AuditResult": "dplens.auditing.games:AuditResult",
     "Verdict": "dplens.auditing.games:Verdict",
+    "audit_scores": "dplens.auditing.scores:audit_scores",
     # reports
     "build_report": "dplens.reports.build:build_report",
     "generate_report": "dplens.reports.build:generate_report",
@@ -95,6 +96,7 @@ __all__ = [
     "Zcdp",
     "__version__",
     "audit",
+    "audit_scores",
     "build_report",
     "calibrate",
     "event_from_dict",
@@ -144,6 +146,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         to_dp_accounting,
     )
     from dplens.auditing.games import AuditResult, Verdict
+    from dplens.auditing.scores import audit_scores
     from dplens.reports.build import build_report, generate_report
     from dplens.reports.model import Report
     from dplens.spec import Claim, Spec, load_spec, parse_spec
