@@ -818,6 +818,9 @@ def one_run_canary_audit(
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0; got {seed!r}")
     delta = _check_delta(delta)
+    if isinstance(training, DpSgdTraining):  # every option is checked before the accountant runs
+        m = check_count(canaries, name="canaries")
+        score_option = _resolve_score(canary, observe, score)
     claimed, source = _claim(training, claim, delta, claim_source)
     inclusion, canary_stream, training_stream = np.random.SeedSequence(int(seed)).spawn(3)
     if isinstance(training, UserTraining):
@@ -835,8 +838,6 @@ def one_run_canary_audit(
         values = training._scores(output, training.canaries, m, where)
         description = f"{training.describe()}; {m} canary records, each included with probability 1/2"
     else:
-        m = check_count(canaries, name="canaries")
-        score_option = _resolve_score(canary, observe, score)
         included = np.random.default_rng(inclusion).random(m) < 0.5
         streams = (canary_stream, training_stream)
         game_options = (canary, observe, score_option, input_canary)
@@ -971,6 +972,8 @@ def multi_run_canary_audit(
     input_canary = _option(input_canary, InputCanary, "input_canary")
     trials = check_count(trials, name="trials")
     delta = _check_delta(delta)
+    if isinstance(training, DpSgdTraining):
+        _resolve_score(canary, observe, score)  # checked before the accountant runs
     claimed, source = _claim(training, claim, delta, claim_source)
     execution = dict(confidence=confidence, seed=seed, workers=workers, scheduler=scheduler, checkpoint=checkpoint)
     if isinstance(training, DpSgdTraining) and canary is CanaryKind.GRADIENT and vectorised:
@@ -981,6 +984,8 @@ def multi_run_canary_audit(
             steps=training.steps,
             observe=observe,
         )
+        if chunk_size is None:  # 16 chunks: a bound-against-trainings curve, checkpoints; batches cap the memory
+            chunk_size = min(trials, max(256, math.ceil(trials / 16)))
         game_score = (
             games.ExactLikelihoodRatio()
             if score_option is CanaryScore.LIKELIHOOD_RATIO

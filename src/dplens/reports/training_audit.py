@@ -138,7 +138,6 @@ def histogram_figure(result: dict[str, Any]) -> bytes | None:
         return None
     edges, members, non_members = data
     widths = [b - a for a, b in itertools.pairwise(edges)]
-    centres = [(a + b) / 2 for a, b in itertools.pairwise(edges)]
     fig = _figure()
     ax = fig.add_subplot()
     for counts, colour, label in (
@@ -147,7 +146,7 @@ def histogram_figure(result: dict[str, Any]) -> bytes | None:
     ):
         total = sum(counts) or 1
         density = [c / (total * w) if w > 0 else 0.0 for c, w in zip(counts, widths, strict=True)]
-        ax.bar(centres, density, width=widths, color=colour, alpha=0.45, label=f"{label} ({sum(counts)} scores)")
+        ax.stairs(density, edges, fill=True, color=colour, alpha=0.45, label=f"{label} ({sum(counts)} scores)")
     used = [i for i, (a, b) in enumerate(zip(members, non_members, strict=True)) if a or b]
     if used:  # the audit's grid may reach far past the scores: show the bins that hold some
         ax.set_xlim(edges[used[0]], edges[used[-1] + 1])
