@@ -96,7 +96,7 @@ def test_reverse_direction_and_null_scores():
     member = np.arange(2 * n) < n
     result = sc.audit_scores(scores, member, claim=2.0, delta=1e-5)
     assert result.bound_direction == "D'_vs_D" and result.verdict is Verdict.VIOLATION
-    assert result.operating_point["false_negatives"] == 0
+    assert result.operating_point["fnr"] < 0.01  # the threshold sits near 0, where the members begin
     # Identical distributions: no evidence, and the μ estimate stays ~0 (an |μ| would report ~3.5 here).
     null_scores, null_member = _gaussian_scores(50_000, seed=5, mu=0.0)
     null = sc.audit_scores(null_scores, null_member, claim=0.0, delta=1e-5)

@@ -77,6 +77,8 @@ _EXTREME_CANDIDATES = 2048  # scores at each end of each class that the split's 
 _QUANTILE_CANDIDATES = 1025  # plus this many quantiles of each class (the body of the distribution)
 _MASK_BLOCK = 1 << 16  # the split's random mask is drawn in blocks (no float array of the scores' size)
 _AUC_BLOCK = 1 << 16
+_SELECTION_STRICTNESS = 0.1  # the selection part scores candidates at α/10 (see _select)
+_SELECTION_MIN_ERRORS = 5
 _ROC_POINTS = 200
 _HISTOGRAM_BINS = 50
 _TRAJECTORY_POINTS = 8
@@ -309,6 +311,24 @@ def _candidates(sel_in: np.ndarray, sel_out: np.ndarray) -> np.ndarray:
         index = np.unique(np.linspace(0, values.size - 1, _QUANTILE_CANDIDATES).round().astype(np.int64))
         parts.append(values[index])
     return np.unique(np.concatenate(parts))
+
+
+def _select(fn: np.ndarray, fp: np.ndarray, n_in: int, n_out: int, alpha: float, delta: float) -> tuple[int, str]:
+    """The threshold and direction the selection part prefers (its choice only; the bound comes from the rest).
+
+    Each candidate is scored by the bound it gives on the selection part at a ten times stricter level, among those
+    with at least :data:`_SELECTION_MIN_ERRORS` errors on the side the bound divides by: both guard against the
+    winner's curse of a far-tail threshold that looks good on few counts and regresses on the held-out part. Tuned on
+    simulations independent of the tests (10 seeds each: 10⁶ Gaussian scores per side, mean 3.16 → 3.30 of the
+    true 4.38; Laplace ε = 1 at 10⁵, 0.92 → 0.95); any rule here leaves the bound valid.
+    """
+    forward, reverse, _, _ = _bounds_at(fn, fp, n_in, n_out, _SELECTION_STRICTNESS * alpha / 2, delta)
+    guarded_forward = np.where(fp >= _SELECTION_MIN_ERRORS, forward, -np.inf)
+    guarded_reverse = np.where(fn >= _SELECTION_MIN_ERRORS, reverse, -np.inf)
+    if np.isfinite(guarded_forward).any() or np.isfinite(guarded_reverse).any():
+        forward, reverse = guarded_forward, guarded_reverse
+    index, direction, _ = _pick(forward, reverse)
+    return index, direction
 
 
 def _ceiling(n_in: int, n_out: int, per_rate: float, delta: float) -> float:
@@ -758,8 +778,8 @@ def _two_sample(
                 )
             thresholds = _candidates(sel_in, sel_out)
             fn, fp = _errors(sel_in, sel_out, thresholds)
-            forward, reverse, fpr_u, fnr_u = _bounds_at(fn, fp, sel_in.size, sel_out.size, alpha / 2, delta)
-            index, direction, _ = _pick(forward, reverse)
+            index, direction = _select(fn, fp, sel_in.size, sel_out.size, alpha, delta)
+            _, _, fpr_u, fnr_u = _bounds_at(fn, fp, sel_in.size, sel_out.size, alpha / 2, delta)
             mu_forward, mu_reverse = _mu_bounds(fpr_u, fnr_u)
             mu_index, mu_direction, _ = _pick(mu_forward, mu_reverse)
             # The counted part: one threshold and direction for ε, one for μ, each at α (no selection on it).
