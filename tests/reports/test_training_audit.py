@@ -8,8 +8,10 @@ import json
 import numpy as np
 import pytest
 
+from dplens.auditing import attribute as at
 from dplens.auditing import canaries as cn
 from dplens.auditing import scores as sc
+from dplens.mechanisms.additive import SubsampledGaussianMechanism
 from dplens.reports import training_audit as ta
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -23,6 +25,13 @@ def results() -> dict[str, dict]:
     training = cn.DpSgdTraining(noise_multiplier=1.0, sampling_rate=0.05, steps=100)
     claim = 3.5  # explicit: no accountant run needed to render
     out = {
+        "attribute": at.audit(
+            SubsampledGaussianMechanism(noise_multiplier=1.0, sampling_rate=0.05, steps=100),
+            trials=2000,
+            claim=at.DpClaim(epsilon=3.5, delta=1e-5),
+            datasets=(0.0, 1.0),
+            reading=at.ClaimReading.FEATURE_DP,
+        ),
         "two_sample": sc.audit_scores(scores, member, claim=2.0, delta=1e-5),
         "one_run": cn.one_run_canary_audit(training, canaries=500, vectorised=True, claim=claim, seed=1),
         "distinguish": cn.multi_run_canary_audit(training, trials=3000, claim=claim, seed=1),
@@ -31,6 +40,7 @@ def results() -> dict[str, dict]:
 
 
 EXPECTED = {
+    "attribute": {"attribute_audit"},
     "two_sample": {"training_audit_roc", "training_audit_scores"},
     "one_run": {"training_audit_roc", "training_audit_scores", "training_audit_epsilon_vs_canaries"},
     "distinguish": {"training_audit_roc", "training_audit_scores", "training_audit_epsilon_vs_trainings"},
@@ -60,7 +70,11 @@ def test_html_fragment(results, rendered, name):
     section = rendered[name]
     html = section.html
     assert html.startswith('<section class="training-audit">') and html.rstrip().endswith("</section>")
-    assert "ε lower bound" in html and "(ESTIMATE)" in html and "valid 95% lower bound" in html
+    assert "ε lower bound" in html and "valid 95% lower bound" in html
+    if name == "attribute":
+        assert "Theorem 4" in html and "feature-DP reading" in html and "interval" in html
+    else:
+        assert "(ESTIMATE)" in html
     for stem in section.figures:
         assert f'src="{stem}.png"' in html
     embedded = ta.html_fragment(results[name], section.figures)

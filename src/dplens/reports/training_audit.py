@@ -9,12 +9,15 @@ dictionary, so a report re-rendered from JSON is identical):
 - :func:`histogram_figure` — the scores of trainings (or canaries) with the canary in and out;
 - :func:`epsilon_vs_canaries_figure` — a one-run audit's ε lower bound against the number of canaries;
 - :func:`epsilon_vs_trainings_figure` — a many-run audit's ε lower bound against the number of trainings;
+- :func:`attribute_figure` — an attribute-inference audit's success rate and interval next to the feature-DP upper
+  bound of seed 003 Theorem 4 (Mahloujifar, Guo, Suh, Chaudhuri, IEEE S&P 2025) and the baseline;
 
 each next to the claimed ε (the accountant's, when the claim came from it) and the measurability ceiling. The
 inputs are the dictionaries of :class:`dplens.auditing.scores.ScoresAuditResult`,
-:class:`dplens.auditing.scores.OneRunAuditResult` and :class:`dplens.auditing.games.AuditResult` (the canary games
-return the last two). Figures are PNG bytes (matplotlib's Agg canvas, imported on first use; no timestamp in the
-metadata, so equal inputs give equal bytes); :func:`html_fragment` returns a ``<section>`` that the report embeds.
+:class:`dplens.auditing.scores.OneRunAuditResult`, :class:`dplens.auditing.games.AuditResult` (the canary games
+return the last two) and :class:`dplens.auditing.attribute.AttributeAuditResult`. Figures are PNG bytes
+(matplotlib's Agg canvas, imported on first use; no timestamp in the metadata, so equal inputs give equal bytes);
+:func:`html_fragment` returns a ``<section>`` that the report embeds.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 
 __all__ = [
     "TrainingAuditSection",
+    "attribute_figure",
     "epsilon_vs_canaries_figure",
     "epsilon_vs_trainings_figure",
     "figures",
@@ -47,15 +51,20 @@ _CEILING_COLOUR = "0.5"
 
 
 def kind(result: dict[str, Any]) -> str:
-    """``"two_sample"``, ``"one_run"`` or ``"distinguish"`` (a games.AuditResult); ``ValueError`` otherwise."""
+    """``"two_sample"``, ``"one_run"``, ``"distinguish"`` (a games.AuditResult) or ``"attribute"`` (an
+    attribute.AttributeAuditResult); ``ValueError`` otherwise."""
     if not isinstance(result, dict):
         raise ValueError(f"result must be an audit result's to_dict(); got {type(result).__name__}")
     route = result.get("route")
     if route in ("two_sample", "one_run"):
         return route
+    if result.get("game") == "attribute-inference":
+        return "attribute"
     if "trajectory" in result and "empirical_trade_off" in result:
         return "distinguish"
-    raise ValueError("result must be the to_dict() of a ScoresAuditResult, OneRunAuditResult or AuditResult")
+    raise ValueError(
+        "result must be the to_dict() of a ScoresAuditResult, OneRunAuditResult, AuditResult or AttributeAuditResult"
+    )
 
 
 def _figure(width: float = 6.0, height: float = 4.0) -> Any:
@@ -80,6 +89,8 @@ def _claim_label(result: dict[str, Any]) -> str:
 
 
 def _roc_points(result: dict[str, Any]) -> list[tuple[float, float]]:
+    if kind(result) == "attribute":
+        return []
     if kind(result) == "distinguish":
         return [(p["fpr"], 1.0 - p["fnr"]) for p in result.get("empirical_trade_off", ())]
     return [(p["fpr"], p["tpr"]) for p in result.get("roc_estimate", ())]
@@ -115,6 +126,8 @@ def roc_figure(result: dict[str, Any]) -> bytes | None:
 
 
 def _histogram_data(result: dict[str, Any]) -> tuple[list[float], list[float], list[float]] | None:
+    if kind(result) == "attribute":
+        return None
     if kind(result) != "distinguish":
         hist = result.get("histogram") or {}
         if not hist.get("edges"):
@@ -200,6 +213,41 @@ def epsilon_vs_trainings_figure(result: dict[str, Any]) -> bytes | None:
     )
 
 
+def attribute_figure(result: dict[str, Any]) -> bytes | None:
+    """An attribute-inference audit: the success rate with its interval, against the baseline (no output) and the
+    largest success the claim allows — the feature-DP upper bound of seed 003 Theorem 4 and the exact replace-one
+    maximum."""
+    if kind(result) != "attribute":
+        return None
+    low, high = result["confidence_interval"]
+    rows = [
+        ("baseline (best guess without the output)", result["baseline"], "black"),
+        ("replace-one maximum the claim allows", result["replace_one_success_upper_bound"], _CEILING_COLOUR),
+        ("feature-DP upper bound (seed 003 Theorem 4)", result["theorem4_success_upper_bound"], _CLAIM_COLOUR),
+    ]
+    fig = _figure(6.0, 4.2)
+    ax = fig.add_subplot()
+    for y, (label, value, colour) in enumerate(rows):
+        ax.plot([value, value], [y - 0.35, y + 0.35], color=colour, linewidth=2.5, label=f"{label}: {value:.4g}")
+    level = f"{result['confidence']:.0%}"
+    ax.errorbar(
+        [result["success_rate"]],
+        [len(rows)],
+        xerr=[[result["success_rate"] - low], [high - result["success_rate"]]],
+        fmt="o",
+        color=_BOUND_COLOUR,
+        capsize=4,
+        label=f"attack success {result['success_rate']:.4g} ({level} interval [{low:.4g}, {high:.4g}])",
+    )
+    ax.set_yticks([])
+    ax.set_xlim(0.0, 1.0)
+    ax.set_xlabel("probability of guessing the attribute")
+    ax.set_title("Attribute inference against what the claim allows")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7)
+    ax.grid(True, axis="x", alpha=0.3)
+    return _png(fig)
+
+
 def figures(result: dict[str, Any]) -> dict[str, bytes]:
     """Every figure that applies to ``result``: name → PNG bytes (names are file stems)."""
     makers = {
@@ -207,6 +255,7 @@ def figures(result: dict[str, Any]) -> dict[str, bytes]:
         "training_audit_scores": histogram_figure,
         "training_audit_epsilon_vs_canaries": epsilon_vs_canaries_figure,
         "training_audit_epsilon_vs_trainings": epsilon_vs_trainings_figure,
+        "attribute_audit": attribute_figure,
     }
     out = {}
     for name, make in makers.items():
@@ -224,9 +273,33 @@ def _value(value: Any) -> str:
     return str(value)
 
 
+def _attribute_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    level = f"{result['confidence']:.0%}"
+    low, high = result["confidence_interval"]
+    feature = result.get("reading") == "feature-dp"
+    bound = result["feature_dp_epsilon_lower_bound"] if feature else result["epsilon_lower_bound"]
+    return [
+        ("success rate", f"{result['success_rate']:.4g} ({result['successes']} of {result['trials']} trials)"),
+        (f"{level} interval", f"[{low:.4g}, {high:.4g}]"),
+        ("baseline (no output)", f"{result['baseline']:.4g}"),
+        (
+            "ε lower bound",
+            f"{_value(bound)} (valid {level} lower bound; "
+            + ("feature-DP reading, Theorem 4 inverted)" if feature else "replace-one reading)"),
+        ),
+        ("feature-DP upper bound on success (Theorem 4)", f"{result['theorem4_success_upper_bound']:.4g}"),
+        ("claimed ε", f"{_value(result['epsilon_claimed'])} [{result.get('claim_source', '')}]"),
+        ("δ", f"{result['delta']:g}"),
+        ("verdict", str(result["verdict"])),
+        ("adjacency", str(result.get("adjacency", ""))),
+    ]
+
+
 def _rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     level = f"{result['confidence']:.0%}"
     which = kind(result)
+    if which == "attribute":
+        return _attribute_rows(result)
     rows = [
         ("ε lower bound", f"{_value(result['epsilon_lower_bound'])} (valid {level} lower bound, a bound)"),
         ("claimed ε", f"{_value(result['epsilon_claimed'])} [{result.get('claim_source', '')}]"),
@@ -271,6 +344,7 @@ _CAPTIONS = {
     "training_audit_scores": "Scores with the canary in and out.",
     "training_audit_epsilon_vs_canaries": "ε lower bound against the number of canaries (one run).",
     "training_audit_epsilon_vs_trainings": "ε lower bound against the number of trainings.",
+    "attribute_audit": "Attribute-inference success against the feature-DP upper bound (seed 003 Theorem 4).",
 }
 
 
@@ -290,7 +364,12 @@ def html_fragment(
     the report); by default the PNGs are embedded as data URIs.
     """
     figure_pngs = figures(result) if figure_pngs is None else figure_pngs
-    title = {"two_sample": "from scores (two samples)", "one_run": "in one run", "distinguish": "over many trainings"}
+    title = {
+        "two_sample": "from scores (two samples)",
+        "one_run": "in one run",
+        "distinguish": "over many trainings",
+        "attribute": "by attribute inference",
+    }
     rows = "".join(
         f"<tr><th>{html.escape(name)}</th><td>{html.escape(value)}</td></tr>" for name, value in _rows(result)
     )
