@@ -730,6 +730,8 @@ class TrainingGame:
         return f"one {self.input_canary.value.replace('_', '-')} input canary"
 
     def __repr__(self) -> str:
+        if isinstance(self.training, UserTraining):  # what is observed and how it is scored is the user's code
+            return f"{self.training.describe()}; {self._what()}"
         return (
             f"{self.training.describe()}; {self._what()}; observed: {self.observe.value.replace('_', ' ')}; "
             f"score: {self.score.value.replace('_', ' ')}"
