@@ -61,6 +61,7 @@ _EXPORTS: dict[str, str] = {
     "Verdict": "dplens.auditing.games:Verdict",
     "TargetAuditResult": "dplens.auditing.target_game:TargetAuditResult",
     "batched": "dplens.auditing.targets:batched",
+    "audit_scores": "dplens.auditing.scores:audit_scores",
     # reports
     "build_report": "dplens.reports.build:build_report",
     "generate_report": "dplens._api:generate_report",
@@ -100,6 +101,7 @@ __all__ = [
     "Zcdp",
     "__version__",
     "audit",
+    "audit_scores",
     "batched",
     "build_report",
     "calibrate",
@@ -150,6 +152,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         to_dp_accounting,
     )
     from dplens.auditing.games import AuditResult, Verdict
+    from dplens.auditing.scores import audit_scores
     from dplens.auditing.target_game import TargetAuditResult
     from dplens.auditing.targets import batched
     from dplens.reports.build import build_report

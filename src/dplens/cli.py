@@ -200,6 +200,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         return _cmd_audit_target(args)
     if args.spec is None:
         raise CliError("audit needs a SPEC file, or --target MODULE:NAME with --pair and --claim-epsilon")
+    if _wants_audit_game(args):
+        return _cmd_audit_game(args)
     from dplens.auditing.games import audit_spec
     from dplens.spec import load_spec
 
@@ -253,8 +255,10 @@ def _cmd_audit_target(args: argparse.Namespace) -> int:
 
     if args.spec is not None:
         raise CliError("give either a SPEC or --target, not both")
-    if args.pair is None or args.claim_epsilon is None:
-        raise CliError("--target needs --pair PAIR.json and --claim-epsilon E")
+    if args.pair is None or args.claim_epsilon is None or args.trials is None:
+        raise CliError("--target needs --pair PAIR.json, --claim-epsilon E and --trials N")
+    if getattr(args, "game", None) is not None:
+        raise CliError("--game applies to a SPEC audit, not to --target")
     for flag, value in (("--scheduler", args.scheduler), ("--checkpoint", args.checkpoint), ("--delta", args.delta)):
         if value is not None:
             raise CliError(f"{flag} is not supported with --target (use --workers; the claim's delta is --claim-delta)")
@@ -283,6 +287,93 @@ def _cmd_audit_target(args: argparse.Namespace) -> int:
         progress=not args.quiet,
     )
     _emit(result.to_dict(), args.json, _target_audit_text(result))
+
+
+def _wants_audit_game(args: argparse.Namespace) -> bool:
+    """``--game``, no ``--trials`` (one run), an ``[audit]`` table or a ``dp_sgd_training`` spec: the audit games of
+    :mod:`dplens.auditing.spec_games` (a plain spec with ``--trials`` keeps the distinguishing game above)."""
+    if getattr(args, "spec", None) is None:
+        return False
+    if getattr(args, "game", None) is not None or args.trials is None:
+        return True
+    from dplens.spec import load_spec
+
+    spec = load_spec(args.spec)
+    return spec.audit is not None or any(table.get("type") == "dp_sgd_training" for table in spec.mechanisms)
+
+
+def _cmd_audit_game(args: argparse.Namespace) -> int:
+    from dplens.auditing.attribute import AttributeAuditResult, ClaimReading
+    from dplens.auditing.scores import OneRunAuditResult
+    from dplens.auditing.spec_games import attribute_summary, audit_spec_game, resolve_game
+    from dplens.spec import load_spec
+
+    spec = load_spec(args.spec)
+    if args.delta is not None and not 0 <= args.delta < 1:
+        raise ValueError(f"--delta must be in [0, 1); got {args.delta!r}")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be an integer >= 0; got {args.seed!r}")
+    game = resolve_game(spec, getattr(args, "game", None))
+    result = audit_spec_game(
+        spec,
+        game=game,
+        trials=args.trials,
+        delta=args.delta,
+        confidence=args.confidence,
+        seed=args.seed,
+        workers=args.workers,
+        scheduler=args.scheduler,
+        checkpoint=args.checkpoint,
+        progress=not args.quiet,
+    )
+    payload = result.to_dict() | {"spec_sha256": spec.sha256, "audit_game": game.value}
+    if isinstance(result, AttributeAuditResult):
+        text = attribute_summary(result)
+        if result.reading is ClaimReading.FEATURE_DP:  # the bound the verdict compares with the claim
+            payload["replace_one_epsilon_lower_bound"] = payload["epsilon_lower_bound"]
+            payload["epsilon_lower_bound"] = payload["feature_dp_epsilon_lower_bound"]
+    elif isinstance(result, OneRunAuditResult):
+        text = result.summary()
+    else:
+        text = _audit_text(result)
+    _emit(payload, args.json, text)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# audit-scores
+# --------------------------------------------------------------------------------------------
+
+
+def _delta(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1); got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1); got {text!r}")
+    return value
+
+
+def _cmd_audit_scores(args: argparse.Namespace) -> int:
+    from dplens.auditing.scores import SplitSelection, audit_scores, load_scores_file
+
+    if args.seed < 0:
+        raise ValueError(f"--seed must be an integer >= 0; got {args.seed!r}")
+    scores, member = load_scores_file(args.file)
+    options: dict[str, Any] = {"seed": args.seed} if args.one_run else {"selection": SplitSelection(seed=args.seed)}
+    result = audit_scores(
+        scores,
+        member,
+        claim=args.claim_epsilon,
+        delta=args.delta,
+        confidence=args.confidence,
+        one_run=args.one_run,
+        claim_source="--claim-epsilon",
+        **options,
+    )
+    payload = result.to_dict() | {"file": str(args.file)}
+    _emit(payload, args.json, result.summary())
     return 0
 
 
@@ -432,7 +523,9 @@ def build_parser() -> argparse.ArgumentParser:
     aud.add_argument("--claim-epsilon", type=_non_negative, help="with --target: the claimed epsilon")
     aud.add_argument("--claim-delta", type=float, default=0.0, help="with --target: the claimed delta (default 0)")
     aud.add_argument("--score", metavar="MODULE:NAME", help="with --target: a score function of the outputs")
-    aud.add_argument("--trials", type=_positive_int, required=True, help="trials per side")
+    aud.add_argument(
+        "--trials", type=_positive_int, help="trials per side (required except with --game one-run: the canaries)"
+    )
     aud.add_argument(
         "--delta",
         type=float,
@@ -445,7 +538,24 @@ def build_parser() -> argparse.ArgumentParser:
     aud.add_argument("--checkpoint", help="checkpoint file: written after each chunk, resumed from if it exists")
     aud.add_argument("--quiet", action="store_true", help="no progress bar")
     aud.add_argument("--json", action="store_true", help="print one JSON object")
+    aud.add_argument(
+        "--game",
+        choices=["distinguish", "one-run", "attribute"],
+        help="the audit game (default: the spec's [audit] game, else distinguish)",
+    )
     aud.set_defaults(func=_cmd_audit)
+
+    scores = sub.add_parser("audit-scores", help="a valid lower bound on epsilon from membership scores (a file)")
+    scores.add_argument("file", help=".npz with arrays 'score' and 'member' (bool), or a CSV with those columns")
+    scores.add_argument("--claim-epsilon", type=_non_negative, required=True, help="the claimed epsilon")
+    scores.add_argument("--delta", type=_delta, required=True, help="delta of the (epsilon, delta) claim")
+    scores.add_argument(
+        "--one-run", action="store_true", help="one training, canaries each included with probability 1/2"
+    )
+    scores.add_argument("--confidence", type=_confidence, default=0.95, help="confidence of the bound (default 0.95)")
+    scores.add_argument("--seed", type=int, default=0, help="seed of the threshold-selection split (default 0)")
+    scores.add_argument("--json", action="store_true", help="print one JSON object")
+    scores.set_defaults(func=_cmd_audit_scores)
 
     from dplens.reports.defaults import DEFAULT_CONFIDENCE, DEFAULT_PRIVACY_UNIT, DEFAULT_TRIALS
 

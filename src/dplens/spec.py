@@ -24,7 +24,7 @@ from typing import Any
 from dplens.accountant import events as ev
 from dplens.accountant.compose import Accountant
 
-__all__ = ["Claim", "Spec", "load_spec", "parse_spec", "spec_type", "spec_type_names", "spec_types"]
+__all__ = ["AuditTable", "Claim", "Spec", "load_spec", "parse_spec", "spec_type", "spec_type_names", "spec_types"]
 
 
 def _number(table: dict, key: str, *, type_name: str, integer: bool = False, default: Any = None) -> Any:
@@ -106,6 +106,32 @@ def _poisson_subsampled_gaussian(table: dict) -> tuple[ev.Event, int]:
     return _repeat(event, _number(table, steps_key, type_name=name, integer=True, default=1), steps_key)
 
 
+def _dp_sgd_training(table: dict) -> tuple[ev.Event, int]:
+    """A DP-SGD training run (the canary games' subject): accounted exactly as the Poisson-subsampled Gaussian
+    composed ``steps`` times (add/remove); ``clip_norm``, ``learning_rate``, ``dataset_size`` and ``model_dim``
+    describe the numpy training the canary games run and do not change the accounting."""
+    name = "dp_sgd_training"
+    relation = _relation(table, ev.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    if relation is not ev.NeighboringRelation.ADD_OR_REMOVE_ONE:
+        raise ValueError(f"neighboring must be 'add_remove' for dp_sgd_training; got {relation.value!r}")
+    for key in ("clip_norm", "learning_rate"):
+        value = _number(table, key, type_name=name, default=1.0)
+        if not value > 0:
+            raise ValueError(f"{key} must be > 0; got {value!r} (mechanism type {name!r})")
+    for key in ("dataset_size", "model_dim"):
+        value = _number(table, key, type_name=name, integer=True, default=1)
+        if value < 1:
+            raise ValueError(f"{key} must be an integer >= 1; got {value!r} (mechanism type {name!r})")
+    inner = ev.Gaussian(noise_multiplier=_number(table, "noise_multiplier", type_name=name), neighboring=relation)
+    event = ev.PoissonSampled(
+        sampling_rate=_number(table, "sampling_rate", type_name=name), event=inner, neighboring=relation
+    )
+    steps = _number(table, "steps", type_name=name, integer=True)
+    if steps < 1:
+        raise ValueError(f"steps must be an integer >= 1; got {steps!r} (mechanism type {name!r})")
+    return event, steps
+
+
 _BUILTIN: dict[str, tuple[Callable[[dict], tuple[ev.Event, int]], frozenset[str]]] = {
     "gaussian": (_gaussian, frozenset({"noise_multiplier", "count", "neighboring"})),
     "laplace": (_laplace, frozenset({"scale", "epsilon", "count", "neighboring"})),
@@ -113,6 +139,21 @@ _BUILTIN: dict[str, tuple[Callable[[dict], tuple[ev.Event, int]], frozenset[str]
     "poisson_subsampled_gaussian": (
         _poisson_subsampled_gaussian,
         frozenset({"noise_multiplier", "sampling_rate", "steps", "count", "neighboring"}),
+    ),
+    "dp_sgd_training": (
+        _dp_sgd_training,
+        frozenset(
+            {
+                "noise_multiplier",
+                "sampling_rate",
+                "steps",
+                "clip_norm",
+                "learning_rate",
+                "dataset_size",
+                "model_dim",
+                "neighboring",
+            }
+        ),
     ),
 }
 
@@ -163,6 +204,98 @@ class Claim:
         return {"epsilon": self.epsilon, "delta": self.delta}
 
 
+# The values of the [audit] table; the auditing layer turns them into its option types (the values of
+# dplens.auditing.canaries' enums: a test checks that they agree).
+AUDIT_GAMES = ("distinguish", "one_run", "attribute")
+AUDIT_CANARIES = ("gradient", "input")
+AUDIT_OBSERVATIONS = ("final", "all_steps")
+AUDIT_SCORES = ("likelihood_ratio", "dot_product", "loss")
+AUDIT_INPUT_CANARIES = ("mislabelled", "out_of_distribution")
+_AUDIT_KEYS = frozenset({"game", "canaries", "canary", "observe", "score", "input_canary", "prior", "values"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditTable:
+    """The spec's optional ``[audit]`` table: which audit game ``dplens audit SPEC`` runs and how.
+
+    ``game``: ``distinguish`` (many runs, canary in or out), ``one_run`` (one training with ``canaries`` canaries
+    included with probability ½ each) or ``attribute`` (attribute inference; ``prior`` over the attribute values and
+    ``values``, the mechanism's data for each value). ``canary`` (``gradient`` or ``input``), ``observe``
+    (``final`` or ``all_steps``), ``score`` and ``input_canary`` (``mislabelled`` or ``out_of_distribution``)
+    configure the canary games of a ``dp_sgd_training`` mechanism.
+    """
+
+    game: str = "distinguish"
+    canaries: int = 1000
+    canary: str = "gradient"
+    observe: str = "all_steps"
+    score: str | None = None
+    input_canary: str = "mislabelled"
+    prior: tuple[float, ...] | None = None
+    values: tuple[float, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "game": self.game,
+            "canaries": self.canaries,
+            "canary": self.canary,
+            "observe": self.observe,
+            "input_canary": self.input_canary,
+        }
+        if self.score is not None:
+            out["score"] = self.score
+        if self.prior is not None:
+            out["prior"] = list(self.prior)
+        if self.values is not None:
+            out["values"] = list(self.values)
+        return out
+
+
+def _choice(raw: dict, key: str, allowed: tuple[str, ...], default: str | None) -> str | None:
+    value = raw.get(key, default)
+    if value is not None and value not in allowed:
+        raise ValueError(f"[audit] {key} must be one of {list(allowed)}; got {value!r}")
+    return value
+
+
+def _numbers(raw: dict, key: str) -> tuple[float, ...] | None:
+    if key not in raw:
+        return None
+    value = raw[key]
+    if not isinstance(value, list) or len(value) < 2:
+        raise ValueError(f"[audit] {key} must be a list of at least 2 numbers; got {value!r}")
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int | float) or not math.isfinite(item):
+            raise ValueError(f"[audit] {key} must hold finite numbers; got {value!r}")
+    return tuple(float(v) for v in value)
+
+
+def _audit_table(raw: Any) -> AuditTable:
+    if not isinstance(raw, dict):
+        raise ValueError(f"[audit] must be a table; got {raw!r}")
+    extra = set(raw) - _AUDIT_KEYS
+    if extra:
+        raise ValueError(f"unknown key(s) {sorted(extra)} in [audit]; allowed: {sorted(_AUDIT_KEYS)}")
+    canaries = raw.get("canaries", 1000)
+    if isinstance(canaries, bool) or not isinstance(canaries, int) or canaries < 2:
+        raise ValueError(f"[audit] canaries must be an integer >= 2; got {canaries!r}")
+    prior, values = _numbers(raw, "prior"), _numbers(raw, "values")
+    if prior is not None and (any(p < 0 for p in prior) or abs(sum(prior) - 1.0) > 1e-9):
+        raise ValueError(f"[audit] prior must be probabilities summing to 1; got {list(prior)!r}")
+    if prior is not None and values is not None and len(prior) != len(values):
+        raise ValueError(f"[audit] prior and values must have the same length; got {len(prior)} and {len(values)}")
+    return AuditTable(
+        game=_choice(raw, "game", AUDIT_GAMES, "distinguish"),
+        canaries=canaries,
+        canary=_choice(raw, "canary", AUDIT_CANARIES, "gradient"),
+        observe=_choice(raw, "observe", AUDIT_OBSERVATIONS, "all_steps"),
+        score=_choice(raw, "score", AUDIT_SCORES, None),
+        input_canary=_choice(raw, "input_canary", AUDIT_INPUT_CANARIES, "mislabelled"),
+        prior=prior,
+        values=values,
+    )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Spec:
     """A parsed, validated spec."""
@@ -173,6 +306,7 @@ class Spec:
     sha256: str = ""
     source: str = ""
     entries: tuple[tuple[ev.Event, int], ...] = field(default=())
+    audit: AuditTable | None = None
 
     def accountant(self) -> Accountant:
         """A fresh Accountant with every mechanism composed in order."""
@@ -200,6 +334,8 @@ class Spec:
             data["claim"] = self.claim.to_dict()
         if self.neighboring is not None:
             data["neighboring"] = self.neighboring.value
+        if self.audit is not None:
+            data["audit"] = self.audit.to_dict()
         return parse_spec(data, source=self.source)
 
 
@@ -207,7 +343,7 @@ def parse_spec(data: dict[str, Any], *, source: str = "<dict>") -> Spec:
     """Validate a spec document (already decoded from TOML/JSON)."""
     if not isinstance(data, dict):
         raise ValueError(f"spec must be a table/object; got {type(data).__name__}")
-    unknown = set(data) - {"mechanism", "claim", "neighboring", "name", "description"}
+    unknown = set(data) - {"mechanism", "claim", "neighboring", "name", "description", "audit"}
     if unknown:
         raise ValueError(f"unknown top-level key(s) {sorted(unknown)} in spec {source}")
     tables = data.get("mechanism")
@@ -248,6 +384,7 @@ def parse_spec(data: dict[str, Any], *, source: str = "<dict>") -> Spec:
         if isinstance(delta, bool) or not isinstance(delta, int | float) or not (0 <= delta < 1):
             raise ValueError(f"claim delta must be in [0, 1); got {delta!r}")
         claim = Claim(epsilon=float(eps), delta=float(delta))
+    audit = _audit_table(data["audit"]) if "audit" in data else None
     canonical = json.dumps(data, sort_keys=True, default=str).encode()
     return Spec(
         mechanisms=tuple(copy.deepcopy(tables)),
@@ -256,6 +393,7 @@ def parse_spec(data: dict[str, Any], *, source: str = "<dict>") -> Spec:
         sha256=hashlib.sha256(canonical).hexdigest(),
         source=source,
         entries=tuple(entries),
+        audit=audit,
     )
 
 
@@ -280,4 +418,5 @@ def load_spec(path: str | Path) -> Spec:
         sha256=hashlib.sha256(raw).hexdigest(),
         source=str(path),
         entries=spec.entries,
+        audit=spec.audit,
     )

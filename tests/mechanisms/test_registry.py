@@ -37,6 +37,10 @@ RUNNABLE = {
         {"noise_multiplier": 0.8, "sampling_rate": 0.02, "count": 50},
         {"noise_multiplier": 1.0, "sampling_rate": 0.1, "steps": 5, "neighboring": "zero_out"},
     ],
+    "dp_sgd_training": [
+        {"noise_multiplier": 1.0, "sampling_rate": 0.1, "steps": 5},
+        {"noise_multiplier": 0.8, "sampling_rate": 0.02, "steps": 50, "clip_norm": 0.5, "dataset_size": 500},
+    ],
     "gaussmix": [{"k": 3, "gamma": 50.0}, {"k": 2, "sigma": 3.0, "row_bound": 1.5, "lambda_min_bound": 0.5}],
     "feature_dp_sgd": [
         {"noise_multiplier": 1.0, "sampling_rate": 0.1, "steps": 5},

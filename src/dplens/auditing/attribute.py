@@ -825,6 +825,36 @@ class AttributeAuditResult:
             "confusion": [list(row) for row in self.confusion],
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AttributeAuditResult:
+        """Inverse of :meth:`to_dict` (None for an infinite ε comes back as inf; a missing field raises
+        ``ValueError`` naming it)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"attribute audit result must be a dict; got {type(data).__name__}")
+        if data.get("format_version", RESULT_FORMAT_VERSION) != RESULT_FORMAT_VERSION:
+            raise ValueError(f"unsupported attribute audit result format_version {data.get('format_version')!r}")
+        ceiling = data.get("ceiling")
+        if not isinstance(ceiling, dict) or "success" not in ceiling or "epsilon" not in ceiling:
+            raise ValueError("attribute audit result is missing required field 'ceiling'")
+        skip = ("ceiling_success", "ceiling_epsilon", "confusion", "format_version")
+        names = [name for name in cls.__dataclass_fields__ if name not in skip]
+        missing = [name for name in names if name not in data]
+        if missing:
+            raise ValueError(f"attribute audit result is missing required field {missing[0]!r}")
+        kwargs = {name: data[name] for name in names}
+        for name in ("epsilon_lower_bound", "feature_dp_epsilon_lower_bound", "epsilon_claimed"):
+            kwargs[name] = math.inf if data[name] is None else float(data[name])
+        kwargs["confidence_interval"] = tuple(data["confidence_interval"])
+        kwargs["prior"] = tuple(data["prior"])
+        kwargs["reading"] = ClaimReading(data["reading"])
+        kwargs["verdict"] = Verdict(data["verdict"])
+        return cls(
+            **kwargs,
+            ceiling_success=ceiling["success"],
+            ceiling_epsilon=math.inf if ceiling["epsilon"] is None else float(ceiling["epsilon"]),
+            confusion=tuple(tuple(row) for row in data.get("confusion", ())),
+        )
+
 
 # --------------------------------------------------------------------------------------------
 # What the claim allows

@@ -623,6 +623,21 @@ class OneRunResult:
             "reference": self.reference,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> OneRunResult:
+        """Inverse of :meth:`to_dict` (a missing field raises ``ValueError`` naming it)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"one-run result must be a dict; got {type(data).__name__}")
+        cutoff_names = ("in_guesses", "in_correct", "out_guesses", "out_correct", "in_threshold", "out_threshold")
+        cutoff = data.get("cutoff")
+        if not isinstance(cutoff, dict):
+            raise ValueError("one-run result is missing required field 'cutoff'")
+        names = [n for n in cls.__dataclass_fields__ if n not in cutoff_names]
+        missing = [n for n in names if n not in data] + [n for n in cutoff_names if n not in cutoff]
+        if missing:
+            raise ValueError(f"one-run result is missing required field {missing[0]!r}")
+        return cls(**{n: data[n] for n in names}, **{n: cutoff[n] for n in cutoff_names})
+
 
 def one_run_audit(
     scores: Any,
