@@ -473,6 +473,9 @@ def generate_report(
             )
         else:
             say(f"not audited: {reason}")
+    additional = []
+    if spec.audit is not None and audit_mode is not AuditMode.OFF:
+        additional = _spec_game(spec, delta, trials, confidence, seed, workers, audit_mode, say)
     say("accounting every route and writing the report (figures, JSON, HTML, privacy statement) ...")
     summary = report_summary(spec, delta, calibration=calibration)
     from dplens.reports.build import build_report
@@ -486,10 +489,45 @@ def generate_report(
         not_audited_reason=reason,
         privacy_unit=privacy_unit,
         claim_source=claim_source,
-        seeds={"audit": seed} if audit is not None else {},
+        seeds={"audit": seed} if audit is not None or additional else {},
         command=command,
+        additional_audits=additional,
     )
     return write_report(report, Path(out_dir))
+
+
+def _spec_game(
+    spec: Any,
+    delta: float,
+    trials: int,
+    confidence: float,
+    seed: int,
+    workers: int,
+    audit_mode: AuditMode,
+    say: Callable[[str], None],
+) -> list[Any]:
+    """The spec's ``[audit]`` game (one run, canary trainings, attribute inference) as an additional audit."""
+    from dplens.auditing.spec_games import Game, audit_spec_game, resolve_game
+
+    game = resolve_game(spec, None)
+    say(f"running the spec's [audit] game ({game.value}) ...")
+    try:
+        result = audit_spec_game(
+            spec,
+            game=game,
+            trials=None if game is Game.ONE_RUN else trials,  # one run: the table's canaries
+            delta=delta,
+            confidence=confidence,
+            seed=seed,
+            workers=workers,
+        )
+    except ValueError as err:
+        if audit_mode is AuditMode.REQUIRED:
+            raise
+        say(f"the spec's [audit] game did not run: {str(err).splitlines()[0]}")
+        return []
+    say(f"[audit] game: verdict {result.verdict.value}")
+    return [result]
 
 
 def report_summary(spec: Any, delta: float, *, calibration: Mapping[str, Any] | None = None) -> Any:

@@ -401,7 +401,43 @@ def _progress(quiet: bool):
     return lambda message: print(f"[report] {message}", file=sys.stderr, flush=True)
 
 
+def _read_audit_result(path: str) -> dict[str, Any]:
+    """A saved audit result (``dplens audit ... --json``): a JSON object, read with one-line errors."""
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"audit result file not found: {path!r}")
+    try:
+        data = json.loads(file.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"audit result file {path!r} is not valid JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"audit result file {path!r} must hold a JSON object; got {type(data).__name__}")
+    return data
+
+
+def _cmd_report_audit(args: argparse.Namespace) -> int:
+    from dplens.reports.audit_page import write_audit_report
+
+    if args.spec is not None:
+        raise CliError("give either a SPEC or --audit RESULT.json, not both")
+    result = _read_audit_result(args.audit)
+    files = write_audit_report(
+        result,
+        Path(args.output),
+        title=args.title or Path(args.audit).stem,
+        source=args.audit,
+        command=["dplens", *getattr(args, "argv", [])],
+    )
+    print(f"verdict: {files.verdict}")
+    print(f"dplens report: wrote {files.html.resolve()}")
+    return 0
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
+    if getattr(args, "audit", None) is not None:
+        return _cmd_report_audit(args)
+    if args.spec is None:
+        raise CliError("report needs a SPEC file, or --audit RESULT.json (a saved audit result)")
     from dplens._api import AuditMode, generate_report
     from dplens.reports.defaults import DEFAULT_TRIALS
     from dplens.spec import load_spec
@@ -560,7 +596,12 @@ def build_parser() -> argparse.ArgumentParser:
     from dplens.reports.defaults import DEFAULT_CONFIDENCE, DEFAULT_PRIVACY_UNIT, DEFAULT_TRIALS
 
     report = sub.add_parser("report", help="a compliance report (JSON, HTML, privacy statement, figures)")
-    report.add_argument("spec", help="TOML or JSON spec file")
+    report.add_argument("spec", nargs="?", help="TOML or JSON spec file")
+    report.add_argument(
+        "--audit",
+        metavar="RESULT.json",
+        help="render a saved audit result instead (dplens audit --target/--game/audit-scores ... --json > RESULT.json)",
+    )
     report.add_argument("-o", "--output", required=True, help="output directory")
     report.add_argument(
         "--delta", type=float, help="delta of the (epsilon, delta) statements (default: the claim's, else 1e-5)"

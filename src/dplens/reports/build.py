@@ -31,6 +31,7 @@ from dplens.reports.model import (
     Report,
     Status,
     Verdict,
+    combined_status,
 )
 
 __all__ = [
@@ -191,6 +192,35 @@ def _delta_text(delta: float) -> str:
     return f"{delta:g}"
 
 
+def _with_additional(verdict: Verdict, additional: tuple[dict[str, Any], ...], certifies: str) -> Verdict:
+    """The verdict once the additional audits (training, attribute, one-run games) are taken into account."""
+    if not additional:
+        return verdict
+    reasons = list(verdict.reasons)
+    for extra in additional:
+        result = extra["result"]
+        bound = result.get("epsilon_lower_bound")
+        shown = fmt_lower(bound) if isinstance(bound, int | float) else "n/a"
+        reasons.append(
+            f"Additional audit ({extra['kind']}): {extra['verdict']}, ε ≥ {shown} (a valid lower bound). "
+            f"{result.get('verdict_reason', '')}".rstrip()
+        )
+    status = combined_status(None if verdict.status is Status.NOT_AUDITED else verdict.status, additional)
+    sentence = verdict.sentence
+    if status is Status.VIOLATION and verdict.status is not Status.VIOLATION:
+        kinds = ", ".join(e["kind"] for e in additional if e["verdict"] == Status.VIOLATION.value)
+        sentence = (
+            f"Violation: the additional audit ({kinds}) gives a valid lower bound on ε above the claim; the claim is "
+            f"false for this mechanism, whatever the accountant certifies ({certifies})."
+        )
+    elif verdict.status is Status.NOT_AUDITED:
+        sentence = (
+            f"{status.value.capitalize()}: only the additional audit(s) ran; see below. The guarantee rests on "
+            f"accounting ({certifies})."
+        )
+    return Verdict(status=status, sentence=sentence, reasons=tuple(reasons))
+
+
 def _verdict(claim: Claim, accounting: Accounting, audit: AuditEvidence | None, not_audited: str | None) -> Verdict:
     ub = fmt_upper(accounting.epsilon)
     certifies = (
@@ -241,6 +271,23 @@ def _verdict(claim: Claim, accounting: Accounting, audit: AuditEvidence | None, 
     return Verdict(status=audit.verdict, sentence=sentence, reasons=tuple(reasons))
 
 
+def _certifies(accounting: Accounting) -> str:
+    return (
+        f"the accountant certifies ε ≤ {fmt_upper(accounting.epsilon)} at δ = {_delta_text(accounting.delta)} "
+        f"(an upper bound; tightest route: {accounting.tightest.method})"
+    )
+
+
+def _additional(results: Sequence[Any]) -> tuple[dict[str, Any], ...]:
+    from dplens.reports.audit_page import audit_kind
+
+    out = []
+    for result in results:
+        data = result.to_dict() if hasattr(result, "to_dict") else dict(result)
+        out.append({"kind": audit_kind(data), "verdict": str(data.get("verdict")), "result": data})
+    return tuple(out)
+
+
 def build_report(
     *,
     spec: Any,
@@ -253,6 +300,7 @@ def build_report(
     seeds: Mapping[str, Any] | None = None,
     command: Sequence[str] = (),
     created_utc: str | None = None,
+    additional_audits: Sequence[Any] = (),
 ) -> Report:
     """Assemble the report from finished results (figures are added on writing).
 
@@ -267,6 +315,8 @@ def build_report(
         seeds: the seeds used (recorded in the provenance).
         command: the command line (recorded in the provenance).
         created_utc: a fixed timestamp (default: now).
+        additional_audits: further audit results (the spec's ``[audit]`` game: one run, many trainings, attribute
+            inference, scores); a VIOLATION in any of them makes the report's verdict a VIOLATION.
 
     Example:
         >>> import dplens
@@ -289,6 +339,7 @@ def build_report(
     relation = summary.get("neighbouring", "add_remove")
     ledger = dict(summary.get("ledger", {}))
     claim = _claim(spec, section, relation=relation, unit=privacy_unit, source=claim_source)
+    extras = _additional(additional_audits)
     mechanism = MechanismSection(
         name=title,
         components=tuple(dict(t) for t in spec.mechanisms),
@@ -303,7 +354,8 @@ def build_report(
         accounting=section,
         audit=audit,
         not_audited_reason=None if audit is not None else not_audited_reason,
-        verdict=_verdict(claim, section, audit, not_audited_reason),
+        verdict=_with_additional(_verdict(claim, section, audit, not_audited_reason), extras, _certifies(section)),
+        additional_audits=extras,
         provenance=provenance(
             spec=spec,
             seeds=seeds if seeds is not None else ({"audit": audit.seed} if audit is not None else {}),

@@ -45,6 +45,7 @@ __all__ = [
     "Report",
     "Status",
     "Verdict",
+    "combined_status",
     "validate_report_dict",
 ]
 
@@ -658,6 +659,19 @@ class Provenance:
         )
 
 
+def combined_status(main: Status | None, additional: tuple[dict[str, Any], ...] = ()) -> Status:
+    """The report's status from its audits: VIOLATION if any audit refutes the claim; otherwise the main audit's
+    verdict, or (without one) the additional audits' (INCONCLUSIVE unless all are CONSISTENT)."""
+    verdicts = [Status(a["verdict"]) for a in additional]
+    if Status.VIOLATION in verdicts:
+        return Status.VIOLATION
+    if main is not None:
+        return main
+    if not verdicts:
+        return Status.NOT_AUDITED
+    return Status.CONSISTENT if all(v is Status.CONSISTENT for v in verdicts) else Status.INCONCLUSIVE
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Report:
     """A compliance report: claim, mechanism, accounting, audit evidence (optional), verdict, provenance."""
@@ -671,16 +685,21 @@ class Report:
     audit: AuditEvidence | None = None
     not_audited_reason: str | None = None
     figures: tuple[Figure, ...] = ()
+    additional_audits: tuple[dict[str, Any], ...] = ()
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
         if self.schema_version != SCHEMA_VERSION:
             raise ValueError(version_message(self.schema_version))
-        if self.audit is None and self.verdict.status is not Status.NOT_AUDITED:
-            raise ValueError(f"verdict.status is {self.verdict.status.value!r} but the report has no audit")
-        if self.audit is not None and self.verdict.status is not self.audit.verdict:
+        for extra in self.additional_audits:
+            if Status(extra["verdict"]) is Status.NOT_AUDITED:
+                raise ValueError("an additional audit must have an audit verdict, not NOT_AUDITED")
+        expected = combined_status(None if self.audit is None else self.audit.verdict, self.additional_audits)
+        if self.verdict.status is not expected:
+            if self.audit is None and not self.additional_audits:
+                raise ValueError(f"verdict.status is {self.verdict.status.value!r} but the report has no audit")
             raise ValueError(
-                f"verdict.status {self.verdict.status.value!r} differs from the audit's {self.audit.verdict.value!r}"
+                f"verdict.status {self.verdict.status.value!r} differs from the audit's (combined) {expected.value!r}"
             )
         if self.audit is None and not self.not_audited_reason:
             raise ValueError("not_audited_reason is required when the report has no audit")
@@ -697,6 +716,7 @@ class Report:
             audit=self.audit,
             not_audited_reason=self.not_audited_reason,
             figures=tuple(figures),
+            additional_audits=self.additional_audits,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -711,6 +731,7 @@ class Report:
             "not_audited_reason": self.not_audited_reason,
             "verdict": self.verdict.to_dict(),
             "figures": [f.to_dict() for f in self.figures],
+            "additional_audits": [dict(a) for a in self.additional_audits],
             "provenance": self.provenance.to_dict(),
         }
 
@@ -754,5 +775,6 @@ class Report:
             not_audited_reason=data.get("not_audited_reason"),
             verdict=Verdict.from_dict(data["verdict"]),
             figures=tuple(Figure.from_dict(f) for f in data["figures"]),
+            additional_audits=tuple(dict(a) for a in data.get("additional_audits", ())),
             provenance=Provenance.from_dict(data["provenance"]),
         )

@@ -145,8 +145,9 @@ def _raw_number(value: float | None) -> str:
     return repr(value)
 
 
-def render_html(report: Report, figures: dict[str, bytes] | None = None) -> str:
-    """The self-contained HTML page of ``report``; ``figures`` maps a figure's file name to its PNG bytes."""
+def render_html(report: Report, figures: dict[str, bytes] | None = None, *, sections: list[Any] | None = None) -> str:
+    """The self-contained HTML page of ``report``; ``figures`` maps a figure's file name to its PNG bytes, and
+    ``sections`` are the rendered additional audits (rendered here when not given)."""
     figures = figures or {}
     embedded = [
         {
@@ -164,9 +165,22 @@ def render_html(report: Report, figures: dict[str, bytes] | None = None) -> str:
         report=report,
         data=report.to_dict(),
         figures=by_name,
+        additional_sections=[
+            section.html for section in (sections if sections is not None else _additional_sections(report))
+        ],
         statement=render_statement(report),
         Status=Status,
     )
+
+
+def _additional_sections(report: Report) -> list[Any]:
+    """The rendered additional audits (HTML with figures embedded, and the figure files)."""
+    from dplens.reports.audit_page import render_section
+
+    return [
+        render_section(extra["result"], prefix=f"additional_{index + 1}_")
+        for index, extra in enumerate(report.additional_audits)
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -299,9 +313,13 @@ def write_report(report: Report, out_dir: Path, *, with_figures: bool = True) ->
         for name, file, caption, data in plots.figures_for(report):
             figure_bytes[file] = data
             figure_records.append(Figure(name=name, file=file, caption=caption))
+    sections = _additional_sections(report)
+    if with_figures:
+        for section in sections:
+            figure_bytes.update(section.figures)
     report = report.with_figures(tuple(figure_records))
     json_text = to_canonical_json(report)  # validates before any file is written
-    html_text = render_html(report, figure_bytes)
+    html_text = render_html(report, figure_bytes, sections=sections)
     statement = render_statement(report)
     out_dir.mkdir(parents=True, exist_ok=True)
     figure_paths = tuple(atomic_write_bytes(out_dir / file, data) for file, data in figure_bytes.items())

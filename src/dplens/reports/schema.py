@@ -199,6 +199,15 @@ REPORT_SCHEMA: dict[str, Any] = {
             "not_audited_reason": _OPT_STR,
             "verdict": _obj({"status": {"enum": [s.value for s in Status]}, "sentence": _STR, "reasons": _arr(_STR)}),
             "figures": _arr(_obj({"name": _STR, "file": _STR, "caption": _STR})),
+            "additional_audits": _arr(
+                _obj(
+                    {
+                        "kind": _STR,
+                        "verdict": {"enum": ["CONSISTENT", "VIOLATION", "INCONCLUSIVE"]},
+                        "result": {"type": "object"},
+                    }
+                )
+            ),
             "provenance": _obj(
                 {
                     "tool": {
