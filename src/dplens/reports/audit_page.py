@@ -115,7 +115,7 @@ def write_audit_report(
     ``result`` is a target or training audit's ``to_dict()``. Everything is rendered before anything is written, and
     each file is written atomically.
     """
-    from dplens.reports.render import atomic_write_bytes, atomic_write_text, template_environment
+    from dplens.reports.output import atomic_write_bytes, atomic_write_text, template_environment
 
     section = render_section(result)
     provenance = _provenance(result, source, command)

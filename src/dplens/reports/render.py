@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import base64
 import json
-import math
-import os
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dplens.reports.format import fmt_estimate, fmt_lower, fmt_upper, percent
 from dplens.reports.model import Figure, Report, Status, validate_report_dict
+from dplens.reports.output import raw_number, atomic_write_bytes, atomic_write_text, template_environment
 
 __all__ = [
     "ReportFiles",
@@ -41,39 +39,6 @@ __all__ = [
 
 # --------------------------------------------------------------------------------------------
 # Atomic files
-# --------------------------------------------------------------------------------------------
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` via a temporary file in the same directory and ``os.replace``.
-
-    An interruption at any point leaves either the old file or the new one, never a partial file, and no
-    temporary file behind.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
-    # O_EXCL: never follow or reuse an existing file; mode 0o666 & ~umask like an ordinary new file
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def atomic_write_text(path: Path, text: str) -> Path:
-    """:func:`atomic_write_bytes` of UTF-8 text."""
-    return atomic_write_bytes(path, text.encode("utf-8"))
-
-
-# --------------------------------------------------------------------------------------------
-# JSON
 # --------------------------------------------------------------------------------------------
 
 
@@ -112,37 +77,6 @@ def _reject_constant(name: str) -> Any:
 # --------------------------------------------------------------------------------------------
 # HTML
 # --------------------------------------------------------------------------------------------
-
-
-def template_environment():
-    """The Jinja2 environment of dplens' HTML templates (package data): autoescaping on, strict undefined."""
-    import jinja2
-
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("dplens.reports", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["upper_bound"] = fmt_upper
-    env.filters["lower_bound"] = fmt_lower
-    env.filters["estimate"] = fmt_estimate
-    env.filters["percent"] = percent
-    env.filters["g"] = lambda v: "n/a" if v is None else f"{v:g}"
-    env.filters["raw_number"] = _raw_number
-    env.filters["to_json"] = lambda v: json.dumps(v, sort_keys=True, ensure_ascii=False, allow_nan=False)
-    return env
-
-
-def _raw_number(value: float | None) -> str:
-    """The exact value (for ``data-value`` attributes): repr, or 'Infinity' / 'null'."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "null"
-    if isinstance(value, float) and math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    return repr(value)
 
 
 def render_html(report: Report, figures: dict[str, bytes] | None = None, *, sections: list[Any] | None = None) -> str:
@@ -260,7 +194,7 @@ def render_statement(report: Report) -> str:
         )
         op = audit.operating_point
         lines += _wrap(
-            f"Operating point: threshold {_raw_number(op.threshold)}, false positives {op.false_positives} of "
+            f"Operating point: threshold {raw_number(op.threshold)}, false positives {op.false_positives} of "
             f"{op.negatives}, false negatives {op.false_negatives} of {op.positives} "
             f"(FPR {op.fpr:.4g} ≤ {op.fpr_upper:.4g}, FNR {op.fnr:.4g} ≤ {op.fnr_upper:.4g} at the stated confidence).",
             "  ",
