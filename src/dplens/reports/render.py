@@ -22,7 +22,7 @@ from typing import Any
 
 from dplens.reports.format import fmt_estimate, fmt_lower, fmt_upper, percent
 from dplens.reports.model import Figure, Report, Status, validate_report_dict
-from dplens.reports.output import raw_number, atomic_write_bytes, atomic_write_text, template_environment
+from dplens.reports.output import atomic_write_bytes, atomic_write_text, raw_number, template_environment
 
 __all__ = [
     "ReportFiles",
