@@ -363,7 +363,12 @@ def audit(
 
 
 class AuditMode(enum.Enum):
-    """Whether :func:`generate_report` audits the spec."""
+    """Whether :func:`generate_report` audits the spec.
+
+    Example:
+        >>> AuditMode("off") is AuditMode.OFF
+        True
+    """
 
     AUTO = "auto"  # audit when the audit layer can; otherwise say plainly why the report is not audited
     REQUIRED = "required"  # audit or fail (ValueError)
@@ -417,6 +422,13 @@ def generate_report(
 
     Raises:
         ValueError: bad parameters; with ``AuditMode.REQUIRED`` also when the audit cannot run.
+
+    Example:
+        >>> import dplens, tempfile
+        >>> spec = dplens.parse_spec({"mechanism": [{"type": "laplace", "epsilon": 1.0}], "claim": {"epsilon": 1.0}})
+        >>> files = dplens.generate_report(spec, tempfile.mkdtemp(), title="Laplace", trials=20_000)
+        >>> files.report.verdict.status.value, files.html.name, files.json.name
+        ('CONSISTENT', 'report.html', 'report.json')
     """
     from dplens.reports.defaults import DEFAULT_CONFIDENCE, DEFAULT_PRIVACY_UNIT, DEFAULT_TRIALS
     from dplens.reports.format import fmt_lower, percent

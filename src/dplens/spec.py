@@ -195,7 +195,14 @@ def _wrap_extension(builder: Callable[[dict], Any]) -> Callable[[dict], tuple[ev
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Claim:
-    """The guarantee under test in an audit (e.g. a vendor's claim)."""
+    """The guarantee under test in an audit (e.g. a vendor's claim): the spec's ``[claim]`` table.
+
+    Example:
+        >>> spec = parse_spec({"mechanism": [{"type": "gaussian", "noise_multiplier": 1.0}],
+        ...                    "claim": {"epsilon": 1.0, "delta": 1e-5}})
+        >>> spec.claim
+        Claim(epsilon=1.0, delta=1e-05)
+    """
 
     epsilon: float
     delta: float = 0.0
@@ -298,7 +305,17 @@ def _audit_table(raw: Any) -> AuditTable:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Spec:
-    """A parsed, validated spec."""
+    """A parsed, validated spec: its mechanism tables, the events they build, the optional claim and audit table.
+
+    Example:
+        >>> spec = parse_spec({"mechanism": [{"type": "laplace", "epsilon": 0.5, "count": 2}]})
+        >>> spec.entries
+        ((Laplace(noise_multiplier=2.0, neighboring=<NeighboringRelation.ADD_OR_REMOVE_ONE: 'add_remove'>), 2),)
+        >>> spec.accountant().pure_epsilon()  # 2 × 0.5, rounded up: every reported ε is an upper bound
+        1.000000000001
+        >>> round(spec.with_param("epsilon", 1.0).accountant().pure_epsilon(), 9)
+        2.0
+    """
 
     mechanisms: tuple[dict[str, Any], ...]
     claim: Claim | None = None
@@ -340,7 +357,16 @@ class Spec:
 
 
 def parse_spec(data: dict[str, Any], *, source: str = "<dict>") -> Spec:
-    """Validate a spec document (already decoded from TOML/JSON)."""
+    """Validate a spec document (already decoded from TOML/JSON); bad keys and values raise ``ValueError``.
+
+    Example:
+        >>> parse_spec({"mechanism": [{"type": "gaussian", "noise_multiplier": 2.0, "count": 4}]}).entries[0][1]
+        4
+        >>> parse_spec({"mechanism": [{"type": "gaussian", "sigma": 2.0}]})  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown parameter(s) ['sigma'] for mechanism type 'gaussian'; allowed: [...]
+    """
     if not isinstance(data, dict):
         raise ValueError(f"spec must be a table/object; got {type(data).__name__}")
     unknown = set(data) - {"mechanism", "claim", "neighboring", "name", "description", "audit"}
@@ -398,7 +424,17 @@ def parse_spec(data: dict[str, Any], *, source: str = "<dict>") -> Spec:
 
 
 def load_spec(path: str | Path) -> Spec:
-    """Read a TOML (``.toml``) or JSON (anything else) spec file and validate it."""
+    """Read a TOML (``.toml``) or JSON (anything else) spec file and validate it.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "dp_sgd.toml"
+        >>> _ = path.write_text('[[mechanism]]\\ntype = "poisson_subsampled_gaussian"\\n'
+        ...                     'noise_multiplier = 1.1\\nsampling_rate = 0.004\\nsteps = 1000\\n')
+        >>> spec = load_spec(path)
+        >>> spec.source == str(path), len(spec.sha256)
+        (True, 64)
+    """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"spec file not found: {str(path)!r}")

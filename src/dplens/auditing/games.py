@@ -58,7 +58,13 @@ _FOCUS_MIN_SUPPORT = 15  # pooled pilot scores a focused threshold's bounded reg
 
 
 class Verdict(enum.Enum):
-    """The outcome of an audit against a claimed ε."""
+    """The outcome of an audit against a claimed ε: VIOLATION when the valid lower bound exceeds the claim,
+    INCONCLUSIVE when no audit of that size could have shown a violation (the ceiling is below the claim).
+
+    Example:
+        >>> verdict_for(2.5, 10.0, 1.0, 0.95)[0], verdict_for(0.5, 10.0, 1.0, 0.95)[0]
+        (<Verdict.VIOLATION: 'VIOLATION'>, <Verdict.CONSISTENT: 'CONSISTENT'>)
+    """
 
     CONSISTENT = "CONSISTENT"
     VIOLATION = "VIOLATION"
@@ -220,6 +226,16 @@ class AuditResult:
 
     ``epsilon_lower_bound`` is a valid (``confidence``) lower bound on the ε of the audited pair at ``delta``;
     ``estimates`` are never bounds (each carries ``is_estimate`` and its assumption).
+
+    Example:
+        >>> from dplens.mechanisms.additive import GaussianMechanism
+        >>> result = audit(GaussianMechanism(noise_multiplier=1.0), trials=20_000, delta=1e-5, claimed_epsilon=1.0)
+        >>> result.verdict.value, result.epsilon_lower_bound > 1.0  # σ = 1 is far from ε = 1 at δ = 1e-5
+        ('VIOLATION', True)
+        >>> [e["name"] for e in result.estimates]  # labelled estimates, never bounds
+        ['gdp', 'point']
+        >>> AuditResult.from_dict(result.to_dict()).epsilon_lower_bound == result.epsilon_lower_bound
+        True
     """
 
     epsilon_lower_bound: float

@@ -981,6 +981,15 @@ def audit_scores(
 
     Returns:
         A :class:`ScoresAuditResult` (two samples) or a :class:`OneRunAuditResult` (one run).
+
+    Example:
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)  # members N(1, 1), non-members N(0, 1): a 1-GDP mechanism
+        >>> scores = np.concatenate([rng.normal(1, 1, 20_000), rng.normal(0, 1, 20_000)])
+        >>> member = np.arange(40_000) < 20_000
+        >>> result = audit_scores(scores, member, claim=0.5, delta=1e-5)
+        >>> result.verdict.value, 0.5 < result.epsilon_lower_bound < 4.377  # the true ε at δ = 1e-5 is 4.377
+        ('VIOLATION', True)
     """
     start = time.perf_counter()
     s, lab = _check_scores(scores, member)

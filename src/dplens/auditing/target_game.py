@@ -543,6 +543,16 @@ class TargetAuditResult:
 
     ``epsilon_lower_bound`` is a valid (``confidence``) lower bound on the ε of the audited pair (the largest of
     the per-score bounds, each at significance α/S); nothing here is an estimate unless labelled so.
+
+    Example:
+        >>> def geometric(data, rng):  # exact two-sided geometric noise on an integer count: ε = 1
+        ...     return int(sum(data)) + int(rng.geometric(1 - 2.718281828459045**-1)) - int(
+        ...         rng.geometric(1 - 2.718281828459045**-1))
+        >>> result = audit_target(geometric, ([1, 1, 0], [1, 1]), claim_epsilon=1.0, trials=5_000, seed=0)
+        >>> result.verdict.value, result.reproducible, result.epsilon_lower_bound <= 1.0
+        ('CONSISTENT', True, True)
+        >>> TargetAuditResult.from_dict(result.to_dict()) == result
+        True
     """
 
     epsilon_lower_bound: float

@@ -323,8 +323,8 @@ def build_report(
         >>> spec = dplens.parse_spec({"mechanism": [{"type": "laplace", "epsilon": 1.0}]})
         >>> summary = spec.accountant().summary(0.0)
         >>> report = build_report(spec=spec, accounting=summary, title="Laplace", not_audited_reason="example")
-        >>> report.verdict.status.value, report.claim.epsilon
-        ('NOT_AUDITED', 1.0)
+        >>> report.verdict.status.value, report.claim.epsilon  # the accountant's ε, rounded up
+        ('NOT_AUDITED', 1.000000000001)
     """
     if not isinstance(privacy_unit, str) or not privacy_unit.strip():
         raise ValueError(f"privacy_unit must be a non-empty string; got {privacy_unit!r}")

@@ -674,7 +674,18 @@ def combined_status(main: Status | None, additional: tuple[dict[str, Any], ...] 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Report:
-    """A compliance report: claim, mechanism, accounting, audit evidence (optional), verdict, provenance."""
+    """A compliance report: claim, mechanism, accounting, audit evidence (optional), verdict, provenance.
+
+    Example:
+        >>> import dplens
+        >>> spec = dplens.parse_spec({"mechanism": [{"type": "gaussian", "noise_multiplier": 1.0}]})
+        >>> report = dplens.build_report(
+        ...     spec=spec, accounting=spec.accountant().summary(1e-5), title="Gaussian", not_audited_reason="example")
+        >>> report
+        Report('Gaussian': NOT_AUDITED; epsilon <= 4.37718 at delta=1e-05 [exact])
+        >>> Report.from_dict(report.to_dict()) == report
+        True
+    """
 
     title: str
     claim: Claim
