@@ -58,6 +58,7 @@ from dplens.accountant.rdp import UnsupportedEventError
 
 __all__ = [
     "Bracket",
+    "WindowTooLargeError",
     "ComposedPld",
     "EventPld",
     "GridPmf",
@@ -87,6 +88,10 @@ COARSE_SPAN = 16
 DEFAULT_FINE_MASS = 2.5e-5
 #: Largest composed window (grid points) the engine builds: 2²³ points is 64 MB per array.
 MAX_WINDOW = 2**23
+
+
+class WindowTooLargeError(ValueError):
+    """A grid would need more than ``MAX_WINDOW`` points (a coarser interval or a larger tolerance is needed)."""
 
 
 def normal_tails(z: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
@@ -212,8 +217,29 @@ def _merged_index(mass_p: float, mass_q: float, lowest: float, delta: float) -> 
     return math.floor(max(math.log(mass_p) - math.log(mass_q), lowest) / delta)
 
 
-class _Unsettled(Exception):
-    """The optimistic sweep could not settle its final slack (the caller falls back to a trivial lower bound)."""
+def _settle(out_k: list[int], out_p: list[float], out_q: list[float], slack: float, delta: float, *, downward: bool):
+    """Settle the slack a sweep leaves at its far end, in place (lists in sweep order: the far end is last).
+
+    The polygon must end at (1, 1) with every vertex on or above Ψ. Bottom-up, the slack is taken off the top
+    bucket's P-mass; top-down, it is added to the bottom bucket's P-mass. Either way only the vertices after that
+    bucket move, and only by the slack they have. If the changed edge breaks convexity it is merged with its
+    neighbours until it does not: the merged edge is the chord between two vertices on or above Ψ, so it stays above
+    Ψ (Ψ is convex). An edge that no longer has a grid slope is moved down to the grid point below its atom.
+    """
+    if not out_k or slack <= 0.0:
+        return
+    out_p[-1] += slack if downward else -slack
+    out_p[-1] = max(out_p[-1], 0.0)
+    while len(out_k) > 1:
+        previous = out_p[-2] / out_q[-2]
+        slope = out_p[-1] / out_q[-1] if out_q[-1] > 0 else math.inf
+        if (slope <= previous) if downward else (slope >= previous):
+            break
+        out_p[-2] += out_p.pop()
+        out_q[-2] += out_q.pop()
+        out_k.pop()
+    if out_p[-1] > 0 and out_q[-1] > 0:
+        out_k[-1] = min(out_k[-1], math.floor(math.log(out_p[-1] / out_q[-1]) / delta))
 
 
 def _sweep_upward(
@@ -319,12 +345,7 @@ def _optimistic_continuous(
         even = bounds[(bounds % 2) == 0]  # targets: the last even bound strictly below each cell's top
         targets = even[np.maximum(np.searchsorted(even, tops, side="left") - 1, 0)]
         out_k, out_p, out_q, slack = _sweep_downward(tops.tolist(), p, q, targets.tolist(), delta)
-        if out_k and slack > 0.0:
-            k, q_last = out_k[-1], out_q[-1]
-            next_k = out_k[-2] if len(out_k) > 1 else k + 1
-            if slack > q_last * (math.exp(next_k * delta) - math.exp(k * delta)):
-                raise _Unsettled("top-down sweep: the final slack exceeds the bottom bucket's room")
-            out_p[-1] += slack
+        _settle(out_k, out_p, out_q, slack, delta, downward=True)
         extra_k = [math.floor(halves[0] / 2) - 1 if below[0] > 0 else 0]
         if below[0] > 0 and below[1] > 0:
             extra_k = [min(math.floor((math.log(below[0]) - math.log(below[1])) / delta), int(halves[0]) // 2)]
@@ -335,14 +356,7 @@ def _optimistic_continuous(
     even = bounds[(bounds % 2) == 0]  # targets: the first even bound strictly above each cell's bottom
     targets = even[np.minimum(np.searchsorted(even, lows, side="right"), even.size - 1)]
     out_k, out_p, out_q, slack = _sweep_upward(lows.tolist(), p, q, targets.tolist(), delta)
-    if out_k and slack > 0.0:
-        k, q_last = out_k[-1], out_q[-1]
-        previous = out_k[-2] if len(out_k) > 1 else k - 1
-        if slack > q_last * (math.exp(k * delta) - math.exp(previous * delta)):
-            raise _Unsettled("bottom-up sweep: the final slack exceeds the top bucket's room")
-        out_p[-1] -= slack
-        if out_p[-1] > 0 and q_last > 0:
-            out_k[-1] = min(k - 1, math.floor(math.log(out_p[-1] / q_last) / delta))
+    _settle(out_k, out_p, out_q, slack, delta, downward=False)
     top_k = _merged_index(above[0], above[1], halves[-1] * 0.5 * delta, delta)
     return np.array(out_k + [top_k], dtype=np.int64), np.array(out_p + [above[0]])
 
@@ -379,7 +393,7 @@ def discretise(loss: PrivacyLoss, grid: LossGrid) -> LossPmfs:
         k_lo = math.floor(lo / delta)
         k_hi = max(math.ceil(hi / delta), k_lo + 1)
         if k_hi - k_lo > MAX_WINDOW:
-            raise ValueError(
+            raise WindowTooLargeError(
                 f"the PLD grid would need {k_hi - k_lo} points for one event at interval={delta:g}; "
                 "use a coarser interval"
             )
@@ -873,7 +887,7 @@ def _compose_kind(
     j_hi = math.ceil((top - offset) / interval) + 1
     size = _fast_length(j_hi - j_lo + 1)
     if size > MAX_WINDOW:
-        raise ValueError(
+        raise WindowTooLargeError(
             f"the composed PLD needs a window of {j_hi - j_lo + 1} points at interval={interval:g} "
             f"(limit {MAX_WINDOW}); use a coarser interval or a larger tolerance"
         )
@@ -1115,10 +1129,13 @@ def _refine(
     for _ in range(_MAX_ROUNDS):
         try:
             pld = compose(entries, LossGrid(interval=current, neighboring=neighboring), window_tail=window_tail)
-        except ValueError:
-            if best is None:
+        except WindowTooLargeError:
+            if best is not None:
+                break
+            if current >= 0.5:
                 raise
-            break
+            current = _atom_interval(entries, current * 8.0)  # a very wide ledger: start coarser
+            continue
         low, high = measure(pld)
         best = Bracket(lower=low, upper=high, interval=current, tolerance=tolerance, tolerance_met=False, pld=pld)
         width = high - low
@@ -1126,7 +1143,7 @@ def _refine(
             return Bracket(lower=low, upper=high, interval=current, tolerance=tolerance, tolerance_met=True, pld=pld)
         if current <= SMALLEST_INTERVAL:
             break
-        # The width shrinks like Δ² (split and merge change each step's variance by O(Δ²)); aim at 70 % of the goal.
+        # The width shrinks like Δ² (split and merge change each step's variance by O(Δ²)); aim at 85 % of the goal.
         goal = tolerance * high * 0.85
         factor = math.sqrt(goal / width) if width > 0 else 0.5
         factor = min(max(factor, 0.1), 0.7)
