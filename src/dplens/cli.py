@@ -20,6 +20,8 @@ from dplens import __version__
 # imports what it uses when it runs. The choices below are the values of the library's enums (a test checks them).
 METHODS = ("rdp", "pld", "exact", "best")
 CONVERSIONS = ("optimal", "classic")
+#: The PLD engine's relative bracket width by default (dplens.accountant.pld.DEFAULT_TOLERANCE; a test checks it).
+DEFAULT_TOLERANCE = 1e-3
 
 EXIT_USAGE = 2
 
@@ -99,13 +101,19 @@ def _json_default(value: Any) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
+def _bracket_text(lower: float, upper: float) -> str:
+    """The certified bracket in words: the true epsilon lies in [lower, upper]."""
+    width = "" if not (upper > 0 and math.isfinite(upper)) else f"; relative width {(upper - lower) / upper:.2g}"
+    return f"  certified bracket: the true epsilon lies in [{_fmt(lower)}, {_fmt(upper)}]{width}"
+
+
 def _cmd_account(args: argparse.Namespace) -> int:
     from dplens.accountant.compose import Method
     from dplens.accountant.curves import RdpConversion
     from dplens.spec import load_spec
 
     spec = load_spec(args.spec)
-    acc = spec.accountant()
+    acc = spec.accountant(tolerance=args.tolerance)
     method = Method(args.method)
     conversion = RdpConversion(args.conversion)
     if args.delta is not None:
@@ -124,8 +132,12 @@ def _cmd_account(args: argparse.Namespace) -> int:
             payload["discretisation"] = result.discretisation
         if result.routes:
             payload["routes"] = [r.to_dict() for r in result.routes]
+        if result.epsilon_lower is not None:
+            payload["epsilon_lower"] = result.epsilon_lower
         lines = [f"epsilon = {_fmt(result.epsilon)}  (delta = {args.delta:g}, method = {result.method.value})"]
         lines += [f"  {r.method.value:>5}: epsilon = {_fmt(r.epsilon)}  [{r.details}]" for r in result.routes]
+        if result.epsilon_lower is not None:
+            lines.append(_bracket_text(result.epsilon_lower, result.epsilon))
         lines.append(f"  neighbouring relation: {acc.neighboring.value}; every epsilon above is an upper bound")
         _emit(payload, args.json, "\n".join(lines))
     else:
@@ -158,6 +170,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         delta=args.delta,
         method=args.method,
         bracket=tuple(args.bracket) if args.bracket is not None else None,
+        tolerance=args.tolerance,
     )
     payload = result.to_dict() | {"spec_sha256": spec.sha256}
     text = (
@@ -346,6 +359,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="optimal",
         help="RDP to (epsilon, delta) conversion; 'classic' reproduces legacy numbers",
     )
+    account.add_argument(
+        "--tolerance",
+        type=_probability,
+        default=DEFAULT_TOLERANCE,
+        help=f"PLD: refine until (epsilon - epsilon_lower) <= TOLERANCE * epsilon (default {DEFAULT_TOLERANCE:g})",
+    )
     account.add_argument("--json", action="store_true", help="print one JSON object")
     account.set_defaults(func=_cmd_account)
 
@@ -356,6 +375,12 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--delta", type=_probability, required=True)
     cal.add_argument("--method", choices=methods, default="pld")
     cal.add_argument("--bracket", type=float, nargs=2, metavar=("LOW", "HIGH"))
+    cal.add_argument(
+        "--tolerance",
+        type=_probability,
+        default=DEFAULT_TOLERANCE,
+        help=f"PLD: relative width of the certified epsilon bracket at the answer (default {DEFAULT_TOLERANCE:g})",
+    )
     cal.add_argument("--json", action="store_true")
     cal.set_defaults(func=_cmd_calibrate)
 

@@ -19,9 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from dplens.accountant import conversions
+from dplens.accountant import conversions, pld
 from dplens.accountant import events as ev
-from dplens.accountant import pld
 from dplens.accountant.compose import Accountant, Method
 from dplens.accountant.curves import RdpConversion
 

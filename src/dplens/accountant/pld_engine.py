@@ -58,13 +58,13 @@ from dplens.accountant.rdp import UnsupportedEventError
 
 __all__ = [
     "Bracket",
-    "WindowTooLargeError",
     "ComposedPld",
     "EventPld",
     "GridPmf",
     "LossGrid",
     "LossPmfs",
     "PrivacyLoss",
+    "WindowTooLargeError",
     "compose",
     "delta_bracket",
     "discretise",
@@ -303,7 +303,9 @@ def _sweep_downward(
     target = targets[-1]
     scale = math.exp(target * 0.5 * delta)
     q_acc = 0.0
-    for high, dp, dq, below in zip(reversed(bounds), reversed(cell_p), reversed(cell_q), reversed(targets), strict=True):
+    for high, dp, dq, below in zip(
+        reversed(bounds), reversed(cell_p), reversed(cell_q), reversed(targets), strict=True
+    ):
         gain = dp - scale * dq
         if high <= target and slack + gain < 0.0 and q_acc > 0.0:
             out_k.append(int(target) // 2)
@@ -323,8 +325,14 @@ def _sweep_downward(
 
 
 def _optimistic_continuous(
-    halves: np.ndarray, cell_p: np.ndarray, cell_q: np.ndarray, below: tuple[float, float], above: tuple[float, float],
-    delta: float, *, downward: bool,
+    halves: np.ndarray,
+    cell_p: np.ndarray,
+    cell_q: np.ndarray,
+    below: tuple[float, float],
+    above: tuple[float, float],
+    delta: float,
+    *,
+    downward: bool,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The optimistic PMF of a continuous part from its cells (grid indices, P-masses).
 
@@ -346,10 +354,11 @@ def _optimistic_continuous(
         targets = even[np.maximum(np.searchsorted(even, tops, side="left") - 1, 0)]
         out_k, out_p, out_q, slack = _sweep_downward(tops.tolist(), p, q, targets.tolist(), delta)
         _settle(out_k, out_p, out_q, slack, delta, downward=True)
-        extra_k = [math.floor(halves[0] / 2) - 1 if below[0] > 0 else 0]
+        # The mass below the grid merged into one atom (below the grid's first point), moved down to the grid.
+        bottom = int(halves[0]) // 2
         if below[0] > 0 and below[1] > 0:
-            extra_k = [min(math.floor((math.log(below[0]) - math.log(below[1])) / delta), int(halves[0]) // 2)]
-        return np.array(out_k + extra_k, dtype=np.int64), np.array(out_p + [below[0]])
+            bottom = min(bottom, math.floor((math.log(below[0]) - math.log(below[1])) / delta))
+        return np.array([*out_k, bottom], dtype=np.int64), np.array([*out_p, below[0]])
     lows = np.insert(bounds[:-1], 0, -math.inf)
     p = np.insert(cell_p, 0, below[0]).tolist()
     q = np.insert(cell_q, 0, below[1]).tolist()
@@ -358,7 +367,7 @@ def _optimistic_continuous(
     out_k, out_p, out_q, slack = _sweep_upward(lows.tolist(), p, q, targets.tolist(), delta)
     _settle(out_k, out_p, out_q, slack, delta, downward=False)
     top_k = _merged_index(above[0], above[1], halves[-1] * 0.5 * delta, delta)
-    return np.array(out_k + [top_k], dtype=np.int64), np.array(out_p + [above[0]])
+    return np.array([*out_k, top_k], dtype=np.int64), np.array([*out_p, above[0]])
 
 
 def discretise(loss: PrivacyLoss, grid: LossGrid) -> LossPmfs:
@@ -423,7 +432,12 @@ def discretise(loss: PrivacyLoss, grid: LossGrid) -> LossPmfs:
         infinity += float(sf_p[-1])  # the mass above the grid counts as an infinite loss
         downward = sf_p[-1] == 0.0 and cdf_p[0] > 0.0
         k, p = _optimistic_continuous(
-            halves, cell_p, cell_q, (float(cdf_p[0]), float(cdf_q[0])), (float(sf_p[-1]), float(sf_q[-1])), delta,
+            halves,
+            cell_p,
+            cell_q,
+            (float(cdf_p[0]), float(cdf_q[0])),
+            (float(sf_p[-1]), float(sf_q[-1])),
+            delta,
             downward=downward,
         )
         low_index.append(k)
@@ -459,7 +473,9 @@ def _to_grid_pmf(index: np.ndarray, mass: np.ndarray, infinity_mass: float) -> G
     nonzero = np.flatnonzero(pmf > 0)
     if nonzero.size == 0:
         return GridPmf(start=0, pmf=np.zeros(1), infinity_mass=infinity_mass)
-    return GridPmf(start=start + int(nonzero[0]), pmf=pmf[nonzero[0] : nonzero[-1] + 1], infinity_mass=min(infinity_mass, 1.0))
+    return GridPmf(
+        start=start + int(nonzero[0]), pmf=pmf[nonzero[0] : nonzero[-1] + 1], infinity_mass=min(infinity_mass, 1.0)
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -826,9 +842,7 @@ class ComposedPmf:
         return float(min(max(value, low), high))
 
 
-def _compose_kind(
-    factors: list[tuple[GridPmf, int]], interval: float, window_tail: float
-) -> ComposedPmf:
+def _compose_kind(factors: list[tuple[GridPmf, int]], interval: float, window_tail: float) -> ComposedPmf:
     """Compose one direction and kind (pessimistic or optimistic) of all factors on one window."""
     log_keep = 0.0  # log P(no step has an infinite loss)
     mean = var = 0.0
@@ -837,7 +851,7 @@ def _compose_kind(
             log_keep = -math.inf
         else:
             log_keep += count * math.log1p(-pmf.infinity_mass)
-        mass, m, v = _moments(pmf, interval)
+        _, m, v = _moments(pmf, interval)
         mean += count * m
         var += count * v
     infinity_mass = -math.expm1(log_keep)
