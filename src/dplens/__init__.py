@@ -56,6 +56,8 @@ _EXPORTS: dict[str, str] = {
     # top-level functions
     "calibrate": "dplens._api:calibrate",
     "audit": "dplens._api:audit",
+    "sweep": "dplens.accountant.sweep:sweep",
+    "SweepResult": "dplens.accountant.sweep:SweepResult",
     # audits
     "AuditResult": "dplens.auditing.games:AuditResult",
     "Verdict": "dplens.auditing.games:Verdict",
@@ -89,6 +91,7 @@ __all__ = [
     "SampledWithoutReplacement",
     "SelfComposed",
     "Spec",
+    "SweepResult",
     "Tcdp",
     "TradeOff",
     "Verdict",
@@ -103,6 +106,7 @@ __all__ = [
     "generate_report",
     "load_spec",
     "parse_spec",
+    "sweep",
     "to_dp_accounting",
 ]
 
@@ -143,6 +147,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         from_dp_accounting,
         to_dp_accounting,
     )
+    from dplens.accountant.sweep import SweepResult, sweep
     from dplens.auditing.games import AuditResult, Verdict
     from dplens.reports.build import build_report, generate_report
     from dplens.reports.model import Report

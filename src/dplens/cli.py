@@ -182,6 +182,52 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# sweep
+# --------------------------------------------------------------------------------------------
+
+
+def _sweep_param(text: str) -> tuple[str, list[float]]:
+    """argparse type of --param NAME=LO:HI:N (parsed without numpy: the values are checked by the sweep)."""
+    name, sep, rest = text.partition("=")
+    parts = rest.split(":")
+    if not sep or not name.strip() or not (len(parts) in (3, 4) or (len(parts) == 1 and rest.strip())):
+        raise argparse.ArgumentTypeError(f"expected NAME=LO:HI:N (or NAME=LO:HI:N:log, NAME=V1,V2,...); got {text!r}")
+    return name.strip(), [rest]
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from dplens.accountant.sweep import parse_parameter, sweep
+    from dplens.spec import load_spec
+
+    spec = load_spec(args.spec)
+    params: dict[str, list[float]] = {}
+    for name, (rest,) in args.param:
+        if name in params:
+            raise ValueError(f"--param {name} is given twice")
+        params[name] = parse_parameter(f"{name}={rest}")[1]
+    if args.json and args.output:
+        raise ValueError("--json and -o exclude each other (-o FILE.json writes JSON)")
+    show_progress = not args.quiet and sys.stderr.isatty()
+    result = sweep(
+        spec, params=params, delta=args.delta, method=args.method, tolerance=args.tolerance, progress=show_progress
+    )
+    if args.output:
+        path = result.write(args.output)
+        lines = [f"dplens sweep: {len(result.epsilon)} configurations, wrote {path.resolve()}"]
+        if path.suffix.lower() != ".json" and not args.no_plot:
+            from dplens.reports.sweep_plot import plot_sweep
+
+            figure = plot_sweep(result, path.with_suffix(".png"))
+            lines.append(f"dplens sweep: figure {figure.resolve()}")
+        print("\n".join(lines))
+    elif args.json:
+        print(json.dumps(result.to_dict(), sort_keys=True))
+    else:
+        print(result.to_csv(), end="")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
 # audit
 # --------------------------------------------------------------------------------------------
 
@@ -383,6 +429,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cal.add_argument("--json", action="store_true")
     cal.set_defaults(func=_cmd_calibrate)
+
+    swp = sub.add_parser("sweep", help="epsilon for every configuration of a grid of spec parameters (CSV or JSON)")
+    swp.add_argument("spec", help="TOML or JSON spec file")
+    swp.add_argument(
+        "--param",
+        type=_sweep_param,
+        action="append",
+        required=True,
+        metavar="NAME=LO:HI:N",
+        help="a swept parameter: N values from LO to HI (':log' spaces them geometrically; or NAME=V1,V2,...)",
+    )
+    swp.add_argument("--delta", type=_probability, required=True)
+    swp.add_argument("--method", choices=methods, default="rdp", help="rdp (vectorised, default), pld, exact or best")
+    swp.add_argument(
+        "--tolerance",
+        type=_probability,
+        default=DEFAULT_TOLERANCE,
+        help=f"PLD: relative width of each certified epsilon bracket (default {DEFAULT_TOLERANCE:g})",
+    )
+    out = swp.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print one JSON object (default: CSV on stdout)")
+    out.add_argument("-o", "--output", help="write FILE (.json: JSON, else CSV with a figure FILE.png next to it)")
+    swp.add_argument("--no-plot", action="store_true", help="with -o FILE.csv: no figure")
+    swp.add_argument("--quiet", action="store_true", help="no progress bar")
+    swp.set_defaults(func=_cmd_sweep)
 
     aud = sub.add_parser("audit", help="a valid empirical lower bound on epsilon (Monte Carlo distinguishing game)")
     aud.add_argument("spec", help="TOML or JSON spec file (an optional [claim] is the guarantee under test)")
