@@ -269,10 +269,13 @@ def _sweep_upward(
     q_acc = 0.0
     for low, dp, dq, above in zip(bounds, cell_p, cell_q, targets, strict=True):
         gain = scale * dq - dp
-        if low >= target and slack + gain < 0.0 and q_acc > 0.0:
-            out_k.append(int(target) // 2)
-            out_p.append(scale * q_acc)
-            out_q.append(q_acc)
+        if low >= target and slack + gain < 0.0:
+            # Close the bucket before this cell would make the slack negative (an empty bucket is just retargeted):
+            # the cell then lies below the new target, where it can only add slack.
+            if q_acc > 0.0:
+                out_k.append(int(target) // 2)
+                out_p.append(scale * q_acc)
+                out_q.append(q_acc)
             q_acc = 0.0
             target = above
             scale = math.exp(target * 0.5 * delta)
@@ -307,10 +310,11 @@ def _sweep_downward(
         reversed(bounds), reversed(cell_p), reversed(cell_q), reversed(targets), strict=True
     ):
         gain = dp - scale * dq
-        if high <= target and slack + gain < 0.0 and q_acc > 0.0:
-            out_k.append(int(target) // 2)
-            out_p.append(scale * q_acc)
-            out_q.append(q_acc)
+        if high <= target and slack + gain < 0.0:
+            if q_acc > 0.0:
+                out_k.append(int(target) // 2)
+                out_p.append(scale * q_acc)
+                out_q.append(q_acc)
             q_acc = 0.0
             target = below
             scale = math.exp(target * 0.5 * delta)
@@ -1009,7 +1013,8 @@ class ComposedPld:
         for direction in self.directions().values():
             lows.append(direction.epsilon_lower(delta))
             highs.append(direction.epsilon_upper(delta))
-        high = conversions.round_up(max(highs))
+        high = max(highs)
+        high = conversions.round_up(high) if high > 0 else 0.0
         low = max(lows)
         low = 0.0 if low <= 0 else (low * (1 - 1e-12) if math.isfinite(low) else low)
         return min(low, high), high
@@ -1121,6 +1126,11 @@ def _atom_interval(entries: list[tuple[ev.Event, int]], interval: float) -> floa
     return interval
 
 
+def _within(low: float, high: float, tolerance: float) -> bool:
+    """(high − low) ≤ tolerance·high; near zero, relative to 1e-6 instead (a relative width means nothing there)."""
+    return high == low or (high - low) <= tolerance * max(high, 1e-6)
+
+
 def _refine(
     entries: list[tuple[ev.Event, int]],
     *,
@@ -1134,7 +1144,7 @@ def _refine(
         grid_interval = interval
         pld = compose(entries, LossGrid(interval=grid_interval, neighboring=neighboring), window_tail=window_tail)
         low, high = measure(pld)
-        met = tolerance is None or high == low or (high > 0 and (high - low) <= tolerance * high)
+        met = tolerance is None or _within(low, high, tolerance)
         return Bracket(lower=low, upper=high, interval=grid_interval, tolerance=tolerance, tolerance_met=met, pld=pld)
     if tolerance is None or not (0 < tolerance < 1):
         raise ValueError(f"tolerance must be in (0, 1); got {tolerance!r}")
@@ -1153,7 +1163,7 @@ def _refine(
         low, high = measure(pld)
         best = Bracket(lower=low, upper=high, interval=current, tolerance=tolerance, tolerance_met=False, pld=pld)
         width = high - low
-        if high == low or math.isinf(high) or width <= tolerance * high:
+        if math.isinf(high) or _within(low, high, tolerance):
             return Bracket(lower=low, upper=high, interval=current, tolerance=tolerance, tolerance_met=True, pld=pld)
         if current <= SMALLEST_INTERVAL:
             break
