@@ -94,9 +94,9 @@ def _solve(
     """The value closest to ``unsafe`` within [safe, unsafe] whose ε ≤ target (ε(safe) ≤ target given).
 
     Regula falsi with the Illinois modification (Dowell and Jarratt 1971): the end that stays put twice in a row has
-    its function value halved, which restores superlinear convergence; a bisection step replaces any step that does
-    not at least halve the bracket twice in a row. Every evaluated point replaces the end of its own sign, so the
-    safe end always has ε ≤ target and is returned.
+    its function value halved, which restores superlinear convergence; a bisection step follows any step that did
+    not halve the bracket (so at most twice the steps of bisection). Every evaluated point replaces the end of its own
+    sign, so the safe end always has ε ≤ target and is returned.
     """
     if epsilon_of(unsafe) <= target:
         return unsafe
@@ -129,7 +129,7 @@ def _solve(
         if abs(b - a) <= xtol:
             break
         ua, ub = to_u(a), to_u(b)
-        if slow >= 2 or not (fb > fa):
+        if slow >= 1 or not (fb > fa):
             x, slow = from_u(0.5 * (ua + ub)), 0
         else:
             x = from_u(ub - fb * (ub - ua) / (fb - fa))
