@@ -45,8 +45,10 @@ of the privacy loss under P and Q, plus atoms), so a new event type registers a 
     def _(event: MyEvent, grid: LossGrid) -> EventPld:
         return EventPld(remove=discretise(PrivacyLoss(masses=..., truncation=..., atoms=...), grid))
 
-An event the engine does not model raises :class:`~dplens.accountant.rdp.UnsupportedEventError`; the PLD route
-then falls back to dp-accounting's engine (:mod:`dplens.accountant.pld`).
+Plug-in events can also join without a discretisation of their own, by declaring what they are: ``gdp_mu()`` (exactly
+μ-GDP: composed as a Gaussian) or ``standard_event()`` (an equivalent standard ledger, e.g. feature-DP SGD). An event
+the engine does not model raises :class:`~dplens.accountant.rdp.UnsupportedEventError`; the PLD route then falls
+back to dp-accounting's engine (:mod:`dplens.accountant.pld`).
 """
 
 from __future__ import annotations
@@ -699,6 +701,16 @@ class _Leaves:
                     if not math.isinf(sigma):
                         self.gaussian_mu2 += count / sigma**2
                     return
+        # Plug-in events that are exactly μ-GDP declare μ (e.g. DP-FTRL): they compose as Gaussians (μ² adds up);
+        # events equivalent to a standard ledger declare it (e.g. feature-DP SGD: the DP-SGD run with its curve).
+        declared = getattr(event, "gdp_mu", None)
+        if callable(declared):
+            self.gaussian_mu2 += count * float(declared()) ** 2
+            return
+        standard = getattr(event, "standard_event", None)
+        if callable(standard):
+            self.add(standard(), count)
+            return
         try:
             key = event if hash(event) is not None else None
         except TypeError:  # an event with unhashable fields: keep it as its own leaf
@@ -801,7 +813,7 @@ class ComposedPmf:
 
     ``infinity_mass`` = P(some step has infinite loss); ``above`` bounds the finite mass above the window;
     ``outside`` bounds all finite mass outside it (the circular convolution wrapped it in); ``round_off`` bounds the
-    floating-point error of Σⱼ pⱼwⱼ for any weights wⱼ ∈ [0, 1] on the points ≥ 0.
+    floating-point error of Σⱼ pⱼwⱼ for any weights wⱼ ∈ [0, 1].
     """
 
     start: int
@@ -825,13 +837,36 @@ class ComposedPmf:
             self._suffix.extend([s, a, b])
         return self._suffix[0], self._suffix[1], self._suffix[2]
 
+    def _negative_sums(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        """For ε < 0: every loss, suffix sums A and B′[k] = Σ_{j≥k} pⱼe^{r − sⱼ} relative to r = max(first loss, −600)
+        (so that neither factor of e^{ε − r}·B′ overflows)."""
+        if len(self._suffix) < 4:
+            self._sums()
+            losses = (self.start + np.arange(self.pmf.size)) * self.interval + self.offset
+            reference = max(float(losses[0]), -600.0) if losses.size else 0.0
+            p = self.pmf
+            with np.errstate(under="ignore"):
+                weights = p * np.exp(np.minimum(reference - losses, 0.0))
+            a = np.concatenate([np.cumsum(p[::-1])[::-1], [0.0]])
+            b = np.concatenate([np.cumsum(weights[::-1])[::-1], [0.0]])
+            self._suffix.extend([losses, a, b, reference])
+        return self._suffix[3], self._suffix[4], self._suffix[5], self._suffix[6]
+
     def hockey_stick(self, epsilons: np.ndarray) -> np.ndarray:
-        """Σ_{s > ε} p(s)(1 − e^{ε − s}) for ε ≥ 0 (finite part only; no error terms)."""
-        s, a, b = self._sums()
+        """Σ_{s > ε} p(s)(1 − e^{ε − s}) (finite part only; no error terms)."""
         eps = np.asarray(epsilons, dtype=float)
+        s, a, b = self._sums()
         index = np.searchsorted(s, eps, side="right")
         with np.errstate(over="ignore", invalid="ignore"):
             value = a[index] - np.exp(eps) * b[index]
+        if np.any(eps < 0):
+            # Below 0 the losses under the window's first ones count too (sums relative to the first loss).
+            all_s, all_a, all_b, reference = self._negative_sums()
+            below = eps < 0
+            index = np.searchsorted(all_s, eps[below], side="right")
+            with np.errstate(over="ignore", invalid="ignore"):
+                value = np.array(value, dtype=float, copy=True)
+                value[below] = all_a[index] - np.exp(eps[below] - reference) * all_b[index]
         return np.maximum(np.where(np.isfinite(value), value, 0.0), 0.0)
 
     def epsilon_for(self, level: float) -> float:
@@ -945,8 +980,7 @@ def _compose_kind(factors: list[tuple[GridPmf, int]], interval: float, window_ta
         error_spectrum += coefficient * (magnitude ** (1.0 - 1.0 / count) if count > 1 else 1.0)
     circular = np.fft.irfft(spectrum, n=size)
     pmf = np.maximum(np.roll(circular, (base - j_lo) % size), 0.0)
-    losses_from = j_lo * interval + offset
-    points = max(size - max(0, math.ceil(-losses_from / interval)), 1)  # window points at losses ≥ 0
+    points = size  # every window point may carry a weight (δ at ε < 0 reaches below 0)
     # |Σ wⱼ δpⱼ| for weights in [0, 1] on those points, two ways: ‖δp‖∞·M (componentwise) and ‖δp‖₂·√M (Parseval:
     # ‖δp‖₂ = ‖δF‖₂/√N); the inverse transform adds c·u·log₂N·‖F‖₁/N per entry, or c·u·log₂N·‖p‖₂ in norm.
     inverse = 8.0 * _UNIT_ROUNDOFF * (log2n + 2.0)
