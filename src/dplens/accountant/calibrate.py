@@ -118,7 +118,11 @@ def _solve(
 
     def gap(x: float) -> float:
         value = min(epsilon_of(x), _EPS_CAP)
-        return (math.log(value) if value > 0 else -745.0) - math.log(target)
+        logged = (math.log(value) if value > 0 else -745.0) - math.log(target)
+        # The side is decided on ε itself: a log can round an excess of one ulp away.
+        if value > target:
+            return max(logged, 1e-300)
+        return min(logged, 0.0)
 
     a, fa = safe, gap(safe)  # fa ≤ 0
     b, fb = unsafe, gap(unsafe)  # fb > 0
@@ -244,6 +248,7 @@ def calibrate(
     if not isinstance(direction, Direction):
         raise ValueError(f"direction must be a Direction; got {direction!r}")
     safe, unsafe = (upper, lower) if direction is Direction.DECREASING else (lower, upper)
+    outer_safe = safe
 
     if method is Method.PLD:
         if xtol is None and not integer:
@@ -287,14 +292,18 @@ def calibrate(
         raise AssertionError(f"calibration overshot: epsilon={epsilon!r} > target={target!r}")
     epsilon_lower = None
     if method is Method.PLD:
-        # Re-account the answer on the engine's adaptive grid: both are upper bounds, so the smaller one is reported,
-        # with the engine's certified lower end.
-        check = _with_grid(make_accountant(int(value) if integer else value), None, tolerance)
-        result = check.epsilon_result(delta, method=Method.PLD)
-        epsilon = min(epsilon, result.epsilon)
-        epsilon_lower = result.epsilon_lower
-        if result.epsilon_lower is not None:
-            details += f"; certified bracket at the answer [{result.epsilon_lower:.6g}, {epsilon:.6g}]"
+        value, epsilon, epsilon_lower = _recheck_on_adaptive_grid(
+            make_accountant,
+            value,
+            target=target,
+            delta=delta,
+            safe=outer_safe,
+            integer=integer,
+            tolerance=tolerance,
+            xtol=tol,
+        )
+        if epsilon_lower is not None:
+            details += f"; certified bracket at the answer [{epsilon_lower:.6g}, {epsilon:.6g}]"
     return CalibrationResult(
         param=param,
         value=int(value) if integer else value,
@@ -305,6 +314,38 @@ def calibrate(
         evaluations=rdp_eps.calls + (final.calls if final is not rdp_eps else 0),
         details=details,
         epsilon_lower=epsilon_lower,
+    )
+
+
+def _recheck_on_adaptive_grid(
+    make_accountant: Callable[[float], Accountant],
+    value: float,
+    *,
+    target: float,
+    delta: float,
+    safe: float,
+    integer: bool,
+    tolerance: float | None,
+    xtol: float,
+) -> tuple[float, float, float | None]:
+    """Re-account the answer as a fresh accountant would (the engine's adaptive grid) and keep ε ≤ target there too.
+
+    The search ran on one fixed grid; another grid gives another (equally valid) upper bound, which can exceed the
+    target by a hair at the answer. Then the value moves towards the safe end in growing steps until the re-accounted
+    ε is within the target. Returns (value, ε, ε_lower) of the adaptive re-check.
+    """
+    step = 1.0 if integer else max(xtol, 1e-6 * abs(value))
+    for _ in range(60):
+        accountant = _with_grid(make_accountant(int(value) if integer else value), None, tolerance)
+        result = accountant.epsilon_result(delta, method=Method.PLD)
+        if result.epsilon <= target:
+            return value, result.epsilon, result.epsilon_lower
+        if value == safe:
+            break
+        value = value + math.copysign(min(step, abs(safe - value)), safe - value)
+        step *= 2.0
+    raise ValueError(
+        f"target_epsilon={target!r} is unreachable: the PLD re-check at {value!r} gives epsilon={result.epsilon!r}"
     )
 
 
