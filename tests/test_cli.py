@@ -149,3 +149,45 @@ def test_console_script_has_no_traceback(tmp_path):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "noise_multiplier" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_account_pld_json_has_the_certified_bracket_and_tolerance(capsys):
+    spec = str(EXAMPLES / "dp_sgd_mnist.toml")
+    code, out, _ = run(capsys, "account", spec, "--delta", "1e-5", "--method", "pld", "--json")
+    payload = json.loads(out)
+    assert code == 0 and payload["epsilon_lower"] <= payload["epsilon"]
+    assert payload["epsilon"] - payload["epsilon_lower"] <= 1e-3 * payload["epsilon"]
+    code, out, _ = run(capsys, "account", spec, "--delta", "1e-5", "--method", "pld", "--json", "--tolerance", "1e-2")
+    loose = json.loads(out)
+    assert loose["epsilon"] - loose["epsilon_lower"] <= 1e-2 * loose["epsilon"]
+    assert loose["epsilon_lower"] <= payload["epsilon"] and payload["epsilon_lower"] <= loose["epsilon"]
+    code, out, _ = run(capsys, "account", spec, "--delta", "1e-5")
+    assert "certified bracket: the true epsilon lies in [" in out
+    code, _, err = run(capsys, "account", spec, "--delta", "1e-5", "--tolerance", "0")
+    assert code == 2 and "tolerance" in err
+
+
+def test_calibrate_pld_json_reports_the_bracket_at_the_answer(capsys):
+    code, out, _ = run(
+        capsys,
+        "calibrate",
+        str(EXAMPLES / "dp_sgd_mnist.toml"),
+        "--param",
+        "noise_multiplier",
+        "--target-epsilon",
+        "2",
+        "--delta",
+        "1e-5",
+        "--tolerance",
+        "1e-3",
+        "--json",
+    )
+    payload = json.loads(out)
+    assert code == 0 and payload["epsilon_lower"] <= payload["epsilon"] <= 2.0
+
+
+def test_cli_default_tolerance_is_the_library_default():
+    from dplens import cli
+    from dplens.accountant import pld
+
+    assert cli.DEFAULT_TOLERANCE == pld.DEFAULT_TOLERANCE

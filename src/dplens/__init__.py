@@ -56,6 +56,8 @@ _EXPORTS: dict[str, str] = {
     # top-level functions
     "calibrate": "dplens._api:calibrate",
     "audit": "dplens._api:audit",
+    "sweep": "dplens.accountant.sweep:sweep",
+    "SweepResult": "dplens.accountant.sweep:SweepResult",
     # audits
     "AuditResult": "dplens.auditing.games:AuditResult",
     "Verdict": "dplens.auditing.games:Verdict",
@@ -94,6 +96,7 @@ __all__ = [
     "SampledWithoutReplacement",
     "SelfComposed",
     "Spec",
+    "SweepResult",
     "TargetAuditResult",
     "Tcdp",
     "TradeOff",
@@ -111,6 +114,7 @@ __all__ = [
     "generate_report",
     "load_spec",
     "parse_spec",
+    "sweep",
     "to_dp_accounting",
 ]
 
@@ -151,6 +155,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         from_dp_accounting,
         to_dp_accounting,
     )
+    from dplens.accountant.sweep import SweepResult, sweep
     from dplens.auditing.games import AuditResult, Verdict
     from dplens.auditing.scores import audit_scores
     from dplens.auditing.target_game import TargetAuditResult

@@ -137,11 +137,16 @@ def calibrate_spec(
     delta: float,
     method: Any = None,
     bracket: tuple[float, float] | None = None,
+    tolerance: float | None = None,
 ) -> Any:
     """Calibrate parameter ``param`` of every mechanism of ``spec`` that takes it (``dplens calibrate``).
 
     The default bracket and direction of ε come from :data:`PARAMETER_DEFAULTS`; an unknown parameter needs
-    ``bracket``. Returns a :class:`~dplens.accountant.calibrate.CalibrationResult` whose ε is ≤ the target.
+    ``bracket``. ``tolerance`` is the PLD engine's relative bracket width (default 1e-3). Returns a
+    :class:`~dplens.accountant.calibrate.CalibrationResult` whose ε is ≤ the target.
+
+    With the PLD route the search is bracketed by RDP first, so a default bracket of [0.05, 500] costs a few
+    RDP evaluations, not PLD ones (the PLD engine runs only next to the answer).
     """
     from dplens.accountant.calibrate import Direction
     from dplens.accountant.calibrate import calibrate as solve
@@ -178,6 +183,7 @@ def calibrate_spec(
         direction=direction,
         integer=integer,
         param=param,
+        tolerance=tolerance,
     )
 
 
@@ -191,6 +197,7 @@ def calibrate(
     upper: float | None = None,
     method: Any = None,
     integer: bool = False,
+    tolerance: float | None = None,
 ) -> Any:
     """The parameter value that meets (``target_epsilon``, ``delta``) as tightly as possible, never overshooting.
 
@@ -204,6 +211,7 @@ def calibrate(
         lower, upper: the search bracket (optional with a spec parameter that has a default).
         method: the accounting route (a :class:`~dplens.accountant.compose.Method` or its value; default PLD).
         integer: the parameter is an integer (with a function).
+        tolerance: the PLD engine's relative bracket width at the answer (default 1e-3).
 
     Returns:
         A :class:`~dplens.accountant.calibrate.CalibrationResult`; its ``epsilon`` (recomputed at ``value``) is
@@ -228,7 +236,13 @@ def calibrate(
         if bracket is not None and None in bracket:
             raise ValueError(f"lower and upper go together; got lower={lower!r}, upper={upper!r}")
         return calibrate_spec(
-            spec, param=param, target_epsilon=target_epsilon, delta=delta, method=method, bracket=bracket
+            spec,
+            param=param,
+            target_epsilon=target_epsilon,
+            delta=delta,
+            method=method,
+            bracket=bracket,
+            tolerance=tolerance,
         )
     if not callable(subject):
         raise ValueError(f"subject must be a spec, a spec path or a function of the parameter; got {subject!r}")
@@ -259,6 +273,7 @@ def calibrate(
         method=method,
         integer=integer,
         param=param or "param",
+        tolerance=tolerance,
     )
 
 

@@ -20,6 +20,8 @@ from dplens import __version__
 # imports what it uses when it runs. The choices below are the values of the library's enums (a test checks them).
 METHODS = ("rdp", "pld", "exact", "best")
 CONVERSIONS = ("optimal", "classic")
+#: The PLD engine's relative bracket width by default (dplens.accountant.pld.DEFAULT_TOLERANCE; a test checks it).
+DEFAULT_TOLERANCE = 1e-3
 
 EXIT_USAGE = 2
 
@@ -99,13 +101,19 @@ def _json_default(value: Any) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
+def _bracket_text(lower: float, upper: float) -> str:
+    """The certified bracket in words: the true epsilon lies in [lower, upper]."""
+    width = "" if not (upper > 0 and math.isfinite(upper)) else f"; relative width {(upper - lower) / upper:.2g}"
+    return f"  certified bracket: the true epsilon lies in [{_fmt(lower)}, {_fmt(upper)}]{width}"
+
+
 def _cmd_account(args: argparse.Namespace) -> int:
     from dplens.accountant.compose import Method
     from dplens.accountant.curves import RdpConversion
     from dplens.spec import load_spec
 
     spec = load_spec(args.spec)
-    acc = spec.accountant()
+    acc = spec.accountant(tolerance=args.tolerance)
     method = Method(args.method)
     conversion = RdpConversion(args.conversion)
     if args.delta is not None:
@@ -124,8 +132,12 @@ def _cmd_account(args: argparse.Namespace) -> int:
             payload["discretisation"] = result.discretisation
         if result.routes:
             payload["routes"] = [r.to_dict() for r in result.routes]
+        if result.epsilon_lower is not None:
+            payload["epsilon_lower"] = result.epsilon_lower
         lines = [f"epsilon = {_fmt(result.epsilon)}  (delta = {args.delta:g}, method = {result.method.value})"]
         lines += [f"  {r.method.value:>5}: epsilon = {_fmt(r.epsilon)}  [{r.details}]" for r in result.routes]
+        if result.epsilon_lower is not None:
+            lines.append(_bracket_text(result.epsilon_lower, result.epsilon))
         lines.append(f"  neighbouring relation: {acc.neighboring.value}; every epsilon above is an upper bound")
         _emit(payload, args.json, "\n".join(lines))
     else:
@@ -158,6 +170,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         delta=args.delta,
         method=args.method,
         bracket=tuple(args.bracket) if args.bracket is not None else None,
+        tolerance=args.tolerance,
     )
     payload = result.to_dict() | {"spec_sha256": spec.sha256}
     text = (
@@ -165,6 +178,52 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         f"at delta = {args.delta:g}  [{result.details}]"
     )
     _emit(payload, args.json, text)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# sweep
+# --------------------------------------------------------------------------------------------
+
+
+def _sweep_param(text: str) -> tuple[str, list[float]]:
+    """argparse type of --param NAME=LO:HI:N (parsed without numpy: the values are checked by the sweep)."""
+    name, sep, rest = text.partition("=")
+    parts = rest.split(":")
+    if not sep or not name.strip() or not (len(parts) in (3, 4) or (len(parts) == 1 and rest.strip())):
+        raise argparse.ArgumentTypeError(f"expected NAME=LO:HI:N (or NAME=LO:HI:N:log, NAME=V1,V2,...); got {text!r}")
+    return name.strip(), [rest]
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from dplens.accountant.sweep import parse_parameter, sweep
+    from dplens.spec import load_spec
+
+    spec = load_spec(args.spec)
+    params: dict[str, list[float]] = {}
+    for name, (rest,) in args.param:
+        if name in params:
+            raise ValueError(f"--param {name} is given twice")
+        params[name] = parse_parameter(f"{name}={rest}")[1]
+    if args.json and args.output:
+        raise ValueError("--json and -o exclude each other (-o FILE.json writes JSON)")
+    show_progress = not args.quiet and sys.stderr.isatty()
+    result = sweep(
+        spec, params=params, delta=args.delta, method=args.method, tolerance=args.tolerance, progress=show_progress
+    )
+    if args.output:
+        path = result.write(args.output)
+        lines = [f"dplens sweep: {len(result.epsilon)} configurations, wrote {path.resolve()}"]
+        if path.suffix.lower() != ".json" and not args.no_plot:
+            from dplens.reports.sweep_plot import plot_sweep
+
+            figure = plot_sweep(result, path.with_suffix(".png"))
+            lines.append(f"dplens sweep: figure {figure.resolve()}")
+        print("\n".join(lines))
+    elif args.json:
+        print(json.dumps(result.to_dict(), sort_keys=True))
+    else:
+        print(result.to_csv(), end="")
     return 0
 
 
@@ -539,6 +598,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="optimal",
         help="RDP to (epsilon, delta) conversion; 'classic' reproduces legacy numbers",
     )
+    account.add_argument(
+        "--tolerance",
+        type=_probability,
+        default=DEFAULT_TOLERANCE,
+        help=f"PLD: refine until (epsilon - epsilon_lower) <= TOLERANCE * epsilon (default {DEFAULT_TOLERANCE:g})",
+    )
     account.add_argument("--json", action="store_true", help="print one JSON object")
     account.set_defaults(func=_cmd_account)
 
@@ -549,8 +614,39 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--delta", type=_probability, required=True)
     cal.add_argument("--method", choices=methods, default="pld")
     cal.add_argument("--bracket", type=float, nargs=2, metavar=("LOW", "HIGH"))
+    cal.add_argument(
+        "--tolerance",
+        type=_probability,
+        default=DEFAULT_TOLERANCE,
+        help=f"PLD: relative width of the certified epsilon bracket at the answer (default {DEFAULT_TOLERANCE:g})",
+    )
     cal.add_argument("--json", action="store_true")
     cal.set_defaults(func=_cmd_calibrate)
+
+    swp = sub.add_parser("sweep", help="epsilon for every configuration of a grid of spec parameters (CSV or JSON)")
+    swp.add_argument("spec", help="TOML or JSON spec file")
+    swp.add_argument(
+        "--param",
+        type=_sweep_param,
+        action="append",
+        required=True,
+        metavar="NAME=LO:HI:N",
+        help="a swept parameter: N values from LO to HI (':log' spaces them geometrically; or NAME=V1,V2,...)",
+    )
+    swp.add_argument("--delta", type=_probability, required=True)
+    swp.add_argument("--method", choices=methods, default="rdp", help="rdp (vectorised, default), pld, exact or best")
+    swp.add_argument(
+        "--tolerance",
+        type=_probability,
+        default=DEFAULT_TOLERANCE,
+        help=f"PLD: relative width of each certified epsilon bracket (default {DEFAULT_TOLERANCE:g})",
+    )
+    out = swp.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print one JSON object (default: CSV on stdout)")
+    out.add_argument("-o", "--output", help="write FILE (.json: JSON, else CSV with a figure FILE.png next to it)")
+    swp.add_argument("--no-plot", action="store_true", help="with -o FILE.csv: no figure")
+    swp.add_argument("--quiet", action="store_true", help="no progress bar")
+    swp.set_defaults(func=_cmd_sweep)
 
     aud = sub.add_parser("audit", help="a valid empirical lower bound on epsilon (Monte Carlo distinguishing game)")
     aud.add_argument("spec", nargs="?", help="TOML or JSON spec file (an optional [claim] is the guarantee under test)")

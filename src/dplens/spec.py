@@ -325,9 +325,9 @@ class Spec:
     entries: tuple[tuple[ev.Event, int], ...] = field(default=())
     audit: AuditTable | None = None
 
-    def accountant(self) -> Accountant:
-        """A fresh Accountant with every mechanism composed in order."""
-        acc = Accountant(neighboring=self.neighboring)
+    def accountant(self, **options: Any) -> Accountant:
+        """A fresh Accountant with every mechanism composed in order (``options``: Accountant keywords)."""
+        acc = Accountant(neighboring=self.neighboring, **options)
         for event, count in self.entries:
             acc.compose(event, count)
         return acc

@@ -45,9 +45,12 @@ def test_rdp_calibration_never_overshoots(q, steps, target, delta):
 def test_pld_calibration_matches_dp_accounting(target, reference_sigma):
     result = calibrate_dp_sgd_noise(sampling_rate=MNIST_Q, steps=14_063, target_epsilon=target, target_delta=1e-5)
     assert result.value == pytest.approx(reference_sigma, rel=5e-3)
-    assert result.value >= reference_sigma * (1 - 1e-4)  # never less noise than the exact answer
-    # Checked independently with dp-accounting's own PLD accountant at its default (finer) grid.
-    acc = dpa.pld.PLDAccountant()
+    assert result.epsilon <= target and result.epsilon_lower <= result.epsilon
+    # Never less noise than the exact answer: the true ε at the calibrated σ is ≤ the target. Checked independently
+    # with dp-accounting's own (pessimistic) PLD accountant on a grid finer than dplens's, 5e-5. (At its default 1e-4
+    # dp-accounting can be looser than dplens's certified bound: at the ε = 1 answer it gives 1.0000089 where the
+    # true ε is 0.99984, and its own calibrated σ for ε = 8, 0.65582, carries ≈ 1e-4 more noise than needed.)
+    acc = dpa.pld.PLDAccountant(value_discretization_interval=5e-5)
     acc.compose(dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(MNIST_Q, dpa.GaussianDpEvent(result.value)), 14_063))
     assert acc.get_epsilon(1e-5) <= target
 

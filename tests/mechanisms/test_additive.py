@@ -348,8 +348,10 @@ def test_hockey_stick_from_losses_matches_the_accountant(mechanism, epsilons):
         add = expected.get("add", remove)  # the reverse pair: loss −L under D′
         assert within(np.clip(1 - np.exp(eps - under_d), 0, None), remove, slack=1e-3 * remove)
         assert within(np.clip(1 - np.exp(eps + under_d2), 0, None), add, slack=1e-3 * add)
-    # the guarantee is the worse direction (checked at one ε: each call rebuilds the PLD)
-    assert accountant.delta(epsilons[-1]) == pytest.approx(max(remove, add), rel=1e-6, abs=1e-12)
+    # the guarantee is the worse direction (checked at one ε: each call rebuilds the PLD). The accountant's PLD route
+    # refines its own grid until its bracket is within its tolerance, so it agrees with the profile's fixed grid to
+    # that tolerance (both are upper bounds).
+    assert accountant.delta(epsilons[-1]) == pytest.approx(max(remove, add), rel=accountant.tolerance, abs=1e-12)
 
 
 # --------------------------------------------------------------------------------------------

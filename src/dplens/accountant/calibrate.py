@@ -1,14 +1,16 @@
 """Calibration of any scalar parameter to a target (ε, δ), never overshooting the target.
 
-Brent's method (scipy ``brentq``) finds the crossing ε(x) = target; the answer is then moved to the
-safe side and *checked*: the returned value always satisfies ε(value) ≤ target under the accounting
-route used (the same guarantee as dp-accounting's ``calibrate_dp_mechanism``, which users of Opacus
-asked for in opacus#566). Integer parameters (steps) are solved by bisection on integers.
+A bracketing root finder (regula falsi with the Illinois modification, falling back to bisection: Dowell and
+Jarratt 1971) finds the crossing ε(x) = target while keeping a *safe* end, one with ε ≤ target, at every step; the
+answer is that safe end, so it always satisfies ε(value) ≤ target under the accounting route used (the same
+guarantee as dp-accounting's ``calibrate_dp_mechanism``, which users of Opacus asked for in opacus#566). Integer
+parameters (steps) are solved by bisection on integers. No scipy: the command line stays fast.
 
-PLD calibration is multi-resolution: the RDP answer (cheap) brackets the PLD answer from the safe side,
-and Brent then runs on a pessimistic PLD with a coarser grid (``value_discretization_interval``,
-proportional to the target ε). A pessimistic PLD at any interval is an upper bound, so the guarantee is unchanged; the
-coarser grid only costs a little tightness (≈0.1 % in σ for MNIST DP-SGD, see benchmarks/RESULTS.md).
+PLD calibration is multi-resolution: the RDP answer (cheap, array arithmetic) brackets the PLD answer, the ratio of
+the two routes' ε (nearly constant near the answer) steers two or three PLD evaluations next to it, and the root
+finder then runs on the PLD engine's upper bound on one fixed grid (the one the engine chose at the first PLD
+evaluation for the requested tolerance). The value is finally re-accounted on the engine's adaptive grid: the
+reported ε is the smaller of the two upper bounds (both valid) and ``epsilon_lower`` the engine's certified lower end.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dplens.accountant import conversions
+from dplens.accountant import conversions, pld
 from dplens.accountant.compose import Accountant, Method
 
 __all__ = ["CalibrationResult", "Direction", "calibrate", "calibrate_dp_sgd_noise"]
@@ -46,9 +48,10 @@ class CalibrationResult:
     method: Method
     evaluations: int
     details: str = ""
+    epsilon_lower: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "param": self.param,
             "value": self.value,
             "epsilon": self.epsilon,
@@ -58,6 +61,9 @@ class CalibrationResult:
             "evaluations": self.evaluations,
             "details": self.details,
         }
+        if self.epsilon_lower is not None:
+            out["epsilon_lower"] = self.epsilon_lower
+        return out
 
     def __repr__(self) -> str:
         return (
@@ -104,7 +110,13 @@ def _solve(
     integer: bool,
     xtol: float,
 ) -> float:
-    """The value closest to ``unsafe`` within [safe, unsafe] whose ε ≤ target (ε(safe) ≤ target given)."""
+    """The value closest to ``unsafe`` within [safe, unsafe] whose ε ≤ target (ε(safe) ≤ target given).
+
+    Regula falsi with the Illinois modification (Dowell and Jarratt 1971): the end that stays put twice in a row has
+    its function value halved, which restores superlinear convergence; a bisection step follows any step that did
+    not halve the bracket (so at most twice the steps of bisection). Every evaluated point replaces the end of its own
+    sign, so the safe end always has ε ≤ target and is returned.
+    """
     if epsilon_of(unsafe) <= target:
         return unsafe
     if integer:
@@ -117,29 +129,75 @@ def _solve(
                 hi = mid
         return float(lo)
 
+    # Over a positive bracket spanning decades (σ from 0.05 to 500), log ε is nearly linear in log x: interpolate
+    # there. The sign of log ε − log target is that of ε − target, so the safe end stays safe.
+    log_x = min(safe, unsafe) > 0 and max(safe, unsafe) >= 4 * min(safe, unsafe)
+    to_u = math.log if log_x else float
+    from_u = math.exp if log_x else float
+
     def gap(x: float) -> float:
-        return min(epsilon_of(x), _EPS_CAP) - target
+        value = min(epsilon_of(x), _EPS_CAP)
+        logged = (math.log(value) if value > 0 else -745.0) - math.log(target)
+        # The side is decided on ε itself: a log can round an excess of one ulp away.
+        if value > target:
+            return max(logged, 1e-300)
+        return min(logged, 0.0)
 
-    from scipy import optimize
-
-    root = optimize.brentq(gap, min(safe, unsafe), max(safe, unsafe), xtol=xtol, rtol=1e-12, maxiter=500)
-    if gap(root) <= 0:
-        return root
-    toward_safe = math.copysign(xtol, safe - unsafe)
-    candidate = root + toward_safe
-    if (candidate - safe) * (candidate - unsafe) <= 0 and gap(candidate) <= 0:
-        return candidate
-    # Fall back to bisection that keeps the safe endpoint safe.
-    lo, hi = safe, root
+    a, fa = safe, gap(safe)  # fa ≤ 0
+    b, fb = unsafe, gap(unsafe)  # fb > 0
+    kept = 0  # +1: the safe end stayed put last time, −1: the unsafe end did
+    width = abs(b - a)
+    slow = 0
     for _ in range(200):
-        if abs(hi - lo) <= xtol:
+        if abs(b - a) <= xtol:
             break
-        mid = 0.5 * (lo + hi)
-        if gap(mid) <= 0:
-            lo = mid
+        ua, ub = to_u(a), to_u(b)
+        if slow >= 1 or not (fb > fa):
+            x, slow = from_u(0.5 * (ua + ub)), 0
         else:
-            hi = mid
-    return lo
+            x = from_u(ub - fb * (ub - ua) / (fb - fa))
+        # Keep a strict interior point (a step onto an end would not shrink the bracket).
+        margin = 0.25 * xtol
+        low, high = min(a, b) + margin, max(a, b) - margin
+        x = min(max(x, low), high) if low < high else 0.5 * (a + b)
+        fx = gap(x)
+        if fx <= 0:
+            a, fa = x, fx
+            if kept == 1:
+                fb *= 0.5
+            kept = 1
+        else:
+            b, fb = x, fx
+            if kept == -1:
+                fa *= 0.5
+            kept = -1
+        new_width = abs(b - a)
+        slow = slow + 1 if new_width > 0.5 * width else 0
+        width = new_width
+    return a
+
+
+def _local_solve(
+    epsilon_of: _Counter, *, goal: float, near: float, safe: float, unsafe: float, integer: bool, xtol: float
+) -> float:
+    """:func:`_solve` for ε(x) = goal in a bracket grown geometrically around ``near`` (cheaper than the range)."""
+    if epsilon_of(safe) > goal:
+        return safe
+    step = 0.01
+    scale = max(abs(near), xtol, 1e-12)
+    lo, hi = near, near
+    for _ in range(40):
+        # Steps of step·|near| towards each end (clipped to the ends): 1 %, 4 %, 16 %, …
+        lo = near + math.copysign(min(step * scale, abs(safe - near)), safe - near)
+        hi = near + math.copysign(min(step * scale, abs(unsafe - near)), unsafe - near)
+        if integer:
+            lo, hi = float(round(lo)), float(round(hi))
+        if epsilon_of(lo) <= goal < epsilon_of(hi):
+            return _solve(epsilon_of, target=goal, safe=lo, unsafe=hi, integer=integer, xtol=xtol)
+        if lo == safe and hi == unsafe:
+            break
+        step *= 4
+    return _solve(epsilon_of, target=goal, safe=safe, unsafe=unsafe, integer=integer, xtol=xtol)
 
 
 def calibrate(
@@ -155,6 +213,7 @@ def calibrate(
     param: str = "param",
     xtol: float | None = None,
     value_discretization_interval: float | None = None,
+    tolerance: float | None = None,
 ) -> CalibrationResult:
     """Calibrate a scalar parameter so that ε(value) ≤ target_epsilon at target_delta, as tight as possible.
 
@@ -167,9 +226,11 @@ def calibrate(
         direction: how ε moves with the parameter; None detects it from the bracket ends (RDP).
         integer: the parameter is an integer (e.g. steps).
         param: the parameter's name (for messages and the result).
-        xtol: absolute tolerance on the parameter (default 1e-6 relative to the bracket top; 1 for integers).
-        value_discretization_interval: PLD grid interval used during PLD calibration (default: proportional
-            to the target, see :func:`_auto_interval`).
+        xtol: absolute tolerance on the parameter (default 1e-10 relative to the bracket's smaller end, 1e-6
+            relative on the PLD route; 1 for integers).
+        value_discretization_interval: a fixed PLD grid for every PLD evaluation (default: the grid the PLD
+            engine chooses for ``tolerance`` at the first evaluation next to the answer).
+        tolerance: relative width of the PLD engine's certified bracket (default: the accountants' own).
 
     Returns:
         A :class:`CalibrationResult` whose ``epsilon`` (recomputed at ``value``) is ≤ ``target_epsilon``.
@@ -196,8 +257,8 @@ def calibrate(
 
     def route_epsilon(x: float, route: Method, interval: float | None = None) -> float:
         acc = make_accountant(int(x) if integer else x)
-        if interval is not None and route is Method.PLD:
-            acc = _with_interval(acc, interval)
+        if route is Method.PLD and (interval is not None or tolerance is not None):
+            acc = _with_grid(acc, interval, tolerance)
         return acc.epsilon(delta, method=route)
 
     rdp_eps = _Counter(lambda x: route_epsilon(x, Method.RDP))
@@ -206,14 +267,31 @@ def calibrate(
     if not isinstance(direction, Direction):
         raise ValueError(f"direction must be a Direction; got {direction!r}")
     safe, unsafe = (upper, lower) if direction is Direction.DECREASING else (lower, upper)
+    outer_safe = safe
 
     if method is Method.PLD:
-        interval = value_discretization_interval or _auto_interval(target)
+        if xtol is None and not integer:
+            tol = max(tol, 1e-6 * min(abs(lower), abs(upper)))
+        # The first PLD evaluation, next to the RDP answer, lets the engine choose its grid for the tolerance; the
+        # search then stays on that grid (each evaluation one pass of the engine).
+        start = safe
+        if rdp_eps(safe) <= target:
+            loose = max(tol, 1e-5 * min(abs(safe), abs(unsafe))) if not integer else tol
+            start = _solve(rdp_eps, target=target, safe=safe, unsafe=unsafe, integer=integer, xtol=loose)
+        interval = value_discretization_interval
+        if interval is None:
+            first = make_accountant(int(start) if integer else start)
+            interval = pld.pld_epsilon(
+                list(first.ledger),
+                delta,
+                neighboring=first.neighboring,
+                tolerance=first.tolerance if tolerance is None else tolerance,
+            ).value_discretization_interval
         final = _Counter(lambda x: route_epsilon(x, Method.PLD, interval))
-        details = f"PLD (pessimistic connect-the-dots, value_discretization_interval={interval:g})"
+        details = f"PLD (value_discretization_interval={interval:g} during the search)"
         if rdp_eps(safe) <= target:
             safe, unsafe = _pld_bracket_from_rdp(
-                rdp_eps, final, target=target, safe=safe, unsafe=unsafe, integer=integer, xtol=tol
+                rdp_eps, final, target=target, safe=safe, unsafe=unsafe, integer=integer, xtol=tol, start=start
             )
     else:
         final = rdp_eps if method is Method.RDP else _Counter(lambda x: route_epsilon(x, method))
@@ -231,6 +309,20 @@ def calibrate(
     epsilon = final(value)
     if epsilon > target:  # pragma: no cover - _solve guarantees this; kept as a last line of defence
         raise AssertionError(f"calibration overshot: epsilon={epsilon!r} > target={target!r}")
+    epsilon_lower = None
+    if method is Method.PLD:
+        value, epsilon, epsilon_lower = _recheck_on_adaptive_grid(
+            make_accountant,
+            value,
+            target=target,
+            delta=delta,
+            safe=outer_safe,
+            integer=integer,
+            tolerance=tolerance,
+            xtol=tol,
+        )
+        if epsilon_lower is not None:
+            details += f"; certified bracket at the answer [{epsilon_lower:.6g}, {epsilon:.6g}]"
     return CalibrationResult(
         param=param,
         value=int(value) if integer else value,
@@ -240,17 +332,52 @@ def calibrate(
         method=method,
         evaluations=rdp_eps.calls + (final.calls if final is not rdp_eps else 0),
         details=details,
+        epsilon_lower=epsilon_lower,
     )
 
 
-def _auto_interval(target: float) -> float:
-    """PLD grid for calibration: the connect-the-dots excess in ε is ≈ c·interval with c ≈ 5–20 for DP-SGD, so
-    an interval proportional to the target keeps the relative excess near 0.1 % (measured in RESULTS.md)."""
-    return min(max(2.5e-4 * target, 1e-4), 2e-3)
+def _recheck_on_adaptive_grid(
+    make_accountant: Callable[[float], Accountant],
+    value: float,
+    *,
+    target: float,
+    delta: float,
+    safe: float,
+    integer: bool,
+    tolerance: float | None,
+    xtol: float,
+) -> tuple[float, float, float | None]:
+    """Re-account the answer as a fresh accountant would (the engine's adaptive grid) and keep ε ≤ target there too.
+
+    The search ran on one fixed grid; another grid gives another (equally valid) upper bound, which can exceed the
+    target by a hair at the answer. Then the value moves towards the safe end in growing steps until the re-accounted
+    ε is within the target. Returns (value, ε, ε_lower) of the adaptive re-check.
+    """
+    step = 1.0 if integer else max(xtol, 1e-6 * abs(value))
+    for _ in range(60):
+        accountant = _with_grid(make_accountant(int(value) if integer else value), None, tolerance)
+        result = accountant.epsilon_result(delta, method=Method.PLD)
+        if result.epsilon <= target:
+            return value, result.epsilon, result.epsilon_lower
+        if value == safe:
+            break
+        value = value + math.copysign(min(step, abs(safe - value)), safe - value)
+        step *= 2.0
+    raise ValueError(
+        f"target_epsilon={target!r} is unreachable: the PLD re-check at {value!r} gives epsilon={result.epsilon!r}"
+    )
 
 
 def _pld_bracket_from_rdp(
-    rdp_eps: _Counter, pld_eps: _Counter, *, target: float, safe: float, unsafe: float, integer: bool, xtol: float
+    rdp_eps: _Counter,
+    pld_eps: _Counter,
+    *,
+    target: float,
+    safe: float,
+    unsafe: float,
+    integer: bool,
+    xtol: float,
+    start: float | None = None,
 ) -> tuple[float, float]:
     """A tight bracket for the PLD answer, using the cheap RDP curve as a surrogate.
 
@@ -261,7 +388,11 @@ def _pld_bracket_from_rdp(
     best_safe, best_unsafe = safe, unsafe
     # The RDP solves only steer the search, so a looser tolerance is enough.
     xtol = max(xtol, 1e-5 * min(abs(safe), abs(unsafe)) if not integer else xtol)
-    x = _solve(rdp_eps, target=target, safe=safe, unsafe=unsafe, integer=integer, xtol=xtol)
+    x = (
+        start
+        if start is not None
+        else _solve(rdp_eps, target=target, safe=safe, unsafe=unsafe, integer=integer, xtol=xtol)
+    )
     for _ in range(4):
         eps = pld_eps(x)
         closer_to_unsafe = abs(x - unsafe) < abs(best_safe - unsafe)
@@ -274,7 +405,7 @@ def _pld_bracket_from_rdp(
         goal = target * rdp_eps(x) / eps * (1 - 1e-5) if eps > 0 else target
         if rdp_eps(safe) > goal:
             break
-        x_next = _solve(rdp_eps, target=goal, safe=safe, unsafe=unsafe, integer=integer, xtol=xtol)
+        x_next = _local_solve(rdp_eps, goal=goal, near=x, safe=safe, unsafe=unsafe, integer=integer, xtol=xtol)
         if x_next == x:
             break
         x = x_next
@@ -297,9 +428,13 @@ def _step_towards_unsafe(epsilon_of: _Counter, target: float, *, safe: float, un
     return unsafe
 
 
-def _with_interval(accountant: Accountant, interval: float) -> Accountant:
-    """A copy of ``accountant`` with another PLD grid interval."""
-    copy = Accountant(neighboring=accountant.neighboring, value_discretization_interval=interval)
+def _with_grid(accountant: Accountant, interval: float | None, tolerance: float | None) -> Accountant:
+    """A copy of ``accountant`` with another PLD grid (None: adaptive) and bracket tolerance (None: its own)."""
+    copy = Accountant(
+        neighboring=accountant.neighboring,
+        value_discretization_interval=interval,
+        tolerance=accountant.tolerance if tolerance is None else tolerance,
+    )
     for event, count in accountant.ledger:
         copy.compose(event, count)
     return copy

@@ -3,7 +3,8 @@
 Routes (:class:`Method`):
 
 - ``RDP``: add the RDP curves of all entries, convert with the optimal conversion, α continuous.
-- ``PLD``: dp-accounting's pessimistic connect-the-dots PLD of the whole composition.
+- ``PLD``: the PLD of the whole composition from dplens's engine, with a certified bracket (``epsilon_lower``,
+  refined until within ``tolerance``), or dp-accounting's pessimistic PLD for events the engine does not model.
 - ``EXACT``: a closed-form privacy profile of the whole composition (compositions of Gaussians → GDP;
   a single event with an exact profile registered in :func:`dplens.accountant.pld.privacy_profile`).
 - ``BEST``: the smallest ε among the routes that support the ledger; every route is an upper bound, so
@@ -37,6 +38,8 @@ class EpsilonResult:
 
     ``epsilon`` is an upper bound on the true ε of the ledger at ``delta`` (``is_estimate`` is False
     for every route here; it exists so reports can carry estimates from other sources labelled).
+    ``epsilon_lower``, where known, is a certified *lower* bound on that true ε (the PLD engine's optimistic end):
+    the true ε lies in [epsilon_lower, epsilon].
     """
 
     epsilon: float
@@ -47,6 +50,7 @@ class EpsilonResult:
     discretisation: str | None = None
     is_estimate: bool = False
     routes: tuple[EpsilonResult, ...] = field(default=())
+    epsilon_lower: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -60,6 +64,8 @@ class EpsilonResult:
             out["optimal_order"] = self.optimal_order
         if self.discretisation is not None:
             out["discretisation"] = self.discretisation
+        if self.epsilon_lower is not None:
+            out["epsilon_lower"] = self.epsilon_lower
         if self.routes:
             out["routes"] = [r.to_dict() for r in self.routes]
         return out
@@ -125,19 +131,23 @@ class Accountant:
 
     Args:
         neighboring: the neighbouring relation of the whole ledger; None takes the first event's.
-        value_discretization_interval: PLD grid interval.
+        value_discretization_interval: a fixed PLD grid interval; None (default) lets the PLD engine refine its
+            grid until its bracket is within ``tolerance``.
+        tolerance: the PLD route's relative bracket width, (ε − ε_lower) ≤ tolerance·ε.
     """
 
     def __init__(
         self,
         *,
         neighboring: ev.NeighboringRelation | None = None,
-        value_discretization_interval: float = pld.DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+        value_discretization_interval: float | None = None,
+        tolerance: float = pld.DEFAULT_TOLERANCE,
     ) -> None:
         if neighboring is not None and not isinstance(neighboring, ev.NeighboringRelation):
             raise ValueError(f"neighboring must be a NeighboringRelation; got {neighboring!r}")
         self._neighboring = neighboring
         self._interval = pld._check_interval(value_discretization_interval)
+        self._tolerance = pld.check_tolerance(tolerance)
         self._ledger: list[tuple[ev.Event, int]] = []
 
     # ---- ledger ---------------------------------------------------------------------------
@@ -151,8 +161,14 @@ class Accountant:
         return tuple(self._ledger)
 
     @property
-    def value_discretization_interval(self) -> float:
+    def value_discretization_interval(self) -> float | None:
+        """The fixed PLD grid interval, or None when the engine chooses it (see ``tolerance``)."""
         return self._interval
+
+    @property
+    def tolerance(self) -> float:
+        """The PLD route's relative bracket width."""
+        return self._tolerance
 
     def supported_methods(self, event: ev.Event) -> list[Method]:
         """The routes that can interpret ``event`` (dry run: no state changes)."""
@@ -253,14 +269,19 @@ class Accountant:
             )
         if method is Method.PLD:
             result = pld.pld_epsilon(
-                self._ledger, delta, neighboring=self.neighboring, value_discretization_interval=self._interval
+                self._ledger,
+                delta,
+                neighboring=self.neighboring,
+                value_discretization_interval=self._interval,
+                tolerance=self._tolerance,
             )
             return EpsilonResult(
                 epsilon=result.epsilon,
                 delta=delta,
                 method=method,
                 details=result.method,
-                discretisation=f"value_discretization_interval={self._interval:g}",
+                discretisation=result.discretisation(),
+                epsilon_lower=result.epsilon_lower,
             )
         if method is Method.EXACT:
             profile = self.exact_profile()
@@ -288,6 +309,8 @@ class Accountant:
         if not routes:
             raise UnsupportedEventError("no single accounting route supports the whole ledger")
         best = min(routes, key=lambda r: r.epsilon)
+        # Every route's lower end bounds the same true ε from below, so the largest one is the bracket's.
+        lowers = [r.epsilon_lower for r in routes if r.epsilon_lower is not None]
         return EpsilonResult(
             epsilon=best.epsilon,
             delta=delta,
@@ -296,6 +319,7 @@ class Accountant:
             optimal_order=best.optimal_order,
             discretisation=best.discretisation,
             routes=tuple(routes),
+            epsilon_lower=min(max(lowers), best.epsilon) if lowers else None,
         )
 
     def all_routes(self, delta: float) -> list[EpsilonResult]:
@@ -333,6 +357,7 @@ class Accountant:
                             epsilon,
                             neighboring=self.neighboring,
                             value_discretization_interval=self._interval,
+                            tolerance=self._tolerance,
                         ).delta
                     )
                 else:
@@ -391,6 +416,7 @@ class Accountant:
                 "version": LEDGER_FORMAT_VERSION,
                 "neighboring": self._neighboring.value if self._neighboring else None,
                 "value_discretization_interval": self._interval,
+                "tolerance": self._tolerance,
                 "entries": [{"event": ev.event_to_dict(e), "count": c} for e, c in self._ledger],
             },
             sort_keys=True,
@@ -410,9 +436,8 @@ class Accountant:
         relation = data.get("neighboring")
         acc = cls(
             neighboring=ev.NeighboringRelation(relation) if relation else None,
-            value_discretization_interval=data.get(
-                "value_discretization_interval", pld.DEFAULT_VALUE_DISCRETIZATION_INTERVAL
-            ),
+            value_discretization_interval=data.get("value_discretization_interval"),
+            tolerance=data.get("tolerance", pld.DEFAULT_TOLERANCE),
         )
         for entry in data.get("entries", []):
             acc.compose(ev.event_from_dict(entry["event"]), entry["count"])

@@ -1,10 +1,14 @@
-"""Exact privacy profiles: PLD accounting over dp-accounting's engine, and closed-form profiles.
+"""Exact privacy profiles: PLD accounting (dplens's engine, dp-accounting's as the fallback) and closed forms.
 
 Two interpreters live here:
 
-- :func:`pld_of` builds a privacy-loss distribution for a composition of standard events with
-  dp-accounting's PLD engine (connect-the-dots, pessimistic: Doroshenko et al. 2022, arXiv 2207.04380),
-  so every ε it yields is an upper bound on the true ε at the stated discretisation.
+- the PLD route (:func:`pld_epsilon`, :func:`pld_delta`, :func:`pld_profile`, :func:`pld_supports`) runs dplens's
+  own engine (:mod:`dplens.accountant.pld_engine`) on every event it models — Gaussian, Laplace, randomized
+  response, Poisson-subsampled Gaussian and their compositions, plus any event registered on
+  :func:`dplens.accountant.pld_engine.loss_distribution` — and returns a certified bracket: ``epsilon`` is an upper
+  bound on the true ε, ``epsilon_lower`` a lower bound, refined until they are within a relative ``tolerance``.
+  Ledgers with an event the engine does not model fall back to dp-accounting's PLD engine (connect-the-dots,
+  pessimistic: Doroshenko et al. 2022, arXiv 2207.04380), upper bound only; :func:`pld_of` exposes that one.
 - :func:`privacy_profile` (``functools.singledispatch``) returns the exact closed-form
   :class:`~dplens.accountant.curves.PrivacyProfile` of an event where one is known; research modules
   register their events on it.
@@ -24,6 +28,7 @@ from dplens.accountant.curves import Gdp, PrivacyProfile
 from dplens.accountant.rdp import UnsupportedEventError
 
 __all__ = [
+    "DEFAULT_TOLERANCE",
     "DEFAULT_VALUE_DISCRETIZATION_INTERVAL",
     "PldResult",
     "gaussian_mu",
@@ -35,8 +40,11 @@ __all__ = [
     "privacy_profile",
 ]
 
-#: Interval of the privacy-loss grid. 1e-4 puts MNIST DP-SGD within 1e-4 of the true ε (notes §5.8).
+#: Interval of the privacy-loss grid where one is fixed (profiles, the dp-accounting fallback). 1e-4 puts MNIST
+#: DP-SGD within 1e-4 of the true ε (notes §5.8).
 DEFAULT_VALUE_DISCRETIZATION_INTERVAL = 1e-4
+#: The engine refines its grid until (ε − ε_lower) ≤ this × ε.
+DEFAULT_TOLERANCE = 1e-3
 
 
 def _dpa_relation(relation: ev.NeighboringRelation):
@@ -49,7 +57,17 @@ def _dpa_relation(relation: ev.NeighboringRelation):
     }[relation]
 
 
-def _check_interval(value_discretization_interval: float) -> float:
+def check_tolerance(tolerance: float) -> float:
+    """Validate a relative bracket tolerance in (0, 1)."""
+    ok = isinstance(tolerance, int | float) and not isinstance(tolerance, bool) and 0 < tolerance < 1
+    if not ok:
+        raise ValueError(f"tolerance must be a number in (0, 1); got {tolerance!r}")
+    return float(tolerance)
+
+
+def _check_interval(value_discretization_interval: float | None) -> float | None:
+    if value_discretization_interval is None:
+        return None
     try:
         interval = float(value_discretization_interval)
     except (TypeError, ValueError):
@@ -67,16 +85,16 @@ def pld_of(
     entries: list[tuple[ev.Event, int]] | ev.Event,
     *,
     neighboring: ev.NeighboringRelation = ev.NeighboringRelation.ADD_OR_REMOVE_ONE,
-    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+    value_discretization_interval: float | None = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
 ):
-    """The pessimistic PLD (dp-accounting ``PrivacyLossDistribution``) of a composition.
+    """The pessimistic PLD of a composition from dp-accounting's engine (its ``PLDAccountant``).
 
     Raises:
         UnsupportedEventError: an event has no PLD in dp-accounting (checked before any work).
     """
     from dp_accounting.pld import pld_privacy_accountant
 
-    interval = _check_interval(value_discretization_interval)
+    interval = _check_interval(value_discretization_interval) or DEFAULT_VALUE_DISCRETIZATION_INTERVAL
     if isinstance(entries, ev.Event):
         entries = [(entries, 1)]
     accountant = pld_privacy_accountant.PLDAccountant(
@@ -99,7 +117,11 @@ def pld_of(
 
 
 def pld_supports(event: ev.Event, *, neighboring: ev.NeighboringRelation) -> bool:
-    """Whether dp-accounting's PLD engine can interpret ``event`` (a dry run: nothing is built)."""
+    """Whether the PLD route can interpret ``event``: dplens's engine models it, or dp-accounting does (a dry run)."""
+    from dplens.accountant import pld_engine
+
+    if pld_engine.supports(event, neighboring=neighboring):
+        return True
     from dp_accounting.pld import pld_privacy_accountant
 
     try:
@@ -111,22 +133,54 @@ def pld_supports(event: ev.Event, *, neighboring: ev.NeighboringRelation) -> boo
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PldResult:
-    """An (ε, δ) pair from PLD accounting, with its discretisation."""
+    """An (ε, δ) pair from PLD accounting, with its discretisation and, from dplens's engine, a certified bracket.
+
+    ``epsilon`` (or ``delta``, for a δ query) is an upper bound on the true value; ``epsilon_lower`` /
+    ``delta_lower`` a lower bound (None from the dp-accounting fallback, which has none).
+    """
 
     epsilon: float
     delta: float
     value_discretization_interval: float
     neighboring: str
     method: str = "pld (dp-accounting, connect-the-dots, pessimistic)"
+    epsilon_lower: float | None = None
+    delta_lower: float | None = None
+    tolerance: float | None = None
+    tolerance_met: bool | None = None
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "epsilon": self.epsilon,
             "delta": self.delta,
             "value_discretization_interval": self.value_discretization_interval,
             "neighboring": self.neighboring,
             "method": self.method,
         }
+        for key in ("epsilon_lower", "delta_lower", "tolerance", "tolerance_met"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+    @property
+    def adaptive(self) -> bool:
+        return self.tolerance is not None
+
+    def discretisation(self) -> str:
+        """The grid as "value_discretization_interval=…", with how it was chosen when the engine refined it."""
+        text = f"value_discretization_interval={self.value_discretization_interval:g}"
+        if self.tolerance is not None:
+            met = "" if self.tolerance_met else ", NOT met"
+            text += f" (adaptive: bracket within {self.tolerance:g}{met})"
+        return text
+
+
+_ENGINE_METHOD = "pld (dplens engine: pessimistic connect-the-dots / optimistic inscribed merge, certified bracket)"
+
+
+def _entries(entries: list[tuple[ev.Event, int]] | ev.Event) -> list[tuple[ev.Event, int]]:
+    return [(entries, 1)] if isinstance(entries, ev.Event) else list(entries)
 
 
 def pld_epsilon(
@@ -134,17 +188,48 @@ def pld_epsilon(
     delta: float,
     *,
     neighboring: ev.NeighboringRelation = ev.NeighboringRelation.ADD_OR_REMOVE_ONE,
-    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+    value_discretization_interval: float | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
 ) -> PldResult:
-    """ε(δ) of a composition by pessimistic PLD (worse of add and remove directions), rounded up."""
+    """ε(δ) of a composition by PLD (worse of add and remove directions), with a certified bracket.
+
+    dplens's engine refines its grid until (ε − ε_lower) ≤ ``tolerance``·ε, or uses ``value_discretization_interval``
+    when one is given; ledgers it does not model go to dp-accounting (upper bound only).
+
+    Example:
+        >>> from dplens.accountant import events as ev
+        >>> step = ev.PoissonSampled(sampling_rate=0.01, event=ev.Gaussian(noise_multiplier=1.0))
+        >>> result = pld_epsilon([(step, 1000)], 1e-5)
+        >>> low, high = result.epsilon_lower, result.epsilon
+        >>> low <= 1.82822 <= high, high - low <= 1e-3 * high
+        (True, True)
+    """
+    from dplens.accountant import pld_engine
+
     delta = conversions.check_delta(delta)
-    accountant = pld_of(entries, neighboring=neighboring, value_discretization_interval=value_discretization_interval)
-    epsilon = conversions.round_up(max(float(accountant.get_epsilon(delta)), 0.0))
+    tolerance = check_tolerance(tolerance)
+    interval = _check_interval(value_discretization_interval)
+    entries = _entries(entries)
+    try:
+        bracket = pld_engine.epsilon_bracket(
+            entries, delta, neighboring=neighboring, tolerance=tolerance, interval=interval
+        )
+    except UnsupportedEventError:
+        fallback = interval or DEFAULT_VALUE_DISCRETIZATION_INTERVAL
+        accountant = pld_of(entries, neighboring=neighboring, value_discretization_interval=fallback)
+        epsilon = conversions.round_up(max(float(accountant.get_epsilon(delta)), 0.0))
+        return PldResult(
+            epsilon=epsilon, delta=delta, value_discretization_interval=fallback, neighboring=neighboring.value
+        )
     return PldResult(
-        epsilon=epsilon,
+        epsilon=bracket.upper,
         delta=delta,
-        value_discretization_interval=value_discretization_interval,
+        value_discretization_interval=bracket.interval,
         neighboring=neighboring.value,
+        method=_ENGINE_METHOD,
+        epsilon_lower=bracket.lower,
+        tolerance=tolerance if interval is None else None,
+        tolerance_met=bracket.tolerance_met if interval is None else None,
     )
 
 
@@ -153,17 +238,36 @@ def pld_delta(
     epsilon: float,
     *,
     neighboring: ev.NeighboringRelation = ev.NeighboringRelation.ADD_OR_REMOVE_ONE,
-    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+    value_discretization_interval: float | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
 ) -> PldResult:
-    """δ(ε) of a composition by pessimistic PLD (worse direction), rounded up."""
+    """δ(ε) of a composition by PLD (worse direction), with a certified bracket (``delta_lower``) from the engine."""
+    from dplens.accountant import pld_engine
+
     epsilon = conversions.check_epsilon(epsilon)
-    accountant = pld_of(entries, neighboring=neighboring, value_discretization_interval=value_discretization_interval)
-    delta = min(conversions.round_up(max(float(accountant.get_delta(epsilon)), 0.0)), 1.0)
+    tolerance = check_tolerance(tolerance)
+    interval = _check_interval(value_discretization_interval)
+    entries = _entries(entries)
+    try:
+        bracket = pld_engine.delta_bracket(
+            entries, epsilon, neighboring=neighboring, tolerance=tolerance, interval=interval
+        )
+    except UnsupportedEventError:
+        fallback = interval or DEFAULT_VALUE_DISCRETIZATION_INTERVAL
+        accountant = pld_of(entries, neighboring=neighboring, value_discretization_interval=fallback)
+        delta = min(conversions.round_up(max(float(accountant.get_delta(epsilon)), 0.0)), 1.0)
+        return PldResult(
+            epsilon=epsilon, delta=delta, value_discretization_interval=fallback, neighboring=neighboring.value
+        )
     return PldResult(
         epsilon=epsilon,
-        delta=delta,
-        value_discretization_interval=value_discretization_interval,
+        delta=bracket.upper,
+        value_discretization_interval=bracket.interval,
         neighboring=neighboring.value,
+        method=_ENGINE_METHOD,
+        delta_lower=bracket.lower,
+        tolerance=tolerance if interval is None else None,
+        tolerance_met=bracket.tolerance_met if interval is None else None,
     )
 
 
@@ -171,10 +275,62 @@ def pld_profile(
     entries: list[tuple[ev.Event, int]] | ev.Event,
     *,
     neighboring: ev.NeighboringRelation = ev.NeighboringRelation.ADD_OR_REMOVE_ONE,
-    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+    value_discretization_interval: float | None = None,
 ) -> PrivacyProfile:
-    """The pessimistic PLD as a :class:`PrivacyProfile`, both directions tracked."""
-    accountant = pld_of(entries, neighboring=neighboring, value_discretization_interval=value_discretization_interval)
+    """The pessimistic PLD as a :class:`PrivacyProfile`, both directions tracked.
+
+    A profile answers queries at every ε, so its grid is fixed: ``value_discretization_interval``, else
+    :data:`DEFAULT_VALUE_DISCRETIZATION_INTERVAL`. dplens's engine builds it where it models the ledger (its
+    δ(ε) includes the engine's error terms, so every value is an upper bound); otherwise dp-accounting's.
+    """
+    from dplens.accountant import pld_engine
+
+    interval = _check_interval(value_discretization_interval) or DEFAULT_VALUE_DISCRETIZATION_INTERVAL
+    entries = _entries(entries)
+    while True:
+        try:
+            composed = pld_engine.compose(entries, pld_engine.LossGrid(interval=interval, neighboring=neighboring))
+            break
+        except UnsupportedEventError:
+            return _dp_accounting_profile(entries, neighboring=neighboring, interval=interval)
+        except pld_engine.WindowTooLargeError:
+            if value_discretization_interval is not None:
+                raise
+            interval *= 4.0  # a ledger too wide for the default grid: a coarser one is still an upper bound
+    directions = composed.directions()
+    if composed.non_private or not directions:
+        level = 1.0 if composed.non_private else 0.0
+        return PrivacyProfile(
+            remove=functools.partial(_constant_delta, level=level),
+            epsilon_for_delta=functools.partial(_constant_epsilon, level=level),
+            description="PLD (non-private)" if composed.non_private else "PLD (empty ledger)",
+            discretisation=f"value_discretization_interval={interval:g}",
+        )
+
+    def epsilon_for_delta(delta: float) -> float:
+        return conversions.round_up(max(d.epsilon_upper(delta) for d in directions.values()))
+
+    return PrivacyProfile(
+        remove=_vectorised(directions["remove"].delta_upper),
+        add=_vectorised(directions["add"].delta_upper) if "add" in directions else None,
+        epsilon_for_delta=epsilon_for_delta,
+        description="PLD (dplens engine, pessimistic connect-the-dots)",
+        discretisation=f"value_discretization_interval={interval:g}",
+    )
+
+
+def _constant_delta(epsilons: np.ndarray, *, level: float) -> np.ndarray:
+    return np.full(np.shape(np.atleast_1d(epsilons)), level)
+
+
+def _constant_epsilon(delta: float, *, level: float) -> float:
+    return math.inf if level >= 1.0 else 0.0
+
+
+def _dp_accounting_profile(
+    entries: list[tuple[ev.Event, int]], *, neighboring: ev.NeighboringRelation, interval: float
+) -> PrivacyProfile:
+    accountant = pld_of(entries, neighboring=neighboring, value_discretization_interval=interval)
     pld = accountant._pld  # dp-accounting keeps the composed PLD here
     remove = getattr(pld, "_pmf_remove", None)
     add = None if getattr(pld, "_symmetric", True) else getattr(pld, "_pmf_add", None)
@@ -192,8 +348,8 @@ def pld_profile(
         remove=remove_fn,
         add=add_fn,
         epsilon_for_delta=epsilon_for_delta,
-        description="PLD (connect-the-dots, pessimistic)",
-        discretisation=f"value_discretization_interval={value_discretization_interval:g}",
+        description="PLD (dp-accounting, connect-the-dots, pessimistic)",
+        discretisation=f"value_discretization_interval={interval:g}",
     )
 
 
