@@ -7,10 +7,14 @@ no traceback, no partial output file.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
+import shlex
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -31,6 +35,73 @@ class CliError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, not usage + message
         raise CliError(message)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM outside a chunked run (inside one, the runner's handler takes over: see ``dplens_stop``)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise _Terminated(signum)
+
+
+_terminate.dplens_stop = True  # type: ignore[attr-defined]  # the runner may replace it while chunks run
+
+
+def _output_file(path: str, what: str) -> Path:
+    """A file dplens will write, checked before any work: its directory exists, it is not a directory, and it is
+    writable. (Nothing is created here: a run refused later leaves no file behind.)"""
+    target = Path(path)
+    if target.is_dir():
+        raise ValueError(f"{what} {path!r} is a directory, not a file")
+    parent = target.parent
+    if not parent.is_dir():
+        raise ValueError(f"{what} {path!r}: directory {str(parent)!r} does not exist")
+    if not os.access(target if target.exists() else parent, os.W_OK):
+        raise ValueError(f"{what} {path!r} is not writable")
+    return target
+
+
+class _JsonLog:
+    """``--log-json FILE``: progress events as JSON lines, flushed one by one (for pipelines that tail the file).
+
+    The file is created at the first event, so a command refused before any work leaves no file behind.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._handle: Any = None
+
+    def write(self, event: dict[str, Any]) -> None:
+        if self._handle is None:
+            self._handle = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self._handle.write(json.dumps(event, sort_keys=True, default=_json_default) + "\n")
+        self._handle.flush()
+
+    @property
+    def started(self) -> bool:
+        return self._handle is not None
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+
+
+@contextlib.contextmanager
+def _observing(args: argparse.Namespace) -> Iterator[None]:
+    """Route the runner's progress events to ``--log-json`` while the command runs."""
+    log = getattr(args, "json_log", None)
+    if log is None:
+        yield
+        return
+    from dplens.auditing import runner
+
+    with runner.observe(log.write):
+        yield
 
 
 def _probability(text: str) -> float:
@@ -199,22 +270,25 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     from dplens.auditing.games import audit_spec
     from dplens.spec import load_spec
 
+    if args.checkpoint is not None:
+        _output_file(args.checkpoint, "--checkpoint")
     spec = load_spec(args.spec)
     if args.delta is not None and not 0 <= args.delta < 1:
         raise ValueError(f"--delta must be in [0, 1); got {args.delta!r}")
     if args.seed < 0:
         raise ValueError(f"--seed must be an integer >= 0; got {args.seed!r}")
-    result = audit_spec(
-        spec,
-        trials=args.trials,
-        delta=args.delta,
-        confidence=args.confidence,
-        seed=args.seed,
-        workers=args.workers,
-        scheduler=args.scheduler,
-        checkpoint=args.checkpoint,
-        progress=not args.quiet,
-    )
+    with _observing(args):
+        result = audit_spec(
+            spec,
+            trials=args.trials,
+            delta=args.delta,
+            confidence=args.confidence,
+            seed=args.seed,
+            workers=args.workers,
+            scheduler=args.scheduler,
+            checkpoint=args.checkpoint,
+            progress=not args.quiet,
+        )
     payload = result.to_dict() | {"spec_sha256": spec.sha256}
     _emit(payload, args.json, _audit_text(result))
     return 0
@@ -260,20 +334,21 @@ def _cmd_report(args: argparse.Namespace) -> int:
         mode = AuditMode.AUTO
     if args.delta is not None and not 0 <= args.delta < 1:
         raise ValueError(f"--delta must be in [0, 1); got {args.delta!r}")
-    files = generate_report(
-        spec,
-        Path(args.output),
-        title=args.title or _spec_title(args.spec, Path(args.spec).stem),
-        delta=args.delta,
-        audit_mode=mode,
-        trials=args.trials or DEFAULT_TRIALS,
-        confidence=args.confidence,
-        seed=args.seed,
-        workers=args.workers,
-        privacy_unit=args.unit,
-        progress=_progress(args.quiet),
-        command=["dplens", *getattr(args, "argv", [])],
-    )
+    with _observing(args):
+        files = generate_report(
+            spec,
+            Path(args.output),
+            title=args.title or _spec_title(args.spec, Path(args.spec).stem),
+            delta=args.delta,
+            audit_mode=mode,
+            trials=args.trials or DEFAULT_TRIALS,
+            confidence=args.confidence,
+            seed=args.seed,
+            workers=args.workers,
+            privacy_unit=args.unit,
+            progress=_progress(args.quiet),
+            command=["dplens", *getattr(args, "argv", [])],
+        )
     report = files.report
     print(f"verdict: {report.verdict.status.value}. {report.verdict.sentence}")
     print(f"dplens report: wrote {files.html.resolve()}")
@@ -374,6 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
     aud.add_argument("--checkpoint", help="checkpoint file: written after each chunk, resumed from if it exists")
     aud.add_argument("--quiet", action="store_true", help="no progress bar")
     aud.add_argument("--json", action="store_true", help="print one JSON object")
+    aud.add_argument("--log-json", metavar="FILE", help="write progress events to FILE as JSON lines")
     aud.set_defaults(func=_cmd_audit)
 
     from dplens.reports.defaults import DEFAULT_CONFIDENCE, DEFAULT_PRIVACY_UNIT, DEFAULT_TRIALS
@@ -396,6 +472,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--unit", default=DEFAULT_PRIVACY_UNIT, help="the unit of privacy, in words")
     report.add_argument("--title", help="report title (default: the spec's name)")
     report.add_argument("--quiet", action="store_true", help="no progress output")
+    report.add_argument("--log-json", metavar="FILE", help="write the audit's progress events to FILE as JSON lines")
     report.set_defaults(func=_cmd_report)
 
     demo = sub.add_parser("demo", help="the main job end to end on a built-in example")
@@ -411,19 +488,89 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error(message: str) -> int:
+    print(f"dplens: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err)
+    return text.splitlines()[0] if text.strip() else type(err).__name__
+
+
+def _interrupted(err: KeyboardInterrupt, args: argparse.Namespace | None) -> int:
+    """One line: what stopped, what is saved, the command that resumes; exit 128 + the signal number."""
+    signum = getattr(err, "signum", signal.SIGINT)
+    name = signal.Signals(signum).name
+    argv = getattr(args, "argv", None)
+    command = shlex.join(["dplens", *argv]) if argv is not None else None
+    where = ""
+    if hasattr(err, "chunks_done"):
+        where = f" after {err.chunks_done} of {err.chunks} chunks"
+    # Outside a chunked run (the pilot, the bounds) the checkpoint given still holds every finished chunk.
+    checkpoint = getattr(err, "checkpoint", None) or getattr(args, "checkpoint", None)
+    if checkpoint is not None and command is not None:
+        line = f"interrupted by {name}{where}, finished chunks saved in {str(checkpoint)!r}; resume with: {command}"
+    elif command is not None and hasattr(args, "checkpoint"):
+        line = f"interrupted by {name}{where}; nothing saved (add --checkpoint FILE to resume later): {command}"
+    elif command is not None:
+        line = f"interrupted by {name}{where}; run again with: {command}"
+    else:
+        line = f"interrupted by {name}"
+    print(f"dplens: {line}", file=sys.stderr, flush=True)
+    return 128 + int(signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    args: argparse.Namespace | None = None
+    previous = signal.getsignal(signal.SIGTERM) if _in_main_thread() else None
+    if previous == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
+    log: _JsonLog | None = None
+    code = EXIT_USAGE
     try:
         args = parser.parse_args(argv)
         args.argv = list(argv) if argv is not None else sys.argv[1:]
-        return int(args.func(args) or 0)
+        if getattr(args, "log_json", None) is not None:
+            log = args.json_log = _JsonLog(_output_file(args.log_json, "--log-json"))
+        code = int(args.func(args) or 0)
+        if log is not None:
+            log.write({"event": "done", "exit_status": code})
+        return code
+    except KeyboardInterrupt as err:
+        code = _interrupted(err, args)
+        return code
     except (CliError, ValueError) as err:
-        message = str(err).splitlines()[0] if str(err) else type(err).__name__
-        print(f"dplens: error: {message}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("dplens: interrupted", file=sys.stderr)
-        return 130
+        code = _error(_first_line(err))
+        return code
+    except RecursionError:
+        code = _error("the input is nested too deeply to read")
+        return code
+    except (OverflowError, ZeroDivisionError) as err:
+        code = _error(f"a value is out of the supported range ({type(err).__name__}: {_first_line(err)})")
+        return code
+    except MemoryError:
+        code = _error("out of memory: a parameter is out of the supported range")
+        return code
+    except OSError as err:
+        where = f": {err.filename!r}" if err.filename else ""
+        code = _error(f"{err.strerror or _first_line(err)}{where}")
+        return code
+    finally:
+        if log is not None:
+            if code != 0 and log.started:
+                with contextlib.suppress(OSError):
+                    log.write({"event": "error", "exit_status": code})
+            log.close()
+        if previous == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 if __name__ == "__main__":  # pragma: no cover
