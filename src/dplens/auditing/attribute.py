@@ -110,6 +110,7 @@ _LP_MARGIN = 1e-8
 #: Above this ε every bound is within e^−30 of 1; the linear programme is not solved there (ill-conditioned).
 _LP_MAX_EPSILON = 30.0
 _MAX_CHUNK_VALUES = 1 << 21
+_MAX_CHUNKS = 1024
 _MIN_CHUNKS = 8
 _BATCH_VALUES = 1 << 15
 _MIN_BATCH_TRIALS = 1024
@@ -1105,6 +1106,8 @@ def audit(
     if chunk_size is None:
         by_memory = max(1, _MAX_CHUNK_VALUES // output_size)
         chunk_size = min(by_memory, max(math.ceil(trials / _MIN_CHUNKS), min(trials, 4096)))
+        # at most _MAX_CHUNKS chunks (their confusion counts are all kept): memory flat in the trials
+        chunk_size = max(chunk_size, math.ceil(trials / _MAX_CHUNKS))
     plan = runner.ChunkPlan(trials, _check_int("chunk_size", chunk_size, 1))
     key = runner.fingerprint(
         {
