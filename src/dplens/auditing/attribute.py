@@ -114,6 +114,7 @@ _MAX_CHUNKS = 1024
 _MIN_CHUNKS = 8
 _BATCH_VALUES = 1 << 15
 _MIN_BATCH_TRIALS = 1024
+_MAX_BATCH_VALUES = 1 << 22  # at most this many output values in one sample() call (memory)
 _MAX_CATEGORIES = 64
 
 
@@ -1102,7 +1103,7 @@ def audit(
 
     support_value = int(np.flatnonzero(prior > 0)[0])
     output_size = _output_size(mechanism, datasets[support_value])
-    batch = max(_BATCH_VALUES // output_size, _MIN_BATCH_TRIALS)
+    batch = max(1, min(max(_BATCH_VALUES // output_size, _MIN_BATCH_TRIALS), _MAX_BATCH_VALUES // output_size))
     if chunk_size is None:
         by_memory = max(1, _MAX_CHUNK_VALUES // output_size)
         chunk_size = min(by_memory, max(math.ceil(trials / _MIN_CHUNKS), min(trials, 4096)))

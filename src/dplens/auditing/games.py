@@ -57,7 +57,9 @@ _MAX_CHUNKS = 1024
 # _MIN_BATCH_TRIALS trials per call bounds the per-call overhead of mechanisms with a fixed cost per sample().
 _BATCH_VALUES = 1 << 15
 _MIN_BATCH_TRIALS = 1024
+_MAX_BATCH_VALUES = 1 << 22  # 32 MB of float64 per side per call, whatever the output size
 _FOCUS_MIN_SUPPORT = 15  # pooled pilot scores a focused threshold's bounded region must hold
+_KEPT_PILOT_SCORES = 1 << 18  # a pilot up to this size per side keeps its scores (2 MB); a larger one is streamed
 
 
 class Verdict(enum.Enum):
@@ -185,7 +187,8 @@ def _side_seed(seed: np.random.SeedSequence, side: int) -> np.random.Generator:
 
 
 def _batch_trials(output_size: int) -> int:
-    return max(_BATCH_VALUES // output_size, _MIN_BATCH_TRIALS)
+    # ... but never more than _MAX_BATCH_VALUES values in one call: 1024 trials of 10⁵ releases would be 800 MB.
+    return max(1, min(max(_BATCH_VALUES // output_size, _MIN_BATCH_TRIALS), _MAX_BATCH_VALUES // output_size))
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,16 +393,24 @@ def _place_grid(
             pass
         case _:
             raise ValueError(f"strategy must be a ThresholdStrategy; got {strategy!r}")
-    # The pilot is streamed in batches twice over the same draws (the range, then the counts on the grid): its
-    # memory is one batch whatever its size, and the grid is exactly the one placed from all of its scores.
+    # A large pilot is streamed in batches twice over the same draws (the range, then the counts on the grid): its
+    # memory is one batch whatever its size, and the grid is exactly the one placed from all of its scores. A small
+    # one keeps its scores from the first pass (the same numbers, without drawing them twice).
     streams = runner.pilot_seed(seed).spawn(2)
     batch = _batch_trials(output_size(mechanism, pair.data))
+    kept: dict[int, list[np.ndarray]] | None = {0: [], 1: []} if pilot <= _KEPT_PILOT_SCORES else None
 
     def pilot_scores(side: int) -> Any:
+        if kept is not None and kept[side]:
+            yield from kept[side]
+            return
         rng = np.random.default_rng(streams[side])
         data = (pair.data, pair.neighbour)[side]
         for start in range(0, pilot, batch):
-            yield scorer(mechanism, mechanism.sample(data, min(batch, pilot - start), rng), pair)
+            scores = scorer(mechanism, mechanism.sample(data, min(batch, pilot - start), rng), pair)
+            if kept is not None:
+                kept[side].append(scores)
+            yield scores
 
     low, high = math.inf, -math.inf
     for side in (0, 1):
