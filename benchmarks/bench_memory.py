@@ -71,7 +71,8 @@ def table(rows: list[dict], reference: dict) -> str:
         worker = f"{row['worker_peak_mib']:.0f}" if row["workers"] > 1 else "–"
         lines.append(
             f"| {row['trials']:.0e} | {row['workers']} | {row['chunks']} | {row['pilot_trials']:.0e} | "
-            f"{row['peak_mib']:.0f} | {ratio:.3f} | {worker} | {row['seconds']:.1f} | {row['epsilon_lower_bound']:.4f} |"
+            f"{row['peak_mib']:.0f} | {ratio:.3f} | {worker} | {row['seconds']:.1f} | "
+            f"{row['epsilon_lower_bound']:.4f} |"
         )
     return "\n".join(lines)
 

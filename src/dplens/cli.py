@@ -66,6 +66,22 @@ def _output_file(path: str, what: str) -> Path:
     return target
 
 
+def _output_dir(path: str, what: str) -> Path:
+    """A directory dplens will create or fill, checked before any work: it is a directory or can be made one (its
+    nearest existing ancestor is a writable directory)."""
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"{what} {path!r} exists and is not a directory")
+    ancestor = target
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ValueError(f"{what} {path!r} cannot be created: {str(ancestor)!r} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ValueError(f"{what} {path!r} is not writable")
+    return target
+
+
 class _JsonLog:
     """``--log-json FILE``: progress events as JSON lines, flushed one by one (for pipelines that tail the file).
 
@@ -134,14 +150,24 @@ def _non_negative(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
+MAX_COUNT = 10**15  # most trials (per side) a command accepts: the runner's MAX_TRIALS
+MAX_WORKERS = 1024  # the runner's MAX_WORKERS
+
+
+def _positive_int(text: str, maximum: int = MAX_COUNT) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text[:40]!r}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text[:40]!r}")
+    if value > maximum:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is out of the supported range [1, {maximum:.0e}]")
     return value
+
+
+def _workers(text: str) -> int:
+    return _positive_int(text, MAX_WORKERS)
 
 
 def _fmt(value: float) -> str:
@@ -323,6 +349,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from dplens.reports.defaults import DEFAULT_TRIALS
     from dplens.spec import load_spec
 
+    _output_dir(args.output, "-o")
     spec = load_spec(args.spec)
     if args.no_audit and args.trials is not None:
         raise ValueError("--no-audit and --trials exclude each other")
@@ -358,6 +385,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from dplens.demo import run_demo
 
+    _output_dir(args.output, "-o")
     return run_demo(Path(args.output), progress=not args.quiet)
 
 
@@ -387,7 +415,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     if args.name != "all" and args.name not in available:
         raise ValueError(f"unknown reproduction {args.name!r}; available: {sorted(available)} or 'all'")
     names = sorted(available) if args.name == "all" else [args.name]
-    root = Path(args.output)
+    root = _output_dir(args.output, "-o")
     for name in names:
         print(f"[reproduce] {name} ...", flush=True)
         written = available[name].run(root / name, quick=args.quick)
@@ -444,7 +472,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     aud.add_argument("--confidence", type=_confidence, default=0.95, help="confidence of the bound (default 0.95)")
     aud.add_argument("--seed", type=int, default=0, help="root seed (default 0); the result depends only on it")
-    aud.add_argument("--workers", type=_positive_int, default=1, help="local worker processes (default 1)")
+    aud.add_argument("--workers", type=_workers, default=1, help="local worker processes (default 1)")
     aud.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (needs [distributed])")
     aud.add_argument("--checkpoint", help="checkpoint file: written after each chunk, resumed from if it exists")
     aud.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -468,7 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--no-audit", action="store_true", help="accounting only; the report says 'not audited'")
     report.add_argument("--confidence", type=_probability, default=DEFAULT_CONFIDENCE, help="audit confidence")
     report.add_argument("--seed", type=int, default=0, help="audit seed (default 0)")
-    report.add_argument("--workers", type=_positive_int, default=1, help="audit worker processes")
+    report.add_argument("--workers", type=_workers, default=1, help="audit worker processes")
     report.add_argument("--unit", default=DEFAULT_PRIVACY_UNIT, help="the unit of privacy, in words")
     report.add_argument("--title", help="report title (default: the spec's name)")
     report.add_argument("--quiet", action="store_true", help="no progress output")

@@ -1089,7 +1089,7 @@ def audit(
         A frozen :class:`AttributeAuditResult`.
     """
     start = time.perf_counter()
-    trials = _check_int("trials", trials, 1)
+    trials = runner.check_trials(_check_int("trials", trials, 1))
     seed = _check_int("seed", seed, 0)
     confidence = _check_confidence(confidence)
     if not isinstance(reading, ClaimReading):

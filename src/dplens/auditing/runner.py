@@ -64,6 +64,10 @@ DASK_CONNECT_TIMEOUT = 5.0
 #: How often a pool worker checks that its parent is alive (the portable half of "die with the parent").
 WATCHDOG_INTERVAL = 0.25
 
+#: Most trials per side an audit may ask for (10¹⁵: a year on two cores), and most local worker processes.
+MAX_TRIALS = 10**15
+MAX_WORKERS = 1024
+
 #: A chunk task: (chunk index, number of trials in it, its SeedSequence) → an integer count array.
 ChunkTask = Callable[[int, int, np.random.SeedSequence], np.ndarray]
 
@@ -119,6 +123,14 @@ def _positive_int(name: str, value: Any) -> int:
     return int(value)
 
 
+def check_trials(trials: Any) -> int:
+    """``trials`` as an int in [1, :data:`MAX_TRIALS`] (a game checks it before its pilot), else ``ValueError``."""
+    trials = _positive_int("trials", trials)
+    if trials > MAX_TRIALS:
+        raise ValueError(f"trials = {trials} is out of the supported range [1, {MAX_TRIALS:.0e}]")
+    return trials
+
+
 @dataclass(frozen=True, slots=True)
 class ChunkPlan:
     """``trials`` split into chunks of ``chunk_size`` (the last one may be smaller)."""
@@ -127,7 +139,7 @@ class ChunkPlan:
     chunk_size: int
 
     def __post_init__(self) -> None:
-        _positive_int("trials", self.trials)
+        check_trials(self.trials)
         _positive_int("chunk_size", self.chunk_size)
 
     @property
@@ -665,6 +677,8 @@ def run_chunks(
     [[0, 4], [1, 4], [2, 2]]
     """
     workers = _positive_int("workers", workers)
+    if workers > MAX_WORKERS:
+        raise ValueError(f"workers = {workers} is out of the supported range [1, {MAX_WORKERS}]")
     if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0; got {seed!r}")
     seed = int(seed)
