@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -324,8 +325,7 @@ def test_signal_saves_the_checkpoint_and_resume_gives_the_uninterrupted_result(
     assert len(lines) == 1 and "Traceback" not in err, err
     name = signal.Signals(signum).name
     assert lines[0].startswith(f"dplens: interrupted by {name} after ")
-    assert f"saved in {str(checkpoint)!r}; resume with: dplens audit " in lines[0]
-    assert lines[0].endswith(" ".join(argv[1:])) or str(checkpoint) in lines[0]
+    assert lines[0].endswith(f"saved in {str(checkpoint)!r}; resume with: {shlex.join(['dplens', *argv])}")
     saved = chunk_lines(checkpoint)
     assert 2 <= saved < 8
     assert not any(alive(pid) for pid in pool)
@@ -501,3 +501,20 @@ def test_dask_worker_killed_mid_audit(tmp_path):
     got = result["audit"]
     assert got.counts == expected.counts and got.trials == expected.trials
     assert got.epsilon_lower_bound == expected.epsilon_lower_bound and got.backend.startswith("dask")
+
+
+def test_checkpoint_header_describes_the_audit_and_report_logs_progress(tmp_path, capsys):
+    spec = tmp_path / "laplace.toml"
+    spec.write_text(LAPLACE)
+    checkpoint = tmp_path / "run.ckpt"
+    assert main(audit_argv(str(spec), checkpoint)) == 0
+    capsys.readouterr()
+    header = json.loads(checkpoint.read_text().splitlines()[0])
+    assert header["audit"]["game"] == "distinguishing" and "Laplace" in header["audit"]["mechanism"]
+    assert header["seed"] == 0 and header["trials"] == TRIALS and header["chunks"] == 8
+    log = tmp_path / "report.jsonl"
+    out = tmp_path / "report"
+    assert main(["report", str(spec), "-o", str(out), "--trials", "20000", "--quiet", "--log-json", str(log)]) == 0
+    capsys.readouterr()
+    names = [json.loads(line)["event"] for line in log.read_text().splitlines()]
+    assert names[0] == "start" and "chunk" in names and names[-2:] == ["finished", "done"]

@@ -1134,6 +1134,7 @@ def audit(
         key=key,
         progress=progress,
         description="attribute audit",
+        about={"game": "attribute-inference", "mechanism": _describe(mechanism), "attacker": attacker_name},
     )
     confusion = np.sum([done[i] for i in range(plan.chunks)], axis=0)
     successes = int(np.trace(confusion[:, : prior.size]))

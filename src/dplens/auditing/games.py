@@ -651,6 +651,13 @@ def audit(
         checkpoint=checkpoint,
         key=key,
         progress=progress,
+        about={
+            "game": "distinguishing",
+            "mechanism": _describe(mechanism),
+            "pair": pair.description or "D vs D'",
+            "score": score_name,
+            "threshold_strategy": _strategy_dict(strategy, grid),
+        },
     )
     per_chunk = [done[i] for i in range(plan.chunks)]
 
