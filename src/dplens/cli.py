@@ -516,7 +516,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_MAX_MESSAGE = 1000  # characters: an error echoing a huge value stays a readable line
+
+
 def _error(message: str) -> int:
+    if len(message) > _MAX_MESSAGE:
+        message = message[: _MAX_MESSAGE - 3] + "..."
     print(f"dplens: error: {message}", file=sys.stderr)
     return EXIT_USAGE
 
@@ -556,15 +561,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if previous == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate)
     log: _JsonLog | None = None
-    code = EXIT_USAGE
+    code = 1  # an unexpected exception (its traceback follows); every handled outcome sets its own status
     try:
         args = parser.parse_args(argv)
         args.argv = list(argv) if argv is not None else sys.argv[1:]
         if getattr(args, "log_json", None) is not None:
             log = args.json_log = _JsonLog(_output_file(args.log_json, "--log-json"))
         code = int(args.func(args) or 0)
-        if log is not None:
-            log.write({"event": "done", "exit_status": code})
         return code
     except KeyboardInterrupt as err:
         code = _interrupted(err, args)
@@ -587,9 +590,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     finally:
         if log is not None:
-            if code != 0 and log.started:
+            # the last line, whatever happened: a command refused before any event leaves no file
+            if code == 0 or log.started:
                 with contextlib.suppress(OSError):
-                    log.write({"event": "error", "exit_status": code})
+                    log.write({"event": "done", "exit_status": code})
             log.close()
         if previous == signal.SIG_DFL:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -313,7 +313,8 @@ def test_signal_saves_the_checkpoint_and_resume_gives_the_uninterrupted_result(
     cli, tmp_path, capsys, workers, signum, status
 ):
     checkpoint = tmp_path / "run.ckpt"
-    argv = [*audit_argv(cli.spec, checkpoint), "--workers", workers]
+    events = tmp_path / "run.jsonl"
+    argv = [*audit_argv(cli.spec, checkpoint), "--workers", workers, "--log-json", str(events)]
     process = cli(*argv, delay=0.4)
     assert wait_until(lambda: chunk_lines(checkpoint) >= 2 or process.poll() is not None, 60)
     pool = children(process.pid)
@@ -329,6 +330,9 @@ def test_signal_saves_the_checkpoint_and_resume_gives_the_uninterrupted_result(
     saved = chunk_lines(checkpoint)
     assert 2 <= saved < 8
     assert not any(alive(pid) for pid in pool)
+    logged = [json.loads(line) for line in events.read_text().splitlines()]
+    assert [e["event"] for e in logged[-2:]] == ["interrupted", "done"]
+    assert logged[-2]["signal"] == name and logged[-2]["chunks_done"] == saved and logged[-1]["exit_status"] == status
     # resume (the same command, without the slow-down) and compare with an uninterrupted run
     log = tmp_path / "resume.jsonl"
     assert main([*argv, "--log-json", str(log)]) == 0
