@@ -7,10 +7,14 @@ no traceback, no partial output file.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
+import shlex
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -33,6 +37,89 @@ class CliError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, not usage + message
         raise CliError(message)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM outside a chunked run (inside one, the runner's handler takes over: see ``dplens_stop``)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise _Terminated(signum)
+
+
+_terminate.dplens_stop = True  # type: ignore[attr-defined]  # the runner may replace it while chunks run
+
+
+def _output_file(path: str, what: str) -> Path:
+    """A file dplens will write, checked before any work: its directory exists, it is not a directory, and it is
+    writable. (Nothing is created here: a run refused later leaves no file behind.)"""
+    target = Path(path)
+    if target.is_dir():
+        raise ValueError(f"{what} {path!r} is a directory, not a file")
+    parent = target.parent
+    if not parent.is_dir():
+        raise ValueError(f"{what} {path!r}: directory {str(parent)!r} does not exist")
+    if not os.access(target if target.exists() else parent, os.W_OK):
+        raise ValueError(f"{what} {path!r} is not writable")
+    return target
+
+
+def _output_dir(path: str, what: str) -> Path:
+    """A directory dplens will create or fill, checked before any work: it is a directory or can be made one (its
+    nearest existing ancestor is a writable directory)."""
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"{what} {path!r} exists and is not a directory")
+    ancestor = target
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ValueError(f"{what} {path!r} cannot be created: {str(ancestor)!r} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ValueError(f"{what} {path!r} is not writable")
+    return target
+
+
+class _JsonLog:
+    """``--log-json FILE``: progress events as JSON lines, flushed one by one (for pipelines that tail the file).
+
+    The file is created at the first event, so a command refused before any work leaves no file behind.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._handle: Any = None
+
+    def write(self, event: dict[str, Any]) -> None:
+        if self._handle is None:
+            self._handle = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self._handle.write(json.dumps(event, sort_keys=True, default=_json_default) + "\n")
+        self._handle.flush()
+
+    @property
+    def started(self) -> bool:
+        return self._handle is not None
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+
+
+@contextlib.contextmanager
+def _observing(args: argparse.Namespace) -> Iterator[None]:
+    """Route the runner's progress events to ``--log-json`` while the command runs."""
+    log = getattr(args, "json_log", None)
+    if log is None:
+        yield
+        return
+    from dplens.auditing import runner
+
+    with runner.observe(log.write):
+        yield
 
 
 def _probability(text: str) -> float:
@@ -65,14 +152,24 @@ def _non_negative(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
+MAX_COUNT = 10**15  # most trials (per side) a command accepts: the runner's MAX_TRIALS
+MAX_WORKERS = 1024  # the runner's MAX_WORKERS
+
+
+def _positive_int(text: str, maximum: int = MAX_COUNT) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text[:40]!r}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text[:40]!r}")
+    if value > maximum:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is out of the supported range [1, {maximum:.0e}]")
     return value
+
+
+def _workers(text: str) -> int:
+    return _positive_int(text, MAX_WORKERS)
 
 
 def _fmt(value: float) -> str:
@@ -264,22 +361,25 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     from dplens.auditing.games import audit_spec
     from dplens.spec import load_spec
 
+    if args.checkpoint is not None:
+        _output_file(args.checkpoint, "--checkpoint")
     spec = load_spec(args.spec)
     if args.delta is not None and not 0 <= args.delta < 1:
         raise ValueError(f"--delta must be in [0, 1); got {args.delta!r}")
     if args.seed < 0:
         raise ValueError(f"--seed must be an integer >= 0; got {args.seed!r}")
-    result = audit_spec(
-        spec,
-        trials=args.trials,
-        delta=args.delta,
-        confidence=args.confidence,
-        seed=args.seed,
-        workers=args.workers,
-        scheduler=args.scheduler,
-        checkpoint=args.checkpoint,
-        progress=not args.quiet,
-    )
+    with _observing(args):
+        result = audit_spec(
+            spec,
+            trials=args.trials,
+            delta=args.delta,
+            confidence=args.confidence,
+            seed=args.seed,
+            workers=args.workers,
+            scheduler=args.scheduler,
+            checkpoint=args.checkpoint,
+            progress=not args.quiet,
+        )
     payload = result.to_dict() | {"spec_sha256": spec.sha256}
     _emit(payload, args.json, _audit_text(result))
     return 0
@@ -501,6 +601,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from dplens.reports.defaults import DEFAULT_TRIALS
     from dplens.spec import load_spec
 
+    _output_dir(args.output, "-o")
     spec = load_spec(args.spec)
     if args.no_audit and args.trials is not None:
         raise ValueError("--no-audit and --trials exclude each other")
@@ -512,20 +613,21 @@ def _cmd_report(args: argparse.Namespace) -> int:
         mode = AuditMode.AUTO
     if args.delta is not None and not 0 <= args.delta < 1:
         raise ValueError(f"--delta must be in [0, 1); got {args.delta!r}")
-    files = generate_report(
-        spec,
-        Path(args.output),
-        title=args.title or _spec_title(args.spec, Path(args.spec).stem),
-        delta=args.delta,
-        audit_mode=mode,
-        trials=args.trials or DEFAULT_TRIALS,
-        confidence=args.confidence,
-        seed=args.seed,
-        workers=args.workers,
-        privacy_unit=args.unit,
-        progress=_progress(args.quiet),
-        command=["dplens", *getattr(args, "argv", [])],
-    )
+    with _observing(args):
+        files = generate_report(
+            spec,
+            Path(args.output),
+            title=args.title or _spec_title(args.spec, Path(args.spec).stem),
+            delta=args.delta,
+            audit_mode=mode,
+            trials=args.trials or DEFAULT_TRIALS,
+            confidence=args.confidence,
+            seed=args.seed,
+            workers=args.workers,
+            privacy_unit=args.unit,
+            progress=_progress(args.quiet),
+            command=["dplens", *getattr(args, "argv", [])],
+        )
     report = files.report
     print(f"verdict: {report.verdict.status.value}. {report.verdict.sentence}")
     print(f"dplens report: wrote {files.html.resolve()}")
@@ -535,6 +637,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from dplens.demo import run_demo
 
+    _output_dir(args.output, "-o")
     return run_demo(Path(args.output), progress=not args.quiet)
 
 
@@ -564,7 +667,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     if args.name != "all" and args.name not in available:
         raise ValueError(f"unknown reproduction {args.name!r}; available: {sorted(available)} or 'all'")
     names = sorted(available) if args.name == "all" else [args.name]
-    root = Path(args.output)
+    root = _output_dir(args.output, "-o")
     for name in names:
         print(f"[reproduce] {name} ...", flush=True)
         written = available[name].run(root / name, quick=args.quick)
@@ -665,7 +768,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     aud.add_argument("--confidence", type=_confidence, default=0.95, help="confidence of the bound (default 0.95)")
     aud.add_argument("--seed", type=int, default=0, help="root seed (default 0); the result depends only on it")
-    aud.add_argument("--workers", type=_positive_int, default=1, help="local worker processes (default 1)")
+    aud.add_argument("--workers", type=_workers, default=1, help="local worker processes (default 1)")
     aud.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (needs [distributed])")
     aud.add_argument("--checkpoint", help="checkpoint file: written after each chunk, resumed from if it exists")
     aud.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -675,6 +778,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["distinguish", "one-run", "attribute"],
         help="the audit game (default: the spec's [audit] game, else distinguish)",
     )
+    aud.add_argument("--log-json", metavar="FILE", help="write progress events to FILE as JSON lines")
     aud.set_defaults(func=_cmd_audit)
 
     scores = sub.add_parser("audit-scores", help="a valid lower bound on epsilon from membership scores (a file)")
@@ -710,10 +814,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--no-audit", action="store_true", help="accounting only; the report says 'not audited'")
     report.add_argument("--confidence", type=_probability, default=DEFAULT_CONFIDENCE, help="audit confidence")
     report.add_argument("--seed", type=int, default=0, help="audit seed (default 0)")
-    report.add_argument("--workers", type=_positive_int, default=1, help="audit worker processes")
+    report.add_argument("--workers", type=_workers, default=1, help="audit worker processes")
     report.add_argument("--unit", default=DEFAULT_PRIVACY_UNIT, help="the unit of privacy, in words")
     report.add_argument("--title", help="report title (default: the spec's name)")
     report.add_argument("--quiet", action="store_true", help="no progress output")
+    report.add_argument("--log-json", metavar="FILE", help="write the audit's progress events to FILE as JSON lines")
     report.set_defaults(func=_cmd_report)
 
     demo = sub.add_parser("demo", help="the main job end to end on a built-in example")
@@ -729,19 +834,93 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_MAX_MESSAGE = 1000  # characters: an error echoing a huge value stays a readable line
+
+
+def _error(message: str) -> int:
+    if len(message) > _MAX_MESSAGE:
+        message = message[: _MAX_MESSAGE - 3] + "..."
+    print(f"dplens: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err)
+    return text.splitlines()[0] if text.strip() else type(err).__name__
+
+
+def _interrupted(err: KeyboardInterrupt, args: argparse.Namespace | None) -> int:
+    """One line: what stopped, what is saved, the command that resumes; exit 128 + the signal number."""
+    signum = getattr(err, "signum", signal.SIGINT)
+    name = signal.Signals(signum).name
+    argv = getattr(args, "argv", None)
+    command = shlex.join(["dplens", *argv]) if argv is not None else None
+    where = ""
+    if hasattr(err, "chunks_done"):
+        where = f" after {err.chunks_done} of {err.chunks} chunks"
+    # Outside a chunked run (the pilot, the bounds) the checkpoint given still holds every finished chunk.
+    checkpoint = getattr(err, "checkpoint", None) or getattr(args, "checkpoint", None)
+    if checkpoint is not None and command is not None:
+        line = f"interrupted by {name}{where}, finished chunks saved in {str(checkpoint)!r}; resume with: {command}"
+    elif command is not None and hasattr(args, "checkpoint"):
+        line = f"interrupted by {name}{where}; nothing saved (add --checkpoint FILE to resume later): {command}"
+    elif command is not None:
+        line = f"interrupted by {name}{where}; run again with: {command}"
+    else:
+        line = f"interrupted by {name}"
+    print(f"dplens: {line}", file=sys.stderr, flush=True)
+    return 128 + int(signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    args: argparse.Namespace | None = None
+    previous = signal.getsignal(signal.SIGTERM) if _in_main_thread() else None
+    if previous == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
+    log: _JsonLog | None = None
+    code = 1  # an unexpected exception (its traceback follows); every handled outcome sets its own status
     try:
         args = parser.parse_args(argv)
         args.argv = list(argv) if argv is not None else sys.argv[1:]
-        return int(args.func(args) or 0)
+        if getattr(args, "log_json", None) is not None:
+            log = args.json_log = _JsonLog(_output_file(args.log_json, "--log-json"))
+        code = int(args.func(args) or 0)
+        return code
+    except KeyboardInterrupt as err:
+        code = _interrupted(err, args)
+        return code
     except (CliError, ValueError) as err:
-        message = str(err).splitlines()[0] if str(err) else type(err).__name__
-        print(f"dplens: error: {message}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("dplens: interrupted", file=sys.stderr)
-        return 130
+        code = _error(_first_line(err))
+        return code
+    except RecursionError:
+        code = _error("the input is nested too deeply to read")
+        return code
+    except (OverflowError, ZeroDivisionError) as err:
+        code = _error(f"a value is out of the supported range ({type(err).__name__}: {_first_line(err)})")
+        return code
+    except MemoryError:
+        code = _error("out of memory: a parameter is out of the supported range")
+        return code
+    except OSError as err:
+        where = f": {err.filename!r}" if err.filename else ""
+        code = _error(f"{err.strerror or _first_line(err)}{where}")
+        return code
+    finally:
+        if log is not None:
+            # the last line, whatever happened: a command refused before any event leaves no file
+            if code == 0 or log.started:
+                with contextlib.suppress(OSError):
+                    log.write({"event": "done", "exit_status": code})
+            log.close()
+        if previous == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 if __name__ == "__main__":  # pragma: no cover

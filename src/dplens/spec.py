@@ -24,7 +24,37 @@ from typing import Any
 from dplens.accountant import events as ev
 from dplens.accountant.compose import Accountant
 
-__all__ = ["AuditTable", "Claim", "Spec", "load_spec", "parse_spec", "spec_type", "spec_type_names", "spec_types"]
+__all__ = [
+    "SUPPORTED_RANGES",
+    "AuditTable",
+    "Claim",
+    "Spec",
+    "load_spec",
+    "parse_spec",
+    "spec_type",
+    "spec_type_names",
+    "spec_types",
+]
+
+#: Largest integer a spec may hold anywhere (counts, steps, sizes): beyond it float arithmetic is no longer exact.
+MAX_INTEGER = 10**15
+#: Largest spec file read (a spec is a small text file; this keeps a wrong path, e.g. a data file, from hanging).
+MAX_SPEC_BYTES = 16 * 2**20
+
+#: The supported range (inclusive) of each numeric spec parameter, for every mechanism type that has it (built-in
+#: and plug-in). Inside it every accounting route either answers or says it cannot, within seconds; outside it some
+#: route overflows (σ = 1e308), divides by zero (σ = 1e-320) or runs for hours (steps = 1e30), so a spec is refused
+#: before any work with "out of supported range". Documented in the README.
+SUPPORTED_RANGES: dict[str, tuple[float, float]] = {
+    "noise_multiplier": (1e-6, 1e12),
+    "scale": (1e-6, 1e12),
+    "epsilon": (1e-9, 500.0),  # randomized response needs e^ε as a float; Laplace 1/ε within the scale's range
+    "count": (0, MAX_INTEGER),
+    "steps": (0, MAX_INTEGER),
+    "epochs": (0, MAX_INTEGER),
+    "num_values": (0, MAX_INTEGER),
+    "min_separation": (0, MAX_INTEGER),
+}
 
 
 def _number(table: dict, key: str, *, type_name: str, integer: bool = False, default: Any = None) -> Any:
@@ -42,6 +72,32 @@ def _number(table: dict, key: str, *, type_name: str, integer: bool = False, def
     elif not math.isfinite(value):
         raise ValueError(f"{key} must be finite; got {value!r} (mechanism type {type_name!r})")
     return value
+
+
+def _check_numbers(table: dict, type_name: Any) -> None:
+    """Every number in a mechanism table (nested lists included) is finite, integers are at most
+    :data:`MAX_INTEGER` in size, and named parameters lie in :data:`SUPPORTED_RANGES` — before any builder runs."""
+    pending: list[tuple[str, Any]] = list(table.items())
+    while pending:  # iterative: a deeply nested value must not exhaust the stack here
+        key, value = pending.pop()
+        if isinstance(value, list | tuple):
+            pending.extend((key, item) for item in value)
+            continue
+        if isinstance(value, dict):
+            pending.extend((f"{key}.{name}", item) for name, item in value.items())
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        where = f"(mechanism type {type_name!r})"
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{key} must be finite; got {value!r} {where}")
+        if isinstance(value, int) and abs(value) > MAX_INTEGER:
+            raise ValueError(f"{key} = {value!r} is out of the supported range (|{key}| <= {MAX_INTEGER:.0e}) {where}")
+        low, high = SUPPORTED_RANGES.get(key, (-math.inf, math.inf))
+        if not low <= value <= high:
+            if value <= 0 <= low:
+                continue  # the builder's own "must be > 0" / ">= 0" names the problem better
+            raise ValueError(f"{key} = {value!r} is out of the supported range [{low:g}, {high:g}] {where}")
 
 
 def _relation(table: dict, default: ev.NeighboringRelation) -> ev.NeighboringRelation:
@@ -387,6 +443,7 @@ def parse_spec(data: dict[str, Any], *, source: str = "<dict>") -> Spec:
         type_name = table["type"]
         builder, allowed = spec_type(type_name)
         params = {k: v for k, v in table.items() if k != "type"}
+        _check_numbers(params, type_name)
         if neighboring is not None and "neighboring" not in params and (allowed is None or "neighboring" in allowed):
             params["neighboring"] = neighboring.value
         if allowed is not None:
@@ -426,6 +483,9 @@ def parse_spec(data: dict[str, Any], *, source: str = "<dict>") -> Spec:
 def load_spec(path: str | Path) -> Spec:
     """Read a TOML (``.toml``) or JSON (anything else) spec file and validate it.
 
+    Every way of failing to read it (missing, a directory, not a regular file, too large, unreadable, not UTF-8,
+    not TOML/JSON, nested too deeply) is a ``ValueError`` naming the file.
+
     Example:
         >>> import pathlib, tempfile
         >>> path = pathlib.Path(tempfile.mkdtemp()) / "dp_sgd.toml"
@@ -436,17 +496,33 @@ def load_spec(path: str | Path) -> Spec:
         (True, 64)
     """
     path = Path(path)
+    name = repr(str(path))
+    if not path.exists():
+        raise ValueError(f"spec file not found: {name}")
+    if path.is_dir():
+        raise ValueError(f"spec file {name} is a directory")
     if not path.is_file():
-        raise ValueError(f"spec file not found: {str(path)!r}")
-    raw = path.read_bytes()
+        raise ValueError(f"spec file {name} is not a regular file")
     try:
-        if path.suffix.lower() == ".toml":
-            data = tomllib.loads(raw.decode("utf-8"))
-        else:
-            data = json.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"spec file {str(path)!r} is not valid {path.suffix.lstrip('.') or 'JSON'}: {err}") from None
-    spec = parse_spec(data, source=str(path))
+        if path.stat().st_size > MAX_SPEC_BYTES:
+            raise ValueError(f"spec file {name} is larger than {MAX_SPEC_BYTES // 2**20} MiB: not a spec")
+        raw = path.read_bytes()
+    except OSError as err:
+        raise ValueError(f"cannot read spec file {name}: {err.strerror or err}") from None
+    kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
+    try:
+        text = raw.decode("utf-8")
+        data = tomllib.loads(text) if kind == "TOML" else json.loads(text)
+    except UnicodeDecodeError:
+        raise ValueError(f"spec file {name} is not UTF-8 text") from None
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"spec file {name} is not valid {kind}: {err}") from None
+    except RecursionError:
+        raise ValueError(f"spec file {name} is nested too deeply to be a spec") from None
+    try:
+        spec = parse_spec(data, source=str(path))
+    except RecursionError:
+        raise ValueError(f"spec file {name} is nested too deeply to be a spec") from None
     return Spec(
         mechanisms=spec.mechanisms,
         claim=spec.claim,

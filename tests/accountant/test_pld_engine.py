@@ -303,3 +303,22 @@ def test_the_pld_route_of_standard_events_needs_neither_dp_accounting_nor_scipy(
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("sigma", [0.02, 0.025, 0.03, 0.035, 0.04, 0.05, 0.08])
+def test_huge_losses_are_refused_never_underestimated(sigma):
+    """Privacy losses beyond e^±600 overflow doubles: the engine refuses them (the BEST route then answers by the
+    exact or RDP route) instead of dropping mass, which once gave ε ≤ 507.9 for σ = 0.025 (exact: 969.6)."""
+    from dplens.accountant import pld
+    from dplens.accountant.compose import Accountant, Method
+    from dplens.accountant.events import Gaussian
+
+    acc = Accountant().compose(Gaussian(noise_multiplier=sigma))
+    exact = acc.epsilon(1e-5, method=Method.EXACT)
+    try:
+        result = acc.epsilon_result(1e-5, method=Method.PLD)
+    except pld.PldOutOfRangeError as err:
+        assert "out of supported range" in str(err) and exact > 400
+    else:
+        assert result.epsilon >= exact * (1 - 1e-9) and result.epsilon_lower <= exact * (1 + 1e-9)
+    assert acc.epsilon(1e-5) >= exact * (1 - 1e-12)  # the best route is always an upper bound

@@ -8,6 +8,7 @@ from a process with the cluster's threads running.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import os
 import signal
@@ -74,6 +75,24 @@ def audit_dict(result: games.AuditResult) -> dict:
     out = result.to_dict()
     del out["backend"], out["elapsed_seconds"]
     return out
+
+
+def read_checkpoint(path: Path) -> tuple[dict, dict[int, list]]:
+    """The header and the chunk records of an append-only checkpoint, parsed independently of the runner (a torn
+    last line, as a kill during a write leaves it, is skipped)."""
+    lines = path.read_bytes().split(b"\n")
+    header = json.loads(lines[0])
+    chunks = {}
+    for line in lines[1:-1]:
+        record = json.loads(line)
+        chunks[record["chunk"]] = record["counts"]
+    if lines[-1]:
+        try:
+            record = json.loads(lines[-1])
+            chunks[record["chunk"]] = record["counts"]
+        except json.JSONDecodeError:
+            pass
+    return header, chunks
 
 
 def closed_port() -> int:
@@ -176,8 +195,8 @@ def test_task_errors_propagate_from_the_pool(tmp_path):
     with pytest.raises(ValueError, match="chunk 4 failed on purpose"):
         runner.run_chunks(RaiseOn(4), runner.ChunkPlan(80, 10), seed=0, workers=2, checkpoint=path)
     # whatever finished before the error is kept, and the failed chunk is not
-    done = json.loads(path.read_text())["chunks"] if path.exists() else {}
-    assert "4" not in done
+    done = read_checkpoint(path)[1] if path.exists() else {}
+    assert 4 not in done
 
 
 def test_resume_with_a_pool(tmp_path):
@@ -199,8 +218,8 @@ def test_crash_and_resume_recomputes_only_missing_chunks(tmp_path):
     crashed = DrawTask(fail_after=4)
     with pytest.raises(RuntimeError, match="simulated crash"):
         runner.run_chunks(crashed, PLAN, seed=9, checkpoint=path, key="audit-1")
-    saved = json.loads(path.read_text())
-    assert sorted(map(int, saved["chunks"])) == crashed.log == [0, 1, 2, 3]
+    _, saved = read_checkpoint(path)
+    assert sorted(saved) == crashed.log == [0, 1, 2, 3]
 
     resumed_task = DrawTask()
     resumed = runner.run_chunks(resumed_task, PLAN, seed=9, checkpoint=path, key="audit-1")
@@ -248,7 +267,7 @@ def test_sigkill_and_resume(tmp_path):
         chunks: dict = {}
         while time.monotonic() < deadline and process.poll() is None:
             if path.exists():
-                chunks = json.loads(path.read_text())["chunks"]  # atomic writes: always a whole document
+                chunks = read_checkpoint(path)[1]  # the header is created atomically; a torn tail is skipped
                 if len(chunks) >= 2:
                     break
             time.sleep(0.02)
@@ -265,7 +284,7 @@ def test_sigkill_and_resume(tmp_path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     plan = module.PLAN
-    survived = sorted(map(int, json.loads(path.read_text())["chunks"]))
+    survived = sorted(read_checkpoint(path)[1])
     assert 2 <= len(survived) < plan.chunks  # killed part-way
     assert survived == list(range(len(survived)))  # in-process order: a prefix
 
@@ -306,94 +325,183 @@ def test_audit_checkpoint_of_another_audit_is_refused(tmp_path):
         games.audit(GaussianMechanism(noise_multiplier=1.1), **AUDIT, checkpoint=path)
 
 
-GOOD = {"format": runner.CHECKPOINT_FORMAT, "version": runner.CHECKPOINT_VERSION, "fingerprint": "k"}
+def header(**changes) -> dict:
+    """A valid header for PLAN, seed 0, key "k", as this dplens writes it."""
+    return runner._checkpoint_header("k", PLAN, 0, None) | changes
 
 
-HEAD = {**GOOD, "seed": 0, "trials": 1003, "chunk_size": 100}
+def record(index: int, counts: list) -> str:
+    return json.dumps({"chunk": index, "counts": counts})
+
+
+H = json.dumps(header())
+ROW = [0, 100, 7, 12, 13, 12, 13, 12, 13, 12, 13]
 CORRUPT = {
     "empty": "",
-    "truncated": "{",
-    "not-json": "not json at all",
-    "a-list": "[]",
-    "other-format": json.dumps({**GOOD, "format": "something-else"}),
-    "other-version": json.dumps({**GOOD, "version": 999}),
-    "chunks-a-list": json.dumps({**HEAD, "chunks": [1, 2]}),
-    "chunk-null": json.dumps({**HEAD, "chunks": {"0": None}}),
-    "index-not-int": json.dumps({**HEAD, "chunks": {"zero": [1] * 11}}),
-    "negative-counts": json.dumps({**HEAD, "chunks": {"0": [-1] * 11}}),
-    "fractional-counts": json.dumps({**HEAD, "chunks": {"0": [0.5] * 11}}),
-    "ragged-chunks": json.dumps({**HEAD, "chunks": {"0": [1, 2], "1": [1, 2, 3]}}),
-    "wrong-shape": json.dumps({**HEAD, "chunks": {"0": [1, 2]}}),
+    "no-newline-at-all": H,
+    "truncated-header": H[:40] + "\n",
+    "not-json": "not json at all\n",
+    "a-list": "[]\n",
+    "old-single-document": json.dumps({**header(), "version": 2, "chunks": {}}),
+    "other-format": json.dumps(header(format="something-else")) + "\n",
+    "other-version": json.dumps(header(version=999)) + "\n",
+    "other-dplens": json.dumps(header(dplens="0.0.1")) + "\n",
+    "other-numpy": json.dumps(header(numpy="1.0.0")) + "\n",
+    "garbage-line-in-the-middle": f"{H}\n{record(0, ROW)}\nxx\n{record(1, ROW)}\n",
+    "record-not-a-chunk": f"{H}\n{json.dumps({'chunk': 0})}\n",
+    "chunk-null": f"{H}\n{record(0, None)}\n",
+    "index-not-int": f"{H}\n{record('zero', ROW)}\n",
+    "index-outside-the-plan": f"{H}\n{record(11, ROW)}\n",
+    "negative-counts": f"{H}\n{record(0, [-1] * 11)}\n",
+    "fractional-counts": f"{H}\n{record(0, [0.5] * 11)}\n",
+    "ragged-chunks": f"{H}\n{record(0, [1, 2])}\n{record(1, [1, 2, 3])}\n",
+    "wrong-shape": f"{H}\n{record(0, [1, 2])}\n",
+    "chunk-twice-differently": f"{H}\n{record(0, ROW)}\n{record(0, [*ROW[:-1], 14])}\n",
 }
 
 
-@pytest.mark.parametrize("content", list(CORRUPT.values()), ids=list(CORRUPT))
-def test_corrupt_checkpoint_is_a_value_error(tmp_path, content):
+@pytest.mark.parametrize("name", list(CORRUPT))
+def test_corrupt_checkpoint_is_a_value_error(tmp_path, name):
     path = tmp_path / "ckpt.json"
-    path.write_text(content)
+    path.write_text(CORRUPT[name])
+    task = DrawTask()
     with pytest.raises(ValueError, match="checkpoint"):
-        runner.run_chunks(DrawTask(), PLAN, seed=0, checkpoint=path, key="k")
+        runner.run_chunks(task, PLAN, seed=0, checkpoint=path, key="k")
+    assert path.read_text() == CORRUPT[name]  # nothing was written
+    # refused before anything ran (a wrong count shape shows only when the first chunk returns its counts)
+    assert task.log == ([1] if name == "wrong-shape" else [])
 
 
-def test_checkpoint_bytes_and_directory(tmp_path):
+def test_checkpoint_bytes_directory_and_missing_directory(tmp_path):
     path = tmp_path / "ckpt.json"
-    path.write_bytes(b"\xff\xfe\x00garbage")
+    path.write_bytes(b"\xff\xfe\x00garbage\n")
     with pytest.raises(ValueError, match="checkpoint"):
         runner.run_chunks(DrawTask(), PLAN, seed=0, checkpoint=path, key="k")
-    with pytest.raises(ValueError, match="checkpoint"):
+    with pytest.raises(ValueError, match="is a directory"):
         runner.run_chunks(DrawTask(), PLAN, seed=0, checkpoint=tmp_path, key="k")
+    task = DrawTask()
+    with pytest.raises(ValueError, match="does not exist"):
+        runner.run_chunks(task, PLAN, seed=0, checkpoint=tmp_path / "missing" / "ckpt.json", key="k")
+    assert task.log == [] and not (tmp_path / "missing").exists()
 
 
-def test_checkpoint_is_written_atomically(tmp_path, monkeypatch):
+def test_unwritable_checkpoint_is_refused_before_any_work(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root writes into read-only directories")
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        task = DrawTask()
+        with pytest.raises(ValueError, match="cannot be written"):
+            runner.run_chunks(task, PLAN, seed=0, checkpoint=locked / "ckpt.json", key="k")
+        assert task.log == []
+    finally:
+        locked.chmod(0o700)
+
+
+def test_checkpoint_is_append_only_and_fsynced(tmp_path, monkeypatch):
     path = tmp_path / "sub" / "ckpt.json"
-    replaced: list[tuple[str, str]] = []
-    real_replace = os.replace
+    path.parent.mkdir()
+    synced: list[int] = []
+    snapshots: list[bytes] = []
+    real_fsync = os.fsync
 
-    def spy(src, dst):
-        replaced.append((str(src), str(dst)))
-        assert Path(src).parent == Path(dst).parent  # a rename within one directory (atomic on POSIX)
-        return real_replace(src, dst)
+    def spy(fd):
+        synced.append(fd)
+        if path.exists():
+            snapshots.append(path.read_bytes())
+        return real_fsync(fd)
 
-    monkeypatch.setattr(runner.os, "replace", spy)
-    result = runner.run_chunks(DrawTask(), PLAN, seed=2, checkpoint=path, key="k")
-    assert len(replaced) == PLAN.chunks and {dst for _, dst in replaced} == {str(path)}
-    assert os.listdir(path.parent) == ["ckpt.json"]  # no temp files left behind
-    document = json.loads(path.read_text())
-    assert {int(k): np.asarray(v) for k, v in document["chunks"].items()}.keys() == result.keys()
-    assert document["seed"] == 2 and document["trials"] == PLAN.trials and document["chunk_size"] == PLAN.chunk_size
+    monkeypatch.setattr(runner.os, "fsync", spy)
+    result = runner.run_chunks(DrawTask(), PLAN, seed=2, checkpoint=path, key="k", about={"mechanism": "draws"})
+    monkeypatch.undo()
+    # every finished chunk is one more line, fsynced before the next chunk is counted; earlier bytes never change
+    chunk_snapshots = [s for s in snapshots if s.count(b"\n") > 1]
+    assert len(chunk_snapshots) == PLAN.chunks
+    for before, after in itertools.pairwise(chunk_snapshots):
+        assert after.startswith(before) and after.count(b"\n") == before.count(b"\n") + 1
+    assert os.listdir(path.parent) == ["ckpt.json"]  # no temporary files left behind
+    head, chunks = read_checkpoint(path)
+    assert {k: np.asarray(v) for k, v in chunks.items()}.keys() == result.keys()
+    assert all(np.array_equal(chunks[i], result[i]) for i in result)
+    assert head["seed"] == 2 and head["trials"] == PLAN.trials and head["chunk_size"] == PLAN.chunk_size
+    assert head["chunks"] == PLAN.chunks and head["fingerprint"] == "k" and head["audit"] == {"mechanism": "draws"}
+    assert head["dplens"] and head["numpy"] == np.__version__
 
 
-def test_failed_checkpoint_write_keeps_the_previous_one(tmp_path, monkeypatch):
+@pytest.mark.parametrize("cut", [1, 9, -1, None])
+def test_torn_last_line_is_ignored_on_resume(tmp_path, cut):
     path = tmp_path / "ckpt.json"
     with pytest.raises(RuntimeError):
-        runner.run_chunks(DrawTask(fail_after=3), PLAN, seed=4, checkpoint=path, key="k")
-    before = path.read_text()
+        runner.run_chunks(DrawTask(fail_after=5), PLAN, seed=4, checkpoint=path, key="k")
+    lines = path.read_bytes().split(b"\n")
+    assert len(lines) == 1 + 5 + 1 and lines[-1] == b""
+    # a kill during the write of chunk 4's line: only part of it reached the disk (cut None: all but the newline)
+    path.write_bytes(b"\n".join(lines[:5]) + b"\n" + lines[5][:cut])
+    task = DrawTask()
+    resumed = runner.run_chunks(task, PLAN, seed=4, checkpoint=path, key="k")
+    complete = cut is None  # the whole record without its newline is a finished chunk
+    assert task.log == list(range(5 if complete else 4, PLAN.chunks))
+    assert same(resumed, runner.run_chunks(DrawTask(), PLAN, seed=4))
+    # the torn bytes are gone: the file parses line by line and holds each chunk once
+    body = path.read_bytes().split(b"\n")
+    assert body[-1] == b"" and len(body) == 1 + PLAN.chunks + 1
+    assert sorted(json.loads(line)["chunk"] for line in body[1:-1]) == list(range(PLAN.chunks))
 
-    def torn_write(document, handle):
-        handle.write('{"format": "dplens-audit-checkpo')  # half a document, then the disk fills up
-        raise OSError("No space left on device")
 
-    monkeypatch.setattr(runner.json, "dump", torn_write)
+def test_failed_append_keeps_the_finished_chunks(tmp_path, monkeypatch):
+    path = tmp_path / "ckpt.json"
+    real_append = runner._CheckpointWriter.append
+    calls = []
+
+    def disk_full_on_the_fourth(self, index, counts):
+        calls.append(index)
+        if len(calls) == 4:
+            self._handle.write(b'{"chunk": 3, "cou')  # half a line, then the disk fills up
+            self._handle.flush()
+            raise OSError(28, "No space left on device")
+        return real_append(self, index, counts)
+
+    monkeypatch.setattr(runner._CheckpointWriter, "append", disk_full_on_the_fourth)
     with pytest.raises(OSError, match="No space"):
         runner.run_chunks(DrawTask(), PLAN, seed=4, checkpoint=path, key="k")
     monkeypatch.undo()
-    assert path.read_text() == before and os.listdir(tmp_path) == ["ckpt.json"]
-    resumed = runner.run_chunks(DrawTask(), PLAN, seed=4, checkpoint=path, key="k")
+    assert sorted(read_checkpoint(path)[1]) == [0, 1, 2] and os.listdir(tmp_path) == ["ckpt.json"]
+    task = DrawTask()
+    resumed = runner.run_chunks(task, PLAN, seed=4, checkpoint=path, key="k")
+    assert task.log == list(range(3, PLAN.chunks))
     assert same(resumed, runner.run_chunks(DrawTask(), PLAN, seed=4))
+
+
+def test_checkpoint_in_use_is_refused(tmp_path):
+    pytest.importorskip("fcntl")
+    path = tmp_path / "ckpt.json"
+    seen = []
+
+    def nested(index, trials, seed):
+        if not seen:  # while this run holds the file, a second run on it must be refused
+            with pytest.raises(ValueError, match="in use"):
+                runner.run_chunks(DrawTask(), PLAN, seed=0, checkpoint=path, key="k")
+        seen.append(index)
+        return DrawTask()(index, trials, seed)
+
+    result = runner.run_chunks(nested, PLAN, seed=0, checkpoint=path, key="k")
+    assert same(result, runner.run_chunks(DrawTask(), PLAN, seed=0))
 
 
 def test_audit_resume_from_a_partial_checkpoint(tmp_path):
     path = tmp_path / "audit.ckpt"
     mechanism = GaussianMechanism(noise_multiplier=1.0)
     full = games.audit(mechanism, **AUDIT, checkpoint=path)
-    document = json.loads(path.read_text())
-    assert len(document["chunks"]) == full.chunks
+    lines = path.read_text().splitlines()
+    assert len(lines) == 1 + full.chunks
     # keep chunks 0, 2 and 5 only: what a run killed at an arbitrary point of a pool might leave
-    document["chunks"] = {k: v for k, v in document["chunks"].items() if k in ("0", "2", "5")}
-    path.write_text(json.dumps(document))
+    kept = [line for line in lines[1:] if json.loads(line)["chunk"] in (0, 2, 5)]
+    path.write_text("\n".join([lines[0], *kept]) + "\n")
     resumed = games.audit(mechanism, **AUDIT, checkpoint=path)
     assert audit_dict(resumed) == audit_dict(full)
-    assert len(json.loads(path.read_text())["chunks"]) == full.chunks
+    assert len(read_checkpoint(path)[1]) == full.chunks
 
 
 # --------------------------------------------------------------------------------------------

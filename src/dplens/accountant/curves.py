@@ -164,9 +164,14 @@ class RdpCurve:
             return math.inf, math.nan
 
         def evaluate(alphas: np.ndarray) -> np.ndarray:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RdpConvergenceWarning)
-                values = np.asarray(objective(alphas), dtype=float)
+            # A zoom towards α → 1 (steep curves: tiny noise) can round 1 + e^t to 1, which is no order: skip it.
+            alphas = np.asarray(alphas, dtype=float)
+            orders = alphas > 1.0
+            values = np.full(alphas.shape, np.inf)
+            if orders.any():
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RdpConvergenceWarning)
+                    values[orders] = np.asarray(objective(alphas[orders]), dtype=float)
             return np.where(np.isnan(values), np.inf, values)
 
         if self.integer_only:

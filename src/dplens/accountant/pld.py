@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +31,10 @@ from dplens.accountant.rdp import UnsupportedEventError
 __all__ = [
     "DEFAULT_TOLERANCE",
     "DEFAULT_VALUE_DISCRETIZATION_INTERVAL",
+    "MAX_PLD_COUNT",
+    "MAX_PLD_EVENT_POINTS",
+    "MAX_PLD_POINTS",
+    "PldOutOfRangeError",
     "PldResult",
     "gaussian_mu",
     "pld_delta",
@@ -45,6 +50,129 @@ __all__ = [
 DEFAULT_VALUE_DISCRETIZATION_INTERVAL = 1e-4
 #: The engine refines its grid until (ε − ε_lower) ≤ this × ε.
 DEFAULT_TOLERANCE = 1e-3
+
+#: Largest PLD the PLD route builds, in grid points of the composed distribution (2·10⁷: ≈ 5 s and 0.5 GB) and in
+#: points of any one mechanism's distribution before composition, a subsampled one counted three times (4·10⁶: ≈ 10 s
+#: on a 2-core machine; dp-accounting builds those point by point). Beyond them (ε of hundreds at the default
+#: interval) the route reports "out of supported range" at once rather than run for minutes.
+MAX_PLD_POINTS = 20_000_000
+MAX_PLD_EVENT_POINTS = 4_000_000
+_PLD_TAIL_MASS = 1e-15  # dp-accounting's default tail-mass truncation: the grid spans the loss up to this mass
+_SUBSAMPLED_COST = 3.0  # a subsampled mechanism's PLD costs about three times a plain one per grid point
+# dp-accounting self-composes a small ("sparse") PMF of s points n times by first computing s**n as an integer,
+# and one of a single point by n pairwise compositions: beyond ~4·10⁶ bits in s**n, or 10⁶ runs of a one-point PMF,
+# that alone takes seconds to hours (PSG q = 0.01, σ = 500: 10⁸ steps took 452 s). Nothing is repeated more than 10⁸
+# times.
+MAX_PLD_COUNT = 10**8
+_PROBED_COUNT = 10**5  # below this many runs any self-composition is fast: not probed
+_MAX_SPARSE_BITS = 4e6
+_MAX_POINT_MASS_RUNS = 10**6
+
+
+class PldOutOfRangeError(UnsupportedEventError):
+    """A PLD too large to build in reasonable time and memory (the BEST route then uses the others)."""
+
+
+def _out_of_range(err: Exception) -> PldOutOfRangeError:
+    """The engine's too-large grid as a refusal the BEST route passes over (RDP and exact still answer)."""
+    return PldOutOfRangeError(f"out of supported range for PLD accounting: {err}; use the RDP route (--method rdp)")
+
+
+def _loss_span(event: ev.Event, count: int) -> float:
+    """The RDP ε at δ = tail mass of ``count`` runs of ``event``: an upper bound on the privacy loss the PLD grid must
+    span on either side (Canonne-Kamath-Steinke 2020 Prop. 12). ∞ where the arithmetic overflows."""
+    from dplens.accountant import rdp
+
+    try:
+        return float((rdp.rdp_curve(event) * count).epsilon(_PLD_TAIL_MASS))
+    except UnsupportedEventError:
+        raise
+    except (ValueError, OverflowError, ZeroDivisionError, FloatingPointError):
+        return math.inf
+
+
+def _flatten_dp_events(entries: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+    """dp-accounting events with their total repeat counts, self-compositions and compositions unfolded (a research
+    event converts to, e.g., ``SelfComposedDpEvent(PoissonSampledDpEvent(...), steps)``)."""
+    import dp_accounting as dpa
+
+    out, pending = [], list(entries)
+    while pending:
+        dp_event, count = pending.pop()
+        if isinstance(dp_event, dpa.SelfComposedDpEvent):
+            pending.append((dp_event.event, count * dp_event.count))
+        elif isinstance(dp_event, dpa.ComposedDpEvent):
+            pending.extend((inner, count) for inner in dp_event.events)
+        else:
+            out.append((dp_event, count))
+    return out
+
+
+def _check_self_composition(accountant_type: Any, relation: Any, dp_event: Any, count: int, interval: float) -> None:
+    """Refuse ``count`` runs of an event that dp-accounting's self-composition would take minutes over (see
+    :data:`MAX_PLD_COUNT`): probed on the event's one-run PMFs, built once more (only for counts above 10⁵)."""
+
+    def refuse(reason: str) -> None:
+        raise PldOutOfRangeError(
+            f"out of supported range for PLD accounting: {count} runs of one mechanism ({reason}); use the RDP "
+            "route (--method rdp)"
+        )
+
+    if count <= _PROBED_COUNT:
+        return
+    if count > MAX_PLD_COUNT:
+        refuse(f"at most {MAX_PLD_COUNT:.0e}")
+    probe = accountant_type(relation, value_discretization_interval=interval)
+    probe.compose(dp_event, 1)
+    composed = getattr(probe, "_pld", None)  # dp-accounting keeps the PLD here (as pld_profile reads it)
+    for pmf in (getattr(composed, "_pmf_remove", None), getattr(composed, "_pmf_add", None)):
+        if pmf is None or type(pmf).__name__ != "SparsePLDPmf":
+            continue
+        size = int(pmf.size)
+        if size <= 1 and count > _MAX_POINT_MASS_RUNS:
+            refuse(f"its loss is a single grid point: at most {_MAX_POINT_MASS_RUNS:.0e} runs")
+        if size > 1 and count * math.log2(size) > _MAX_SPARSE_BITS:
+            refuse(f"its loss spans only {size} grid points: at most {int(_MAX_SPARSE_BITS / math.log2(size))} runs")
+
+
+def _check_pld_size(entries: list[tuple[ev.Event, int]], interval: float) -> None:
+    """Refuse, before building anything, a PLD that would take minutes or gigabytes.
+
+    The grid spans the privacy loss up to the tail mass truncated, on both sides: about 2·span/interval points, the
+    span estimated from above by the RDP ε at that tail mass (cheap). Checked for the composition and for each
+    mechanism before composition (the subsampled ones over their inner mechanism's span, which dp-accounting
+    discretises first). Entries without an RDP curve are not estimated.
+    """
+    if any(isinstance(event, ev.NonPrivate) for event, count in entries if count):
+        return
+
+    def refuse(points: float, what: str, limit: int) -> None:
+        shown = "more than 1e300" if not math.isfinite(points) else f"about {points:.2g}"
+        raise PldOutOfRangeError(
+            f"out of supported range for PLD accounting: {what} would need {shown} grid points at "
+            f"value_discretization_interval={interval:g} (at most {limit:.0e}; epsilon in the hundreds or more); "
+            "use the RDP route (--method rdp)"
+        )
+
+    try:
+        total = 0.0
+        for event, count in entries:
+            if not count:
+                continue
+            inner, factor = event, 1.0
+            while isinstance(inner, ev.PoissonSampled | ev.SampledWithoutReplacement):
+                inner, factor = inner.event, _SUBSAMPLED_COST
+            points = factor * 2.0 * _loss_span(inner, 1) / interval
+            if not points <= MAX_PLD_EVENT_POINTS:
+                refuse(points, f"the mechanism {type(inner).__name__}", MAX_PLD_EVENT_POINTS)
+            total += _loss_span(event, count)
+    except UnsupportedEventError as err:
+        if isinstance(err, PldOutOfRangeError):
+            raise
+        return
+    points = 2.0 * total / interval
+    if not points <= MAX_PLD_POINTS:
+        refuse(points, "the composition", MAX_PLD_POINTS)
 
 
 def _dpa_relation(relation: ev.NeighboringRelation):
@@ -97,6 +225,7 @@ def pld_of(
     interval = _check_interval(value_discretization_interval) or DEFAULT_VALUE_DISCRETIZATION_INTERVAL
     if isinstance(entries, ev.Event):
         entries = [(entries, 1)]
+    _check_pld_size(list(entries), interval)
     accountant = pld_privacy_accountant.PLDAccountant(
         _dpa_relation(neighboring), value_discretization_interval=interval
     )
@@ -111,6 +240,8 @@ def pld_of(
                 f"PLD accounting does not support event {event!r} under neighboring={neighboring.value}"
             )
         converted.append((dp_event, count))
+    for dp_event, count in _flatten_dp_events(converted):
+        _check_self_composition(type(accountant), _dpa_relation(neighboring), dp_event, count, interval)
     for dp_event, count in converted:
         accountant.compose(dp_event, count)
     return accountant
@@ -214,6 +345,8 @@ def pld_epsilon(
         bracket = pld_engine.epsilon_bracket(
             entries, delta, neighboring=neighboring, tolerance=tolerance, interval=interval
         )
+    except (pld_engine.WindowTooLargeError, OverflowError) as err:  # losses in the thousands: exact/RDP answer
+        raise _out_of_range(err) from None
     except UnsupportedEventError:
         fallback = interval or DEFAULT_VALUE_DISCRETIZATION_INTERVAL
         accountant = pld_of(entries, neighboring=neighboring, value_discretization_interval=fallback)
@@ -252,6 +385,8 @@ def pld_delta(
         bracket = pld_engine.delta_bracket(
             entries, epsilon, neighboring=neighboring, tolerance=tolerance, interval=interval
         )
+    except (pld_engine.WindowTooLargeError, OverflowError) as err:  # losses in the thousands: exact/RDP answer
+        raise _out_of_range(err) from None
     except UnsupportedEventError:
         fallback = interval or DEFAULT_VALUE_DISCRETIZATION_INTERVAL
         accountant = pld_of(entries, neighboring=neighboring, value_discretization_interval=fallback)
@@ -291,11 +426,13 @@ def pld_profile(
         try:
             composed = pld_engine.compose(entries, pld_engine.LossGrid(interval=interval, neighboring=neighboring))
             break
+        except OverflowError as err:
+            raise _out_of_range(err) from None
         except UnsupportedEventError:
             return _dp_accounting_profile(entries, neighboring=neighboring, interval=interval)
-        except pld_engine.WindowTooLargeError:
+        except pld_engine.WindowTooLargeError as err:
             if value_discretization_interval is not None:
-                raise
+                raise _out_of_range(err) from None
             interval *= 4.0  # a ledger too wide for the default grid: a coarser one is still an upper bound
     directions = composed.directions()
     if composed.non_private or not directions:

@@ -96,6 +96,17 @@ COARSE_SPAN = 16
 DEFAULT_FINE_MASS = 2.5e-5
 #: Largest composed window (grid points) the engine builds: 2²³ points is 64 MB per array.
 MAX_WINDOW = 2**23
+#: Largest |privacy loss| (nats) the engine's grids may reach: e^loss times a mass must stay a finite double (beyond
+#: it exponentials overflow and mass would silently drop out of δ; such ledgers have ε in the hundreds anyway).
+MAX_LOSS = 600.0
+
+
+def _check_loss_range(low: float, high: float, what: str) -> None:
+    if not (math.isfinite(low) and math.isfinite(high)) or max(abs(low), abs(high)) > MAX_LOSS:
+        raise WindowTooLargeError(
+            f"{what} has privacy losses up to {max(abs(low), abs(high)):.4g} nats, beyond the engine's floating-point "
+            f"range (|loss| <= {MAX_LOSS:g})"
+        )
 
 
 class WindowTooLargeError(ValueError):
@@ -411,6 +422,7 @@ def discretise(loss: PrivacyLoss, grid: LossGrid) -> LossPmfs:
     infinity = 0.0
     if loss.masses is not None:
         lo, hi = loss.truncation(grid.tail_mass)
+        _check_loss_range(lo, hi, "one event")
         k_lo = math.floor(lo / delta)
         k_hi = max(math.ceil(hi / delta), k_lo + 1)
         if k_hi - k_lo > MAX_WINDOW:
@@ -942,6 +954,7 @@ def _compose_kind(factors: list[tuple[GridPmf, int]], interval: float, window_ta
         bottom = float(np.nanmax((log_mgf[~positive] - log_tail) / lambdas[~positive]))
     if not (math.isfinite(top) and math.isfinite(bottom)):  # degenerate (e.g. all mass at one point)
         top, bottom = mean + 1.0, mean - 1.0
+    _check_loss_range(bottom, top, "the composition")
     j_lo = math.floor((bottom - offset) / interval) - 1
     j_hi = math.ceil((top - offset) / interval) + 1
     size = _fast_length(j_hi - j_lo + 1)

@@ -110,9 +110,11 @@ _LP_MARGIN = 1e-8
 #: Above this ε every bound is within e^−30 of 1; the linear programme is not solved there (ill-conditioned).
 _LP_MAX_EPSILON = 30.0
 _MAX_CHUNK_VALUES = 1 << 21
+_MAX_CHUNKS = 1024
 _MIN_CHUNKS = 8
 _BATCH_VALUES = 1 << 15
 _MIN_BATCH_TRIALS = 1024
+_MAX_BATCH_VALUES = 1 << 22  # at most this many output values in one sample() call (memory)
 _MAX_CATEGORIES = 64
 
 
@@ -1117,7 +1119,7 @@ def audit(
         A frozen :class:`AttributeAuditResult`.
     """
     start = time.perf_counter()
-    trials = _check_int("trials", trials, 1)
+    trials = runner.check_trials(_check_int("trials", trials, 1))
     seed = _check_int("seed", seed, 0)
     confidence = _check_confidence(confidence)
     if not isinstance(reading, ClaimReading):
@@ -1131,10 +1133,12 @@ def audit(
 
     support_value = int(np.flatnonzero(prior > 0)[0])
     output_size = _output_size(mechanism, datasets[support_value])
-    batch = max(_BATCH_VALUES // output_size, _MIN_BATCH_TRIALS)
+    batch = max(1, min(max(_BATCH_VALUES // output_size, _MIN_BATCH_TRIALS), _MAX_BATCH_VALUES // output_size))
     if chunk_size is None:
         by_memory = max(1, _MAX_CHUNK_VALUES // output_size)
         chunk_size = min(by_memory, max(math.ceil(trials / _MIN_CHUNKS), min(trials, 4096)))
+        # at most _MAX_CHUNKS chunks (their confusion counts are all kept): memory flat in the trials
+        chunk_size = max(chunk_size, math.ceil(trials / _MAX_CHUNKS))
     plan = runner.ChunkPlan(trials, _check_int("chunk_size", chunk_size, 1))
     key = runner.fingerprint(
         {
@@ -1160,6 +1164,7 @@ def audit(
         key=key,
         progress=progress,
         description="attribute audit",
+        about={"game": "attribute-inference", "mechanism": _describe(mechanism), "attacker": attacker_name},
     )
     confusion = np.sum([done[i] for i in range(plan.chunks)], axis=0)
     successes = int(np.trace(confusion[:, : prior.size]))

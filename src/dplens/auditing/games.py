@@ -48,13 +48,18 @@ DEFAULT_PILOT_TRIALS = 10_000
 _PILOT_FRACTION = 100
 _MAX_CHUNK_VALUES = 1 << 21  # output values drawn per side per chunk (memory, and enough chunks to parallelise)
 _MIN_CHUNKS = 8  # so the bound-vs-trials trajectory and a worker pool have something to work with
+# At most this many chunks: the per-chunk counts (a few kB each) are all kept, so beyond 1024 · 2²¹ ≈ 2·10⁹ trials
+# the chunks grow instead (a chunk draws in cache-sized batches whatever its size). Memory stays flat in the trials.
+_MAX_CHUNKS = 1024
 # Within a chunk, draw, score and bin in batches of about this many output values: the sample, the score and the
 # binning pass over arrays that stay in the core's cache instead of streaming ~10 MB temporaries through memory
 # (1.3–1.7× faster per chunk for Gaussian and Laplace, identical counts; less memory traffic for a pool). At least
 # _MIN_BATCH_TRIALS trials per call bounds the per-call overhead of mechanisms with a fixed cost per sample().
 _BATCH_VALUES = 1 << 15
 _MIN_BATCH_TRIALS = 1024
+_MAX_BATCH_VALUES = 1 << 22  # 32 MB of float64 per side per call, whatever the output size
 _FOCUS_MIN_SUPPORT = 15  # pooled pilot scores a focused threshold's bounded region must hold
+_KEPT_PILOT_SCORES = 1 << 18  # a pilot up to this size per side keeps its scores (2 MB); a larger one is streamed
 
 
 class Verdict(enum.Enum):
@@ -188,7 +193,8 @@ def _side_seed(seed: np.random.SeedSequence, side: int) -> np.random.Generator:
 
 
 def _batch_trials(output_size: int) -> int:
-    return max(_BATCH_VALUES // output_size, _MIN_BATCH_TRIALS)
+    # ... but never more than _MAX_BATCH_VALUES values in one call: 1024 trials of 10⁵ releases would be 800 MB.
+    return max(1, min(max(_BATCH_VALUES // output_size, _MIN_BATCH_TRIALS), _MAX_BATCH_VALUES // output_size))
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,7 +398,7 @@ def _check_confidence(confidence: Any) -> float:
 def _default_chunk_size(trials: int, output_size: int) -> int:
     by_memory = max(1, _MAX_CHUNK_VALUES // output_size)
     by_count = max(1, math.ceil(trials / _MIN_CHUNKS))
-    return min(by_memory, max(by_count, min(trials, 4096)))
+    return max(min(by_memory, max(by_count, min(trials, 4096))), math.ceil(trials / _MAX_CHUNKS))
 
 
 def _resolve_score(score: Any, mechanism: Any, pair: NeighbouringPair, seed: int) -> tuple[_Scorer, str]:
@@ -437,12 +443,33 @@ def _place_grid(
             pass
         case _:
             raise ValueError(f"strategy must be a ThresholdStrategy; got {strategy!r}")
-    rng_pos, rng_neg = (np.random.default_rng(s) for s in runner.pilot_seed(seed).spawn(2))
-    positive = scorer(mechanism, mechanism.sample(pair.data, pilot, rng_pos), pair)
-    negative = scorer(mechanism, mechanism.sample(pair.neighbour, pilot, rng_neg), pair)
-    scores = np.concatenate([positive, negative])
-    finite = scores[np.isfinite(scores)]
-    low, high = (float(finite.min()), float(finite.max())) if finite.size else (-1.0, 1.0)
+    # A large pilot is streamed in batches twice over the same draws (the range, then the counts on the grid): its
+    # memory is one batch whatever its size, and the grid is exactly the one placed from all of its scores. A small
+    # one keeps its scores from the first pass (the same numbers, without drawing them twice).
+    streams = runner.pilot_seed(seed).spawn(2)
+    batch = _batch_trials(output_size(mechanism, pair.data))
+    kept: dict[int, list[np.ndarray]] | None = {0: [], 1: []} if pilot <= _KEPT_PILOT_SCORES else None
+
+    def pilot_scores(side: int) -> Any:
+        if kept is not None and kept[side]:
+            yield from kept[side]
+            return
+        rng = np.random.default_rng(streams[side])
+        data = (pair.data, pair.neighbour)[side]
+        for start in range(0, pilot, batch):
+            scores = scorer(mechanism, mechanism.sample(data, min(batch, pilot - start), rng), pair)
+            if kept is not None:
+                kept[side].append(scores)
+            yield scores
+
+    low, high = math.inf, -math.inf
+    for side in (0, 1):
+        for scores in pilot_scores(side):
+            finite = scores[np.isfinite(scores)]
+            if finite.size:
+                low, high = min(low, float(finite.min())), max(high, float(finite.max()))
+    if not low <= high:
+        low, high = -1.0, 1.0
     # The counted run is larger than the pilot and reaches further into the tails, where the best (ε, δ)
     # thresholds of a Gaussian-like loss lie: extend the pilot's range by half of it on each side.
     width = max(high - low, 1e-9 * max(1.0, abs(low), abs(high)), 1e-12)
@@ -450,14 +477,19 @@ def _place_grid(
     grid = UniformGrid(0.5 * (low + high), 0.0, 1) if size == 1 else UniformGrid(low, (high - low) / (size - 1), size)
     weights = None
     if isinstance(strategy, bd.BonferroniGrid) and strategy.focus > 0:
+        positive, negative = (sum(grid.counts(scores) for scores in pilot_scores(side)) for side in (0, 1))
         if scorer.function is None:  # the exact log-likelihood ratio: the pilot sees both tails through both sides
             weights = _focused_weights_exact(
-                grid, positive, negative, trials=trials, delta=delta, significance=significance, focus=strategy.focus
+                grid,
+                positive + negative,
+                pilot,
+                trials=trials,
+                delta=delta,
+                significance=significance,
+                focus=strategy.focus,
             )
         else:
-            pilot_counts = bd.RateCounts(
-                thresholds=grid.thresholds, positives=grid.counts(positive), negatives=grid.counts(negative)
-            )
+            pilot_counts = bd.RateCounts(thresholds=grid.thresholds, positives=positive, negatives=negative)
             weights = bd.focused_weights(
                 pilot_counts, trials=trials, delta=delta, significance=significance, focus=strategy.focus
             )
@@ -466,8 +498,8 @@ def _place_grid(
 
 def _focused_weights_exact(
     grid: UniformGrid,
-    positive: np.ndarray,
-    negative: np.ndarray,
+    pooled: np.ndarray,
+    n: int,
     *,
     trials: int,
     delta: float,
@@ -493,8 +525,8 @@ def _focused_weights_exact(
     size = grid.size
     if size == 1:
         return np.ones(1)
-    n = positive.size
-    pooled = grid.counts(positive) + grid.counts(negative)  # bin j = [t_{j−1}, t_j); the two end bins are open
+    # pooled: the pilot's n scores per side binned on the grid, both sides summed; bin j = [t_{j−1}, t_j), the two
+    # end bins open
     thresholds = grid.thresholds
     middle = np.concatenate([[-np.inf], (thresholds[:-1] + thresholds[1:]) / 2, [np.inf]])
     below = np.cumsum(pooled)[:-1]  # pooled pilot scores below each threshold
@@ -609,7 +641,7 @@ def audit(
         A frozen :class:`AuditResult`.
     """
     start = time.perf_counter()
-    trials = _check_int("trials", trials, 1)
+    trials = runner.check_trials(_check_int("trials", trials, 1))
     seed = _check_int("seed", seed, 0)
     confidence = _check_confidence(confidence)
     delta = bd.conversions.check_delta(delta, allow_zero=True)
@@ -669,6 +701,13 @@ def audit(
         checkpoint=checkpoint,
         key=key,
         progress=progress,
+        about={
+            "game": "distinguishing",
+            "mechanism": _describe(mechanism),
+            "pair": pair.description or "D vs D'",
+            "score": score_name,
+            "threshold_strategy": _strategy_dict(strategy, grid),
+        },
     )
     per_chunk = [done[i] for i in range(plan.chunks)]
 
@@ -687,9 +726,13 @@ def audit(
 
     trajectory = []
     marks = np.unique(np.geomspace(1, len(bounded), num=min(12, len(bounded))).round().astype(int))
-    cumulative = np.cumsum(bounded, axis=0)
+    running, cumulative = np.zeros_like(total), {}
+    for m, chunk_counts in enumerate(bounded, start=1):  # running sums at the marks only: memory flat in the chunks
+        running += chunk_counts
+        if m in marks:
+            cumulative[m] = running.copy()
     for m in marks:
-        partial = _rate_counts(grid, cumulative[m - 1])
+        partial = _rate_counts(grid, cumulative[m])
         epsilon = bound.epsilon if m == len(bounded) else bd.evaluate(partial, **judge).epsilon  # the last is all
         trajectory.append({"trials": partial.n_positives, "epsilon_lower_bound": epsilon})
 

@@ -676,6 +676,10 @@ def noise_multiplier_for_epsilon(
 _SPEC_KEYS = {"nu", "noise_multiplier", "steps", "epochs", "min_separation", "neighboring", "count"}
 
 
+#: Most steps a spec may give (the accounting's cost grows with them; 10⁷ take about a second).
+MAX_SPEC_STEPS = 10**7
+
+
 def _spec_value(table: dict, key: str, *, integer: bool = False) -> Any:
     value = table[key]
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -698,6 +702,11 @@ def _build_dp_ftrl(table: dict) -> tuple[ev.Event, int]:
     for key in ("nu", "noise_multiplier", "steps"):
         if key not in table:
             raise ValueError(f"mechanism type 'dp_ftrl' requires parameter {key!r}")
+    steps = _spec_value(table, "steps", integer=True)
+    if steps > MAX_SPEC_STEPS:  # the accounting walks the schedule step by step: ~1 s per 10⁷ steps
+        raise ValueError(
+            f"steps = {steps!r} is out of the supported range [1, {MAX_SPEC_STEPS:.0e}] (mechanism type 'dp_ftrl')"
+        )
     relation_text = table.get("neighboring", ev.NeighboringRelation.REPLACE_SPECIAL.value)
     try:
         relation = ev.NeighboringRelation(relation_text)
