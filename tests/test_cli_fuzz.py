@@ -103,14 +103,18 @@ class Command:
     argv: a valid invocation; ``{spec}`` is replaced by the spec file, ``{out}`` by an output path in the run's
         directory (it must not exist after a refused run).
     bad_values: flag → values that flag must refuse (each replaces the flag's value in ``argv``, or is added).
-    spec_kind: "spec" (TOML/JSON spec) where ``{spec}`` is; None when the command takes no spec.
+    spec_kind: what kind of file is valid where ``{spec}`` is ("spec", "scores", "pair", "audit"); None when the
+        command takes no file. Every corruption of :func:`corrupted_specs` is also an invalid file of the other kinds.
     required: flags whose absence is an error.
+    valid_file: the valid file at ``{spec}`` for a kind other than "spec". ``{target}`` in ``argv`` stands for a
+        small target module written into the run's directory (the command then runs there).
     """
 
     argv: tuple[str, ...]
     bad_values: dict[str, tuple[str, ...]] = field(default_factory=dict)
     spec_kind: str | None = "spec"
     required: tuple[str, ...] = ()
+    valid_file: tuple[str, bytes] | None = None  # (suffix, content) valid at {spec}; default a valid spec
 
 
 NUMBER_JUNK = ("abc", "", "1e400", "0x10", "1,5", "--", "nan", "inf", "-inf")
@@ -175,11 +179,115 @@ COMMANDS: dict[str, Command] = {
         bad_values={"--frobnicate": ("1",)},
         spec_kind=None,
     ),
-    # The lead adds the subcommands of the other open issues here, e.g.:
-    # "audit-scores": Command(argv=("audit-scores", "{spec}", "--claim-epsilon", "1", "--delta", "1e-5"),
-    #                         bad_values={"--claim-epsilon": ("abc", "-1", "nan")}, spec_kind="scores"),
-    # "sweep": Command(argv=("sweep", "{spec}", "--param", "noise_multiplier=0.5:2:3", "--delta", "1e-5"), ...),
+    "audit-target": Command(
+        argv=(
+            "audit",
+            "--target",
+            "{target}",
+            "--pair",
+            "{spec}",
+            "--claim-epsilon",
+            "1",
+            "--trials",
+            "200",
+            "--quiet",
+        ),
+        bad_values={
+            "--target": ("fuzz_target", "fuzz_target:missing", "no_such_module:f", ":", "a:b:c", ""),
+            "--claim-epsilon": ("abc", "-1", "nan", "inf", ""),
+            "--claim-delta": ("abc", "nan", "1", "-0.5", "2"),
+            "--trials": COUNT_BAD,
+            "--seed": ("abc", "-1", "1.5"),
+            "--workers": ("abc", "0", "-1"),
+            "--score": ("fuzz_target:missing", "no_such_module:f", "nocolon"),
+            "--checkpoint": ("{out}/c.ckpt",),  # not supported with --target
+            "--game": ("one-run",),
+        },
+        spec_kind="pair",
+        required=("--pair", "--claim-epsilon", "--trials"),
+        valid_file=(".json", b'{"data": [1, 1, 0], "neighbour": [1, 1]}'),
+    ),
+    "audit-game": Command(
+        argv=("audit", "{spec}", "--game", "one-run", "--trials", "50", "--quiet", "--json"),
+        bad_values={
+            "--game": ("bogus", "one_run ", "", "One-Run"),
+            "--trials": COUNT_BAD,
+            "--confidence": ("abc", "0.2", "1"),
+            "--delta": ("abc", "nan", "2"),
+        },
+        valid_file=(
+            ".toml",
+            b'[[mechanism]]\ntype = "dp_sgd_training"\nnoise_multiplier = 1.0\nsampling_rate = 0.01\nsteps = 20\n'
+            b"clip_norm = 1.0\n",
+        ),
+    ),
+    "audit-scores": Command(
+        argv=("audit-scores", "{spec}", "--claim-epsilon", "1", "--delta", "1e-5"),
+        bad_values={
+            "--claim-epsilon": ("abc", "-1", "nan", "inf", ""),
+            "--delta": (*NUMBER_JUNK, "1", "-0.5", "2"),  # 0 is valid: a pure-DP claim
+            "--confidence": ("abc", "0.2", "1", "nan"),
+            "--seed": ("abc", "-1", "1.5"),
+        },
+        spec_kind="scores",
+        required=("--claim-epsilon", "--delta"),
+        valid_file=(".csv", b"score,member\n" + b"".join(b"%d,1\n0,0\n" % i for i in range(1, 40))),
+    ),
+    "report-audit": Command(
+        argv=("report", "--audit", "{spec}", "-o", "{out}"),
+        bad_values={"-o": ("{spec}",), "--frobnicate": ("1",)},
+        spec_kind="audit",
+        valid_file=(
+            ".json",
+            json.dumps(
+                {
+                    "format": "dplens-target-audit",
+                    "verdict": "CONSISTENT",
+                    "verdict_reason": "fuzz",
+                    "epsilon_lower_bound": 0.5,
+                    "epsilon_claimed": 1.0,
+                    "delta": 0.0,
+                    "confidence": 0.95,
+                    "trials": 100,
+                    "target": {"name": "m.f", "call": "f(data, rng)"},
+                    "pair": {},
+                    "scores": [],
+                    "float_evidence": [],
+                    "reproducible": True,
+                    "reproducibility_note": "",
+                }
+            ).encode(),
+        ),
+    ),
+    "sweep": Command(
+        argv=("sweep", "{spec}", "--param", "noise_multiplier=0.5:2:3", "--delta", "1e-5", "--json", "--quiet"),
+        bad_values={
+            "--param": (
+                "noise_multiplier",
+                "noise_multiplier=a:b:3",
+                "noise_multiplier=2:1:0",
+                "nonexistent=1:2:3",
+                "noise_multiplier=1:2:1e9",
+                "=1:2:3",
+                "noise_multiplier=nan:2:3",
+                "noise_multiplier=1,,2",
+            ),
+            "--delta": PROBABILITY_BAD,
+            "--method": ("bogus",),
+            "--tolerance": ("abc", "0", "1", "-1", "nan"),
+            "-o": ("{out}/missing/sweep.csv", "{dir}"),
+        },
+        required=("--param", "--delta"),
+    ),
 }
+
+# The subcommand each table entry runs (entries named after a variant of a subcommand).
+SUBCOMMAND = {"audit-target": "audit", "audit-game": "audit", "report-audit": "report"}
+
+TARGET_MODULE = b"""
+def noisy_count(data, rng):
+    return float(sum(data)) + rng.laplace(0.0, 1.0)
+"""
 
 
 # --------------------------------------------------------------------------------------------
@@ -258,7 +366,7 @@ def invocations(draw) -> tuple[str, list[str], tuple[str, bytes | None]]:
     name = draw(st.sampled_from(sorted(COMMANDS)))
     command = COMMANDS[name]
     argv = list(command.argv)
-    spec: tuple[str, bytes | None] = (".json", json.dumps(VALID_SPEC).encode())
+    spec: tuple[str, bytes | None] = command.valid_file or (".json", json.dumps(VALID_SPEC).encode())
     ways = ["flag", "unknown-flag"]
     if command.spec_kind is not None:
         ways += ["spec", "spec", "spec", "both"]
@@ -312,8 +420,14 @@ def materialise(directory: Path, argv: list[str], spec: tuple[str, bytes | None]
         spec_path = directory / f"spec{suffix}"
         spec_path.write_bytes(content)
     out = directory / "out"
+    if any("{target}" in a for a in argv):
+        (directory / "fuzz_target.py").write_bytes(TARGET_MODULE)
     return [
-        a.replace("{spec}", str(spec_path)).replace("{out}", str(out)).replace("{dir}", str(directory)) for a in argv
+        a.replace("{spec}", str(spec_path))
+        .replace("{out}", str(out))
+        .replace("{dir}", str(directory))
+        .replace("{target}", "fuzz_target:noisy_count")
+        for a in argv
     ]
 
 
@@ -323,6 +437,10 @@ def check_refused(directory: Path, argv: list[str]) -> None:
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, TIME_LIMIT)
     start = time.monotonic()
+    cwd, bytecode = os.getcwd(), sys.dont_write_bytecode
+    os.chdir(directory)  # a --target module is imported from the current directory
+    sys.dont_write_bytecode = True  # ... without leaving __pycache__ behind
+    sys.modules.pop("fuzz_target", None)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(argv)
@@ -331,6 +449,8 @@ def check_refused(directory: Path, argv: list[str]) -> None:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        os.chdir(cwd)
+        sys.dont_write_bytecode = bytecode
     elapsed = time.monotonic() - start
     text = err.getvalue()
     assert code == 2, f"exit {code} for dplens {' '.join(argv)}\nstdout: {out.getvalue()[:500]}\nstderr: {text[:500]}"
@@ -373,9 +493,11 @@ def test_every_subcommand_is_fuzzed_and_its_valid_form_is_accepted_by_the_parser
     # the table's valid argv must parse (so the fuzzer's refusals come from the corruption, not from the base)
     from dplens.cli import build_parser
 
-    argv = [a.replace("{spec}", "spec.toml").replace("{out}", "out") for a in COMMANDS[name].argv]
+    argv = [
+        a.replace("{spec}", "spec.toml").replace("{out}", "out").replace("{target}", "m:f") for a in COMMANDS[name].argv
+    ]
     args = build_parser().parse_args(argv)
-    assert args.command == name
+    assert args.command == SUBCOMMAND.get(name, name)
 
 
 VALID_JSON = json.dumps(VALID_SPEC).encode()

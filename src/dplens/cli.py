@@ -562,11 +562,11 @@ def _progress(quiet: bool):
 
 def _read_audit_result(path: str) -> dict[str, Any]:
     """A saved audit result (``dplens audit ... --json``): a JSON object, read with one-line errors."""
-    file = Path(path)
-    if not file.is_file():
-        raise ValueError(f"audit result file not found: {path!r}")
+    from dplens._files import read_input_bytes
+
+    raw = read_input_bytes(path, what="audit result file", max_bytes=256 * 2**20)
     try:
-        data = json.loads(file.read_bytes().decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"audit result file {path!r} is not valid JSON: {err}") from None
     if not isinstance(data, dict):

@@ -495,20 +495,11 @@ def load_spec(path: str | Path) -> Spec:
         >>> spec.source == str(path), len(spec.sha256)
         (True, 64)
     """
+    from dplens._files import read_input_bytes
+
     path = Path(path)
     name = repr(str(path))
-    if not path.exists():
-        raise ValueError(f"spec file not found: {name}")
-    if path.is_dir():
-        raise ValueError(f"spec file {name} is a directory")
-    if not path.is_file():
-        raise ValueError(f"spec file {name} is not a regular file")
-    try:
-        if path.stat().st_size > MAX_SPEC_BYTES:
-            raise ValueError(f"spec file {name} is larger than {MAX_SPEC_BYTES // 2**20} MiB: not a spec")
-        raw = path.read_bytes()
-    except OSError as err:
-        raise ValueError(f"cannot read spec file {name}: {err.strerror or err}") from None
+    raw = read_input_bytes(path, what="spec file", max_bytes=MAX_SPEC_BYTES)
     kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
     try:
         text = raw.decode("utf-8")

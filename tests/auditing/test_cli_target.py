@@ -62,7 +62,7 @@ def test_user_score_from_the_command_line(capsys):
         (["--target", "mechanisms:missing", "--pair", "pair.json"], "has no attribute 'missing'"),
         (["--target", "mechanisms:geometric", "--pair", "{no_neighbour}"], "has no 'neighbour'"),
         (["--target", "mechanisms:geometric", "--pair", "{malformed}"], "is not valid JSON"),
-        (["--target", "mechanisms:geometric", "--pair", "missing.json"], "cannot be read"),
+        (["--target", "mechanisms:geometric", "--pair", "missing.json"], "pair file not found"),
         (["--target", "mechanisms:geometric"], "--target needs --pair"),
         (["--target", "mechanisms:geometric", "--pair", "pair.json", "--score", "mechanisms:nope"], "'nope'"),
     ],

@@ -445,7 +445,10 @@ def parse_parameter(text: str) -> tuple[str, list[float]]:
         raise ValueError(f"--param must look like NAME=LO:HI:N; got {text!r}")
     if ":" not in spec:
         try:
-            return name, [float(v) for v in spec.split(",") if v.strip()]
+            items = spec.split(",")
+            if not all(v.strip() for v in items):
+                raise ValueError(f"--param {text!r}: an empty value in the list {spec!r}")
+            return name, [float(v) for v in items]
         except ValueError:
             raise ValueError(f"--param values must be numbers; got {text!r}") from None
     parts = spec.split(":")

@@ -223,9 +223,9 @@ def load_scores_file(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     A missing array or column, arrays of different lengths, NaN or infinite scores, an empty class or an
     unreadable file raise ``ValueError`` naming the file (the CLI prints it as one line, exit status 2).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"scores file not found: {str(path)!r}")
+    from dplens._files import check_input_file
+
+    path = check_input_file(path, what="scores file")
     try:
         if path.suffix.lower() == ".npz":
             with np.load(path, allow_pickle=False) as archive:
@@ -237,7 +237,7 @@ def load_scores_file(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
                 scores, member = archive["score"], archive["member"]
         else:
             scores, member = _read_csv(path)
-    except (OSError, zipfile.BadZipFile, UnicodeDecodeError, EOFError) as err:
+    except (OSError, zipfile.BadZipFile, UnicodeDecodeError, EOFError, csv.Error) as err:
         raise ValueError(f"scores file {str(path)!r} is not a readable .npz or CSV file: {err}") from None
     except ValueError as err:
         if str(err).startswith("scores file"):

@@ -361,12 +361,15 @@ def _short(value: Any, limit: int = 200) -> str:
 
 
 _PAIR_KEYS = {"data", "neighbour", "query", "description", "relation", "noise"}
+_MAX_PAIR_BYTES = 256 * 2**20  # a pair file holds data inline; larger data sets go in .npy / .csv files beside it
 RELATIONS = ("add_remove", "replace_one")
 
 
 def _load_value(value: Any, base: Path, key: str, source: str) -> Any:
     if isinstance(value, str) and value.lower().endswith((".npy", ".csv")):
-        file = (base / value).resolve()
+        from dplens._files import check_input_file
+
+        file = check_input_file((base / value).resolve(), what=f"pair file {source!r}: {key!r} file")
         try:
             if value.lower().endswith(".npy"):
                 return np.load(file, allow_pickle=False)
@@ -379,12 +382,15 @@ def _load_value(value: Any, base: Path, key: str, source: str) -> Any:
 
 def load_pair(path: str | Path) -> TargetPair:
     """Read a pair file (see the module docstring); every problem is a one-line ``ValueError``."""
+    from dplens._files import read_input_bytes
+
     path = Path(path)
     source = str(path)
+    raw = read_input_bytes(path, what="pair file", max_bytes=_MAX_PAIR_BYTES)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ValueError(f"pair file {source!r} cannot be read: {err.strerror or err}") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"pair file {source!r} is not UTF-8 text") from None
     try:
         document = json.loads(text)
     except json.JSONDecodeError as err:
