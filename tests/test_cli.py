@@ -191,3 +191,19 @@ def test_cli_default_tolerance_is_the_library_default():
     from dplens.accountant import pld
 
     assert cli.DEFAULT_TOLERANCE == pld.DEFAULT_TOLERANCE
+
+
+def test_a_closed_pipe_stops_quietly(monkeypatch, capsys):
+    """``dplens ... | head``: the reader going away is no error of the input (no traceback, no error line)."""
+    import io
+
+    from dplens import cli
+
+    class ClosedPipe(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr("sys.stdout", ClosedPipe())
+    code = cli.main(["account", str(EXAMPLES / "gaussian_claim.toml"), "--delta", "1e-5", "--method", "rdp"])
+    assert code == 1
+    assert capsys.readouterr().err == ""

@@ -902,6 +902,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoryError:
         code = _error("out of memory: a parameter is out of the supported range")
         return code
+    except BrokenPipeError:
+        # The reader went away (``dplens ... | head``): nothing is wrong with the input; stop quietly, and point stdout
+        # at /dev/null so the interpreter's final flush does not complain (Python docs, "Note on SIGPIPE").
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+        return code
     except OSError as err:
         where = f": {err.filename!r}" if err.filename else ""
         code = _error(f"{err.strerror or _first_line(err)}{where}")
