@@ -95,7 +95,7 @@ def _pure_epsilon(event: ev.Event) -> float:
         case ev.Laplace():
             return 1.0 / event.noise_multiplier
         case ev.RandomizedResponse():
-            return event.epsilon
+            return float(rdp.rdp_curve(event)(math.inf))  # the max-divergence under its relation
         case ev.SelfComposed():
             return event.count * _pure_epsilon(event.event) if event.count else 0.0
         case ev.Composed():
@@ -255,6 +255,15 @@ class Accountant:
             )
         if method is Method.EXACT:
             profile = self.exact_profile()
+            if delta == 0:
+                # (ε, 0)-DP: pure ε adds exactly under composition (the worst outputs of each run have positive
+                # probability together), so basic composition of the max-divergences is the exact answer.
+                return EpsilonResult(
+                    epsilon=self.pure_epsilon(),
+                    delta=0.0,
+                    method=method,
+                    details="exact: pure epsilon (max-divergence) adds under composition",
+                )
             return EpsilonResult(
                 epsilon=profile.epsilon(delta),
                 delta=delta,
@@ -268,7 +277,7 @@ class Accountant:
         self, delta: float, *, method: Method = Method.BEST, conversion: RdpConversion = RdpConversion.OPTIMAL
     ) -> EpsilonResult:
         """ε at ``delta`` by ``method`` with its provenance (BEST: the minimum over supported routes)."""
-        delta = conversions.check_delta(delta)
+        delta = conversions.check_delta(delta, allow_zero=True)
         if not isinstance(method, Method):
             raise ValueError(f"method must be a Method; got {method!r}")
         if not self._ledger:

@@ -26,6 +26,7 @@ from dplens.accountant.rdp import UnsupportedEventError
 __all__ = [
     "DEFAULT_VALUE_DISCRETIZATION_INTERVAL",
     "PldResult",
+    "event_pld",
     "gaussian_mu",
     "pld_delta",
     "pld_epsilon",
@@ -82,31 +83,79 @@ def pld_of(
     accountant = pld_privacy_accountant.PLDAccountant(
         _dpa_relation(neighboring), value_discretization_interval=interval
     )
-    converted = []
+    plan: list[tuple[object, int, bool]] = []  # (dp-accounting event or PLD, count, is a ready-made PLD)
     for event, count in entries:
-        try:
-            dp_event = ev.to_dp_accounting(event)
-        except ValueError as err:
-            raise UnsupportedEventError(f"PLD accounting does not support event {event!r}") from err
-        if not accountant.supports(dp_event):
-            raise UnsupportedEventError(
-                f"PLD accounting does not support event {event!r} under neighboring={neighboring.value}"
-            )
-        converted.append((dp_event, count))
-    for dp_event, count in converted:
-        accountant.compose(dp_event, count)
+        _plan_event(event, count, neighboring=neighboring, interval=interval, accountant=accountant, plan=plan)
+    for item, count, ready in plan:
+        if count == 0:
+            continue
+        if ready:
+            accountant._pld = accountant._pld.compose(item.self_compose(count))
+        else:
+            accountant.compose(item, count)
     return accountant
 
 
-def pld_supports(event: ev.Event, *, neighboring: ev.NeighboringRelation) -> bool:
-    """Whether dp-accounting's PLD engine can interpret ``event`` (a dry run: nothing is built)."""
-    from dp_accounting.pld import pld_privacy_accountant
+@functools.singledispatch
+def event_pld(event: ev.Event, *, neighboring: ev.NeighboringRelation, value_discretization_interval: float):
+    """A dp-accounting ``PrivacyLossDistribution`` of one run of ``event`` built here, not by its PLDAccountant.
 
+    None (the default) lets dp-accounting's PLDAccountant interpret the event's dp-accounting counterpart. Modules
+    register events whose PLD dp-accounting cannot build (or builds wrongly: its PLDAccountant composes a
+    ``RandomizedResponseDpEvent`` once whatever the count, see :mod:`dplens.accountant.selection`) and return a
+    pessimistic PLD; :func:`pld_of` self-composes it ``count`` times. Raise :class:`UnsupportedEventError` to refuse.
+    """
+    return None
+
+
+def _plan_event(event, count, *, neighboring, interval, accountant, plan) -> None:
+    """Validate one ledger entry (recursively) and append what to compose; nothing is composed here."""
+    if isinstance(event, ev.SelfComposed):
+        _plan_event(
+            event.event,
+            count * event.count,
+            neighboring=neighboring,
+            interval=interval,
+            accountant=accountant,
+            plan=plan,
+        )
+        return
+    if isinstance(event, ev.Composed) and event.events:
+        for inner in event.events:
+            _plan_event(inner, count, neighboring=neighboring, interval=interval, accountant=accountant, plan=plan)
+        return
+    ready = event_pld(event, neighboring=neighboring, value_discretization_interval=interval)
+    if ready is not None:
+        plan.append((ready, count, True))
+        return
     try:
         dp_event = ev.to_dp_accounting(event)
-    except ValueError:
+    except ValueError as err:
+        raise UnsupportedEventError(f"PLD accounting does not support event {event!r}") from err
+    if not accountant.supports(dp_event):
+        raise UnsupportedEventError(
+            f"PLD accounting does not support event {event!r} under neighboring={neighboring.value}"
+        )
+    plan.append((dp_event, count, False))
+
+
+def pld_supports(event: ev.Event, *, neighboring: ev.NeighboringRelation) -> bool:
+    """Whether the PLD route can interpret ``event`` (a dry run: nothing is composed)."""
+    from dp_accounting.pld import pld_privacy_accountant
+
+    accountant = pld_privacy_accountant.PLDAccountant(_dpa_relation(neighboring))
+    try:
+        _plan_event(
+            event,
+            1,
+            neighboring=neighboring,
+            interval=DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+            accountant=accountant,
+            plan=[],
+        )
+    except UnsupportedEventError:
         return False
-    return bool(pld_privacy_accountant.PLDAccountant(_dpa_relation(neighboring)).supports(dp_event))
+    return True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,7 +186,7 @@ def pld_epsilon(
     value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
 ) -> PldResult:
     """ε(δ) of a composition by pessimistic PLD (worse of add and remove directions), rounded up."""
-    delta = conversions.check_delta(delta)
+    delta = conversions.check_delta(delta, allow_zero=True)
     accountant = pld_of(entries, neighboring=neighboring, value_discretization_interval=value_discretization_interval)
     epsilon = conversions.round_up(max(float(accountant.get_epsilon(delta)), 0.0))
     return PldResult(
@@ -175,6 +224,13 @@ def pld_profile(
 ) -> PrivacyProfile:
     """The pessimistic PLD as a :class:`PrivacyProfile`, both directions tracked."""
     accountant = pld_of(entries, neighboring=neighboring, value_discretization_interval=value_discretization_interval)
+    if getattr(accountant, "_contains_non_dp_event", False):  # a NonPrivate entry: δ = 1 at every ε
+        return PrivacyProfile(
+            remove=_non_private_delta,
+            epsilon_for_delta=lambda delta: math.inf,
+            description="PLD with a non-private event",
+            trade_off_function=_non_private_trade_off,
+        )
     pld = accountant._pld  # dp-accounting keeps the composed PLD here
     remove = getattr(pld, "_pmf_remove", None)
     add = None if getattr(pld, "_symmetric", True) else getattr(pld, "_pmf_add", None)
@@ -188,13 +244,30 @@ def pld_profile(
     def epsilon_for_delta(delta: float) -> float:
         return conversions.round_up(max(float(pld.get_epsilon_for_delta(delta)), 0.0))
 
+    directions = [remove] + ([add] if add is not None else []) if remove is not None else []
     return PrivacyProfile(
         remove=remove_fn,
         add=add_fn,
         epsilon_for_delta=epsilon_for_delta,
         description="PLD (connect-the-dots, pessimistic)",
         discretisation=f"value_discretization_interval={value_discretization_interval:g}",
+        trade_off_function=_pmf_trade_off(directions) if directions else None,
     )
+
+
+def _pmf_trade_off(pmfs):
+    """The exact trade-off curve of the discrete PLD (a lower bound on the mechanism's: the PLD is pessimistic)."""
+    from dplens.accountant import tradeoff
+
+    return tradeoff.LazyDiscreteTradeOff([tradeoff.dp_accounting_pmf_arrays(pmf) for pmf in pmfs])
+
+
+def _non_private_delta(epsilons: np.ndarray) -> np.ndarray:
+    return np.ones_like(np.asarray(epsilons, dtype=float))
+
+
+def _non_private_trade_off(alpha: np.ndarray) -> np.ndarray:
+    return np.zeros_like(np.asarray(alpha, dtype=float))
 
 
 def _vectorised(function):
@@ -254,25 +327,81 @@ def _laplace_delta(epsilons: np.ndarray, *, epsilon0: float) -> np.ndarray:
 
 @privacy_profile.register
 def _(event: ev.Laplace) -> PrivacyProfile:
-    """Laplace mechanism: δ(ε) = 1 − exp((ε − ε₀)/2) for ε < ε₀ = 1/b (symmetric)."""
+    """Laplace mechanism: δ(ε) = 1 − exp((ε − ε₀)/2) for ε < ε₀ = 1/b (symmetric); trade-off in closed form."""
+    from dplens.accountant import tradeoff
+
+    epsilon0 = 1.0 / event.noise_multiplier
     return PrivacyProfile(
-        remove=functools.partial(_laplace_delta, epsilon0=1.0 / event.noise_multiplier),
+        remove=functools.partial(_laplace_delta, epsilon0=epsilon0),
         description=f"Laplace(noise_multiplier={event.noise_multiplier:g}) exact",
+        trade_off_function=functools.partial(tradeoff.laplace_trade_off, epsilon0),
     )
 
 
-def _rr_delta(epsilons: np.ndarray, *, epsilon0: float, num_values: int) -> np.ndarray:
-    # Hockey stick of P = (p_hi, p_lo, …) vs Q = (p_lo, p_hi, …): only the first atom has P > e^ε Q.
+def randomized_response_directions(
+    epsilon: float, num_values: int, neighboring: ev.NeighboringRelation
+) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """The exact privacy-loss distributions of k-ary randomized response, one per direction.
+
+    Each is (losses, probabilities under the first distribution, mass at +∞). Replace-one: the pair
+    P = (p_hi, p_lo, …), Q = (p_lo, p_hi, …) is symmetric: losses ±ε and 0. Zero-out: P against the uniform
+    response U of the special record, both orders (the two differ). Add/remove is not defined for this mechanism.
+    """
+    if neighboring is ev.NeighboringRelation.ADD_OR_REMOVE_ONE:
+        raise UnsupportedEventError(
+            "randomized response is analysed under replace-one or zero-out adjacency; got neighboring=add_remove"
+        )
+    k = num_values
+    p_lo = 1.0 / (math.exp(epsilon) + k - 1)
+    p_hi = math.exp(epsilon) * p_lo
+    if neighboring is ev.NeighboringRelation.REPLACE_ONE:
+        losses = np.array([epsilon, -epsilon, 0.0])
+        return [(losses, np.array([p_hi, p_lo, (k - 2) * p_lo]), 0.0)]
+    up, down = math.log(k * p_hi), math.log(k * p_lo)
+    return [
+        (np.array([up, down]), np.array([p_hi, (k - 1) * p_lo]), 0.0),
+        (np.array([-up, -down]), np.array([1.0 / k, (k - 1) / k]), 0.0),
+    ]
+
+
+def _finite_delta(epsilons: np.ndarray, *, losses: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    # Hockey stick of a finite PLD: Σ p·(1 − e^{ε − L})₊.
     eps = np.asarray(epsilons, dtype=float)
-    p_lo = 1.0 / (math.exp(epsilon0) + num_values - 1)
-    p_hi = math.exp(epsilon0) * p_lo
-    return np.maximum(p_hi - np.exp(eps) * p_lo, 0.0)
+    gap = np.maximum(-np.expm1(eps[..., None] - losses), 0.0)
+    return np.sum(probs * gap, axis=-1)
 
 
 @privacy_profile.register
 def _(event: ev.RandomizedResponse) -> PrivacyProfile:
-    """k-ary randomized response (replace-one): δ(ε) = max(0, p_hi − e^ε p_lo)."""
+    """k-ary randomized response, exact under its relation (replace-one: δ(ε) = max(0, p_hi − e^ε p_lo); zero-out:
+    both orders of P against the uniform response), with the exact trade-off curve of its finite PLD."""
+    from dplens.accountant import tradeoff
+
+    directions = randomized_response_directions(event.epsilon, event.num_values, event.neighboring)
+    functions = [functools.partial(_finite_delta, losses=losses, probs=probs) for losses, probs, _ in directions]
     return PrivacyProfile(
-        remove=functools.partial(_rr_delta, epsilon0=event.epsilon, num_values=event.num_values),
-        description=f"RandomizedResponse(epsilon={event.epsilon:g}, k={event.num_values}) exact",
+        remove=functions[0],
+        add=functions[1] if len(functions) > 1 else None,
+        description=f"RandomizedResponse(epsilon={event.epsilon:g}, k={event.num_values}, "
+        f"{event.neighboring.value}) exact",
+        trade_off_function=tradeoff.discrete_trade_off(directions),
+    )
+
+
+@event_pld.register
+def _(event: ev.RandomizedResponse, *, neighboring: ev.NeighboringRelation, value_discretization_interval: float):
+    """Randomized response's PLD, built here because dp-accounting 0.6's PLDAccountant composes a
+    ``RandomizedResponseDpEvent`` once whatever the count (ε = 1.0987 for 3 runs of ε = log 3, not 3.2961)."""
+    from dp_accounting.pld import privacy_loss_distribution as dpa_pld
+
+    if neighboring is ev.NeighboringRelation.ADD_OR_REMOVE_ONE:
+        raise UnsupportedEventError(
+            "randomized response is analysed under replace-one or zero-out adjacency; got neighboring=add_remove"
+        )
+    k = event.num_values
+    return dpa_pld.from_randomized_response(
+        noise_parameter=k / (math.exp(event.epsilon) + k - 1),
+        num_buckets=k,
+        value_discretization_interval=value_discretization_interval,
+        neighboring_relation=_dpa_relation(neighboring),
     )

@@ -21,6 +21,7 @@ __all__ = [
     "gaussian_rdp",
     "laplace_rdp",
     "randomized_response_rdp",
+    "randomized_response_zero_out_rdp",
     "rdp_curve",
     "subsampled_gaussian_rdp",
     "subsampled_without_replacement_gaussian_rdp",
@@ -76,15 +77,30 @@ def laplace_rdp(alpha: np.ndarray, *, noise_multiplier: float) -> np.ndarray:
 
     Mironov 2017 (arXiv 1702.07476), Proposition 6:
     ε₀ + log(1 + (α − 1)(e^{ε₀(1 − 2α)} − 1)/(2α − 1)) / (α − 1), written as ε₀ + c·log1p(x)/x with
-    x = (α − 1)c so that α → 1 (the KL limit ε₀ + e^{−ε₀} − 1) is computed without cancellation.
+    x = (α − 1)c so that α → 1 (the KL limit ε₀ + e^{−ε₀} − 1) is computed without cancellation. At α = ∞ the
+    max-divergence is ε₀ (the mechanism is ε₀-DP).
     """
     eps0 = 1.0 / _check_positive("noise_multiplier", noise_multiplier)
     alpha = check_alpha(alpha)
-    c = np.expm1(eps0 * (1.0 - 2.0 * alpha)) / (2.0 * alpha - 1.0)
-    x = (alpha - 1.0) * c
+    finite = np.where(np.isinf(alpha), 2.0, alpha)
+    c = np.expm1(eps0 * (1.0 - 2.0 * finite)) / (2.0 * finite - 1.0)
+    x = (finite - 1.0) * c
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(np.abs(x) < 1e-8, 1.0 - x / 2.0, np.log1p(x) / x)
-    return eps0 + c * ratio
+    return np.where(np.isinf(alpha), eps0, eps0 + c * ratio)
+
+
+def _rr_probabilities(epsilon: float, num_values: int) -> tuple[float, float, float, float]:
+    """(log p_hi, log p_lo, p_hi, p_lo) of k-ary randomized response: p_hi/p_lo = e^ε, p_hi + (k − 1)p_lo = 1."""
+    log_p_lo = -float(np.logaddexp(epsilon, math.log(num_values - 1)))
+    return epsilon + log_p_lo, log_p_lo, math.exp(epsilon + log_p_lo), math.exp(log_p_lo)
+
+
+def _check_rr(epsilon: float, num_values: int) -> tuple[float, int]:
+    eps = _check_positive("epsilon", epsilon)
+    if not isinstance(num_values, int | np.integer) or isinstance(num_values, bool) or num_values < 2:
+        raise ValueError(f"num_values must be an integer >= 2; got {num_values!r}")
+    return eps, int(num_values)
 
 
 def randomized_response_rdp(alpha: np.ndarray, *, epsilon: float, num_values: int) -> np.ndarray:
@@ -93,24 +109,42 @@ def randomized_response_rdp(alpha: np.ndarray, *, epsilon: float, num_values: in
     The worst pair of output distributions is P = (p_hi, p_lo, …, p_lo), Q = (p_lo, p_hi, p_lo, …)
     with p_hi/p_lo = e^ε, p_hi + (k − 1)p_lo = 1, so (Rényi 1961; Mironov 2017 Definition 3)
     D_α = log(p_hi e^{ε(α−1)} + p_lo e^{−ε(α−1)} + (k − 2)p_lo) / (α − 1). Computed as
-    log1p(p_hi·expm1(ε(α−1)) + p_lo·expm1(−ε(α−1)))/(α − 1) where that cannot overflow.
+    log1p(p_hi·expm1(ε(α−1)) + p_lo·expm1(−ε(α−1)))/(α − 1) where that cannot overflow. D_∞ = ε.
     """
-    eps = _check_positive("epsilon", epsilon)
-    if not isinstance(num_values, int | np.integer) or num_values < 2:
-        raise ValueError(f"num_values must be an integer >= 2; got {num_values!r}")
+    eps, k = _check_rr(epsilon, num_values)
     alpha = check_alpha(alpha)
-    k = int(num_values)
-    log_p_lo = -np.logaddexp(eps, math.log(k - 1))
-    p_lo = math.exp(log_p_lo)
-    p_hi = math.exp(eps + log_p_lo)
-    t = eps * (alpha - 1.0)
+    log_p_hi, log_p_lo, p_hi, p_lo = _rr_probabilities(eps, k)
+    finite = np.where(np.isinf(alpha), 2.0, alpha)
+    t = eps * (finite - 1.0)
     with np.errstate(over="ignore", invalid="ignore"):
         small = np.log1p(p_hi * np.expm1(t) + p_lo * np.expm1(-t))
         terms = np.stack(
-            [np.log(p_hi) + t, np.log(p_lo) - t, np.full_like(t, math.log(k - 2) + log_p_lo if k > 2 else -np.inf)]
+            [log_p_hi + t, log_p_lo - t, np.full_like(t, math.log(k - 2) + log_p_lo if k > 2 else -np.inf)]
         )
         large = logsumexp(terms, axis=0)
-    return np.where(t < 30.0, small, large) / (alpha - 1.0)
+    return np.where(np.isinf(alpha), eps, np.where(t < 30.0, small, large) / (finite - 1.0))
+
+
+def randomized_response_zero_out_rdp(alpha: np.ndarray, *, epsilon: float, num_values: int) -> np.ndarray:
+    """Exact RDP of k-ary randomized response under the zero-out relation (one record replaced by a special one).
+
+    The special record's response is uniform (dp-accounting's convention for REPLACE_SPECIAL), so the pair is
+    P = (p_hi, p_lo, …, p_lo) against U = (1/k, …, 1/k), in both orders:
+    D_α(P‖U) = log(k^{α−1}(p_hi^α + (k − 1)p_lo^α))/(α − 1) and D_α(U‖P) = log(k^{−α}(p_hi^{1−α} + (k − 1)
+    p_lo^{1−α}))/(α − 1); the curve is the larger. D_∞ = max(log(k p_hi), −log(k p_lo)), below ε. Using the
+    replace-one curve here (as dplens did before) overstated the loss: the special record is only half as far.
+    """
+    eps, k = _check_rr(epsilon, num_values)
+    alpha = check_alpha(alpha)
+    log_p_hi, log_p_lo, _, _ = _rr_probabilities(eps, k)
+    log_k = math.log(k)
+    finite = np.where(np.isinf(alpha), 2.0, alpha)
+    log_km1 = math.log(k - 1)
+    forward = (finite - 1.0) * log_k + np.logaddexp(finite * log_p_hi, log_km1 + finite * log_p_lo)
+    backward = -finite * log_k + np.logaddexp((1.0 - finite) * log_p_hi, log_km1 + (1.0 - finite) * log_p_lo)
+    value = np.maximum(forward, backward) / (finite - 1.0)
+    d_inf = max(log_k + log_p_hi, -(log_k + log_p_lo))
+    return np.where(np.isinf(alpha), d_inf, np.maximum(value, 0.0))
 
 
 # --------------------------------------------------------------------------------------------
@@ -480,11 +514,16 @@ def _(event: ev.Laplace) -> RdpCurve:
 def _(event: ev.RandomizedResponse) -> RdpCurve:
     if event.neighboring is ev.NeighboringRelation.ADD_OR_REMOVE_ONE:
         raise UnsupportedEventError(
-            "randomized response is analysed under replace-one adjacency; got neighboring=add_remove"
+            "randomized response is analysed under replace-one or zero-out adjacency; got neighboring=add_remove"
         )
+    function = (
+        randomized_response_zero_out_rdp
+        if event.neighboring is ev.NeighboringRelation.REPLACE_SPECIAL
+        else randomized_response_rdp
+    )
     return RdpCurve.from_function(
-        functools.partial(randomized_response_rdp, epsilon=event.epsilon, num_values=event.num_values),
-        description=f"RandomizedResponse(epsilon={event.epsilon:g}, k={event.num_values})",
+        functools.partial(function, epsilon=event.epsilon, num_values=event.num_values),
+        description=f"RandomizedResponse(epsilon={event.epsilon:g}, k={event.num_values}, {event.neighboring.value})",
     )
 
 
