@@ -256,13 +256,13 @@ class Accountant:
         if method is Method.EXACT:
             profile = self.exact_profile()
             if delta == 0:
-                # (ε, 0)-DP: pure ε adds exactly under composition (the worst outputs of each run have positive
-                # probability together), so basic composition of the max-divergences is the exact answer.
+                # (ε, 0)-DP: the profile's own answer, or basic composition of the max-divergences (exact for
+                # symmetric mechanisms, whose worst outputs have positive probability together).
                 return EpsilonResult(
-                    epsilon=self.pure_epsilon(),
+                    epsilon=min(self.pure_epsilon(), profile.epsilon(0.0)),
                     delta=0.0,
                     method=method,
-                    details="exact: pure epsilon (max-divergence) adds under composition",
+                    details=f"exact pure epsilon: {profile.description}",
                 )
             return EpsilonResult(
                 epsilon=profile.epsilon(delta),

@@ -546,14 +546,21 @@ class PrivacyProfile:
         return np.minimum(out, 1.0)
 
     def epsilon(self, delta: float) -> float:
-        """Smallest ε with δ(ε) ≤ delta, as an upper bound (δ = 0: the smallest ε with δ(ε) = 0, else ∞)."""
+        """Smallest ε with δ(ε) ≤ delta, as an upper bound.
+
+        δ = 0: ``epsilon_for_delta(0)`` where it accepts 0, else (no ``epsilon_for_delta``) the smallest ε where
+        ``remove``/``add`` return exactly 0, which profiles without ``epsilon_for_delta`` must only do where δ is 0.
+        """
         delta = conversions.check_delta(delta, allow_zero=True)
         if self.epsilon_for_delta is not None:
             try:
                 return self.epsilon_for_delta(delta)
             except ValueError:
                 if delta > 0:
-                    raise  # δ = 0 may be outside a research profile's own domain: solve below instead
+                    raise
+                # δ = 0 is outside this profile's own ε(δ): its δ(ε) may underflow to 0 at a finite ε (a Gaussian's
+                # does near ε = 39), which is no evidence of pure DP, so claim nothing.
+                return math.inf
         return conversions.solve_epsilon_for_delta(self.delta, delta)
 
     def trade_off(self, *, epsilons: np.ndarray | None = None) -> TradeOff:

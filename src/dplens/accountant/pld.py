@@ -128,6 +128,12 @@ def _plan_event(event, count, *, neighboring, interval, accountant, plan) -> Non
     if ready is not None:
         plan.append((ready, count, True))
         return
+    mu = gaussian_mu(event) if not isinstance(event, ev.Gaussian) else None
+    if mu is not None:  # an exactly μ-GDP event (e.g. tree aggregation) composes as a Gaussian of σ = 1/μ
+        if mu > 0:
+            gaussian = ev.Gaussian(noise_multiplier=1.0 / mu, neighboring=neighboring)
+            plan.append((ev.to_dp_accounting(gaussian), count, False))
+        return
     try:
         dp_event = ev.to_dp_accounting(event)
     except ValueError as err:
@@ -315,6 +321,11 @@ def privacy_profile(event: ev.Event) -> PrivacyProfile:
     # An event whose self-composition is exactly another event of its family (e.g. GaussMix(k)×m = GaussMix(k·m)).
     if isinstance(event, ev.SelfComposed) and event.count > 1 and hasattr(event.event, "self_composed"):
         return privacy_profile(event.event.self_composed(event.count))
+    from dplens.accountant import finite_pld  # compositions of finite PLDs (randomized response, (ε, δ) events)
+
+    profile = finite_pld.exact_profile(event)
+    if profile is not None:
+        return profile
     raise UnsupportedEventError(f"no exact privacy profile is known for event {event!r}")
 
 

@@ -539,7 +539,7 @@ def _(event: ev.PoissonSampled) -> RdpCurve:
         raise UnsupportedEventError(
             f"RDP of Poisson sampling supports only (compositions of) Gaussian inner events; got {event.event!r}"
         )
-    if math.isinf(sigma):
+    if math.isinf(sigma) or event.sampling_rate == 0:
         return RdpCurve.zero()
     return RdpCurve.from_function(
         functools.partial(subsampled_gaussian_rdp, sampling_rate=event.sampling_rate, noise_multiplier=sigma),
@@ -567,6 +567,26 @@ def _(event: ev.SampledWithoutReplacement) -> RdpCurve:
         description=(
             f"SampledWithoutReplacement({event.sample_size}/{event.dataset_size}, Gaussian(noise_multiplier={sigma:g}))"
         ),
+    )
+
+
+@rdp_curve.register
+def _(event: ev.ZcdpMechanism) -> RdpCurve:
+    """ξ + ρα (Bun & Steinke 2016, Definition 1.1); the max-divergence (α = ∞) is ξ if ρ = 0, else ∞."""
+    from dplens.accountant.curves import Zcdp
+
+    return Zcdp(rho=event.rho, xi=event.xi).rdp_curve()
+
+
+@rdp_curve.register
+def _(event: ev.SingleEpochTreeAggregation) -> RdpCurve:
+    """α·depth/(2σ²): a Gaussian mechanism of ℓ2-sensitivity √depth (Kairouz et al. 2021, arXiv 2103.00039, App. D;
+    dp-accounting's ``_compute_rdp_single_epoch_tree_aggregation``)."""
+    if event.depth == 0:
+        return RdpCurve.zero()
+    return RdpCurve.from_function(
+        functools.partial(gaussian_rdp, noise_multiplier=event.noise_multiplier / math.sqrt(event.depth)),
+        description=f"SingleEpochTreeAggregation(noise_multiplier={event.noise_multiplier:g}, depth={event.depth})",
     )
 
 
