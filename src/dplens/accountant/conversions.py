@@ -40,9 +40,10 @@ _ROUNDING_MARGIN = 1e-12
 
 
 def round_up(value: float) -> float:
-    """Round an ε (or δ) up by a relative 1e-12 so float error is always on the pessimistic side."""
-    if not math.isfinite(value):
-        return value
+    """Round an ε (or δ) up by a relative 1e-12 so float error is always on the pessimistic side (0 stays 0: an
+    exact zero, e.g. nothing private composed, needs no margin)."""
+    if not math.isfinite(value) or value == 0:
+        return float(value)
     return float(value + abs(value) * _ROUNDING_MARGIN + 1e-300)
 
 
