@@ -322,6 +322,8 @@ class RdpCurve:
         epsilon = conversions.check_epsilon(epsilon)
         if not self.terms:
             return 0.0, math.nan
+        if float(self(math.inf)) <= epsilon:  # max-divergence ≤ ε: (ε, 0)-DP (pure DP)
+            return 0.0, math.inf
         rdp_seen: list[np.ndarray] = []
 
         def objective(a: np.ndarray) -> np.ndarray:

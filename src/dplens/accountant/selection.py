@@ -340,6 +340,7 @@ def _tnb_constant(base: RdpCurve, shape: float, gamma: float) -> float:
     (1 + η)·log(1/γ). Any λ̂ gives a valid bound, so an imperfect search only loosens it."""
 
     def objective(lam: np.ndarray) -> np.ndarray:
+        lam = np.maximum(lam, 1.0 + 1e-12)  # the search may drift to λ̂ → 1, whose limit is handled below
         return (1.0 - 1.0 / lam) * base(lam) - math.log(gamma) / lam
 
     best, _ = base._minimise(objective)
