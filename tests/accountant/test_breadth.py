@@ -466,3 +466,25 @@ def test_dp_sgd_command(capsys):
         == 2
     )
     assert "batch_size" in capsys.readouterr().err
+
+
+_FAST_DOCTESTS = ["approx_dp", "events", "finite_pld", "group", "rdp", "selection", "tradeoff"]
+
+
+@pytest.mark.parametrize("module", _FAST_DOCTESTS)
+def test_module_doctests(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(f"dplens.accountant.{module}"))
+    assert result.failed == 0 and result.attempted > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", ["dp_sgd", "with_replacement"])
+def test_module_doctests_with_pld_examples(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(f"dplens.accountant.{module}"))
+    assert result.failed == 0 and result.attempted > 0

@@ -175,9 +175,9 @@ class RdpCurve:
         upper = min(_GRID_FIRST_UPPER, upper_cap)
         lower = min(_GRID_FIRST_LOW, (upper - 1.0) / 10)
         t = np.linspace(math.log(lower), math.log(upper - 1.0), _GRID_POINTS)
-        # Small integer orders ride along in the first call: curves built from exact integer-order values (the
-        # subsampled Gaussian's fractional orders are capped by the value at ⌈α⌉) have kinks there, and a local
-        # minimum at an integer can hide from a smooth zoom that starts elsewhere.
+        # Small integer orders ride along in the first call: curves built from exact integer-order values (sampling
+        # without replacement interpolates between integers) have kinks there, and a local minimum at an integer
+        # can hide from a smooth zoom that starts elsewhere.
         integers = np.arange(2.0, math.floor(min(_GRID_INTEGER_ORDERS, upper_cap)) + 1.0)
         first = evaluate(np.concatenate([1.0 + np.exp(t), integers]))
         values, integer_values = first[: t.size], first[t.size :]
@@ -192,8 +192,8 @@ class RdpCurve:
             t = np.concatenate([t_new, t])
             values = np.concatenate([evaluate(1.0 + np.exp(t_new)), values])
         # Bracket the best point between its neighbours among every order evaluated (grid and integers): curves
-        # built from exact integer-order values (the subsampled Gaussian's fractional orders are capped by the value
-        # at ⌈α⌉) have kinks there, and a smooth minimum next to an integer must not be searched from half an order.
+        # built from exact integer-order values (sampling without replacement interpolates between integer orders)
+        # have kinks there, and a smooth minimum next to an integer must not be searched from half an order.
         all_t = np.concatenate([t, np.log(integers - 1.0)])
         all_values = np.concatenate([values, integer_values])
         order = np.argsort(all_t, kind="stable")

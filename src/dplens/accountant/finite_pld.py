@@ -72,7 +72,14 @@ class FiniteLossDistribution:
         return int(self.losses.size)
 
     def compose(self, other: FiniteLossDistribution) -> FiniteLossDistribution:
-        """The PLD of the product pair: losses add, finite masses multiply, +∞ if either is +∞."""
+        """The PLD of the product pair: losses add, finite masses multiply, +∞ if either is +∞.
+
+        Example (two runs of binary randomized response with ε = log 3: losses ±2 log 3 and 0):
+            >>> rr = FiniteLossDistribution.of([math.log(3), -math.log(3)], [0.75, 0.25])
+            >>> twice = rr.compose(rr)
+            >>> twice.losses.round(4).tolist(), twice.probs.round(4).tolist()
+            ([-2.1972, 0.0, 2.1972], [0.0625, 0.375, 0.5625])
+        """
         if self.size * other.size > 16 * MAX_SUPPORT:
             raise UnsupportedEventError(
                 f"exact composition would need {self.size * other.size} support points (limit {16 * MAX_SUPPORT})"

@@ -86,7 +86,7 @@ def approx_dp_group(epsilon: float, delta: float, k: int) -> tuple[float, float]
         (0.5, 1e-06)
         >>> eps, delta = approx_dp_group(0.5, 1e-6, 3)
         >>> eps, round(delta / 1e-6, 6), delta <= 3 * math.exp(2 * 0.5) * 1e-6
-        (1.5, 4.367003, True)
+        (1.5, 5.367003, True)
     """
     return k * epsilon, min(delta * _group_sum(epsilon, k), 1.0)
 

@@ -151,14 +151,8 @@ def pld_supports(event: ev.Event, *, neighboring: ev.NeighboringRelation) -> boo
 
     accountant = pld_privacy_accountant.PLDAccountant(_dpa_relation(neighboring))
     try:
-        _plan_event(
-            event,
-            1,
-            neighboring=neighboring,
-            interval=DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
-            accountant=accountant,
-            plan=[],
-        )
+        # A coarse grid: events whose PLD is built here (event_pld) build it cheaply for this dry run.
+        _plan_event(event, 1, neighboring=neighboring, interval=0.5, accountant=accountant, plan=[])
     except UnsupportedEventError:
         return False
     return True

@@ -62,9 +62,9 @@ __all__ = [
 def bounded_range_rdp(alpha: np.ndarray, *, epsilon: float) -> np.ndarray:
     """The exact RDP of the class of ε-BR mechanisms: sup over ε-BR pairs of D_α (see the module docstring).
 
-    Example (ε = 1: well below Cesar & Rogers' αε²/8 = 0.25 at α = 2):
+    Example (ε = 1: below Cesar & Rogers' αε²/8 = 0.25 at α = 2, and below pure 1-DP's 0.2656):
         >>> round(float(bounded_range_rdp(np.array([2.0]), epsilon=1.0)[0]), 6)
-        0.120115
+        0.240229
     """
     alpha = check_alpha(alpha)
     eps = rdp._check_positive("epsilon", epsilon)
@@ -113,8 +113,8 @@ class ExponentialMechanism(ev.Event):
 
     Example:
         >>> from dplens.accountant.compose import Accountant
-        >>> round(Accountant().compose(ExponentialMechanism(epsilon=0.1), count=50).epsilon(1e-6), 3)
-        1.427
+        >>> round(Accountant().compose(ExponentialMechanism(epsilon=0.1), count=50).epsilon(1e-6), 3)  # basic: 5
+        1.636
     """
 
     epsilon: float
@@ -283,8 +283,8 @@ class RepeatAndSelect(ev.Event):
     Example:
         >>> from dplens.accountant.compose import Accountant
         >>> run = ev.SelfComposed(event=ev.Gaussian(noise_multiplier=5.0), count=10)
-        >>> round(Accountant().compose(RepeatAndSelect(event=run, mean=10, shape=1)).epsilon(1e-6), 3)
-        4.993
+        >>> round(Accountant().compose(RepeatAndSelect(event=run, mean=10, shape=1)).epsilon(1e-6), 3)  # one run: 3.131
+        5.734
     """
 
     event: ev.Event

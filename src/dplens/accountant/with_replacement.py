@@ -47,8 +47,9 @@ class SampledWithReplacement(ev.Event):
         ...     event=ev.Gaussian(noise_multiplier=1.0, neighboring=ev.NeighboringRelation.REPLACE_SPECIAL),
         ...     neighboring=ev.NeighboringRelation.REPLACE_SPECIAL)
         >>> from dplens.accountant.compose import Accountant, Method
-        >>> round(Accountant().compose(step, count=100).epsilon(1e-5, method=Method.RDP), 3)
-        0.572
+        >>> acc = Accountant(value_discretization_interval=1e-3).compose(step, count=100)
+        >>> round(acc.epsilon(1e-5, method=Method.PLD), 3)  # Poisson sampling at q = 0.01: 0.718
+        0.785
     """
 
     sample_size: int
