@@ -105,7 +105,9 @@ class Gaussian(Event):
     """Returns f(D) + N(0, σ² I) where f has ℓ2-sensitivity Δ under ``neighboring``.
 
     ``noise_multiplier`` = σ / Δ. Under REPLACE_ONE, Δ is the replace-one sensitivity (for a sum of
-    vectors clipped to C it is 2C, i.e. the noise multiplier relative to C must be halved).
+    vectors clipped to C it is 2C, i.e. the noise multiplier relative to C must be halved). dp-accounting's
+    ``GaussianDpEvent`` is relative to C in its docstring and PLD but to Δ in its RDP code: see
+    :class:`ReplaceOneNoise` for converting ledgers.
     """
 
     noise_multiplier: float
@@ -521,6 +523,9 @@ def to_dp_accounting(event: Event, *, replace_one_noise: ReplaceOneNoise = Repla
             return dpa.SelfComposedDpEvent(inner(event.event), event.count)
         case Composed():
             return dpa.ComposedDpEvent([inner(e) for e in event.events])
+    if type(event).__name__ == "DiscreteLaplace" and type(event).__module__ == "dplens.accountant.discrete":
+        # dplens.accountant.discrete (issue 15): PMF ∝ exp(−a|x|), exactly dp-accounting's DiscreteLaplaceDpEvent.
+        return dpa.DiscreteLaplaceDpEvent(event.noise_parameter, event.sensitivity)
     # Events of other modules (core families such as RepeatAndSelect, research plug-ins such as DpFtrl) declare
     # their dp-accounting equivalent themselves.
     declared = getattr(event, "to_dp_accounting", None)
