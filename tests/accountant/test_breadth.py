@@ -217,6 +217,10 @@ def test_group_privacy_statements():
     )
     lap = Accountant().compose(GroupPrivacy(event=ev.Laplace(noise_multiplier=3.0), group_size=3))
     assert lap.epsilon(0.0) == pytest.approx(1.0, rel=1e-9)
+    # Composed groups of a non-Gaussian event (gdp_mu is None) go through every route.
+    twice = Accountant().compose(GroupPrivacy(event=ev.Laplace(noise_multiplier=3.0), group_size=2), 2)
+    routes = {r.method.value: r.epsilon for r in twice.all_routes(1e-6)}
+    assert set(routes) == {"rdp", "pld", "exact"} and min(routes.values()) >= 4 / 3 * (1 - 1e-3)
     # zCDP: k²ρ (Bun & Steinke Prop. 1.9).
     z = rdp.rdp_curve(GroupPrivacy(event=ev.ZcdpMechanism(rho=0.1), group_size=3))
     assert z(np.array([2.0, 5.0])) == pytest.approx([1.8, 4.5], rel=1e-12)

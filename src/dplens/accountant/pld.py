@@ -102,8 +102,9 @@ def event_pld(event: ev.Event, *, neighboring: ev.NeighboringRelation, value_dis
 
     None (the default) lets dp-accounting's PLDAccountant interpret the event's dp-accounting counterpart. Modules
     register events whose PLD dp-accounting cannot build (or builds wrongly: its PLDAccountant composes a
-    ``RandomizedResponseDpEvent`` once whatever the count, see :mod:`dplens.accountant.selection`) and return a
-    pessimistic PLD; :func:`pld_of` self-composes it ``count`` times. Raise :class:`UnsupportedEventError` to refuse.
+    ``RandomizedResponseDpEvent`` once whatever the count, see the registration for :class:`~dplens.accountant.
+    events.RandomizedResponse` below) and return a pessimistic PLD; :func:`pld_of` self-composes it ``count`` times.
+    Raise :class:`UnsupportedEventError` to refuse.
     """
     return None
 
@@ -301,7 +302,8 @@ def gaussian_mu(event: ev.Event) -> float | None:
             return None if any(p is None for p in parts) else math.sqrt(sum(p * p for p in parts))
     # Research events that are exactly μ-GDP declare μ (e.g. DpFtrl), so their compositions stay exact.
     declared = getattr(event, "gdp_mu", None)
-    return float(declared()) if callable(declared) else None
+    value = declared() if callable(declared) else None  # None: not μ-GDP (e.g. a group of a non-Gaussian event)
+    return None if value is None else float(value)
 
 
 @functools.singledispatch
