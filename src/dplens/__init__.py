@@ -32,6 +32,8 @@ _EXPORTS: dict[str, str] = {
     "Zcdp": "dplens.accountant.curves:Zcdp",
     "Tcdp": "dplens.accountant.curves:Tcdp",
     "Gdp": "dplens.accountant.curves:Gdp",
+    "dp_sgd_epsilon": "dplens.accountant.dp_sgd:dp_sgd_epsilon",
+    "dp_sgd_noise_multiplier": "dplens.accountant.dp_sgd:dp_sgd_noise_multiplier",
     # events
     "Event": "dplens.accountant.events:Event",
     "NeighboringRelation": "dplens.accountant.events:NeighboringRelation",
@@ -108,6 +110,8 @@ __all__ = [
     "batched",
     "build_report",
     "calibrate",
+    "dp_sgd_epsilon",
+    "dp_sgd_noise_multiplier",
     "event_from_dict",
     "event_to_dict",
     "from_dp_accounting",
@@ -138,6 +142,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from dplens.accountant.calibrate import CalibrationResult
     from dplens.accountant.compose import Accountant, EpsilonResult, Method
     from dplens.accountant.curves import Gdp, PrivacyProfile, RdpConversion, RdpCurve, Tcdp, TradeOff, Zcdp
+    from dplens.accountant.dp_sgd import dp_sgd_epsilon, dp_sgd_noise_multiplier
     from dplens.accountant.events import (
         Composed,
         Event,

@@ -321,6 +321,31 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict(), sort_keys=True))
     else:
         print(result.to_csv(), end="")
+
+
+# dp-sgd
+# --------------------------------------------------------------------------------------------
+
+
+def _cmd_dp_sgd(args: argparse.Namespace) -> int:
+    from dplens.accountant.dp_sgd import dp_sgd_epsilon, dp_sgd_noise_multiplier
+
+    run = dict(dataset_size=args.dataset_size, batch_size=args.batch_size, epochs=args.epochs, delta=args.delta)
+    if args.target_epsilon is not None:
+        method = "pld" if args.method == "best" else args.method
+        result = dp_sgd_noise_multiplier(**run, target_epsilon=args.target_epsilon, method=method)
+        text = (
+            f"noise_multiplier = {result.noise_multiplier:.6g}  gives epsilon = {_fmt(result.epsilon)} <= "
+            f"{args.target_epsilon:g} at delta = {args.delta:g}"
+        )
+    else:
+        result = dp_sgd_epsilon(**run, noise_multiplier=args.noise_multiplier, method=args.method)
+        text = f"epsilon = {_fmt(result.epsilon)}  (delta = {args.delta:g}, method = {result.method})"
+    text += (
+        f"\n  {result.steps} steps of Poisson sampling at q = {result.sampling_rate:.6g} (add/remove adjacency; "
+        "shuffled batches are not Poisson sampling); every epsilon is an upper bound"
+    )
+    _emit(result.to_dict(), args.json, text)
     return 0
 
 
@@ -750,6 +775,18 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument("--no-plot", action="store_true", help="with -o FILE.csv: no figure")
     swp.add_argument("--quiet", action="store_true", help="no progress bar")
     swp.set_defaults(func=_cmd_sweep)
+
+    sgd = sub.add_parser("dp-sgd", help="epsilon of a DP-SGD run, or the noise multiplier for a target epsilon")
+    sgd.add_argument("--dataset-size", type=_positive_int, required=True, help="number of training examples N")
+    sgd.add_argument("--batch-size", type=_positive_int, required=True, help="(expected) batch size B")
+    sgd.add_argument("--epochs", type=_non_negative, required=True, help="epochs E (steps = ceil(E*N/B))")
+    sgd_target = sgd.add_mutually_exclusive_group(required=True)
+    sgd_target.add_argument("--noise-multiplier", type=_non_negative, help="noise std / clipping norm")
+    sgd_target.add_argument("--target-epsilon", type=_non_negative, help="calibrate the noise multiplier instead")
+    sgd.add_argument("--delta", type=_probability, required=True)
+    sgd.add_argument("--method", choices=methods, default="best")
+    sgd.add_argument("--json", action="store_true", help="print one JSON object")
+    sgd.set_defaults(func=_cmd_dp_sgd)
 
     aud = sub.add_parser("audit", help="a valid empirical lower bound on epsilon (Monte Carlo distinguishing game)")
     aud.add_argument("spec", nargs="?", help="TOML or JSON spec file (an optional [claim] is the guarantee under test)")

@@ -188,6 +188,192 @@ def _dp_sgd_training(table: dict) -> tuple[ev.Event, int]:
     return event, steps
 
 
+# ---- every dp-accounting event type and the further mechanisms of issue 17 --------------------------------
+
+
+def _numbers(table: dict, key: str, *, type_name: str) -> tuple[float, ...]:
+    value = table.get(key)
+    if value is None:
+        raise ValueError(f"mechanism type {type_name!r} requires parameter {key!r}")
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{key} must be a non-empty list of numbers; got {value!r} (mechanism type {type_name!r})")
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int | float) or not math.isfinite(item):
+            raise ValueError(f"{key} must contain finite numbers; got {item!r} (mechanism type {type_name!r})")
+    return tuple(float(v) for v in value)
+
+
+def _counted(table: dict, event: ev.Event, type_name: str, *, steps: bool = False) -> tuple[ev.Event, int]:
+    key = "steps" if steps and ("steps" in table or "count" not in table) else "count"
+    return _repeat(event, _number(table, key, type_name=type_name, integer=True, default=1), key)
+
+
+def _inner_mechanism(table: dict, type_name: str) -> ev.Event:
+    """The nested ``mechanism`` table of a wrapper type (``repeat_and_select``, ``group_privacy``)."""
+    inner = table.get("mechanism")
+    if not isinstance(inner, dict) or "type" not in inner:
+        raise ValueError(f"mechanism type {type_name!r} requires a nested 'mechanism' table with a 'type'")
+    builder, allowed = spec_type(inner["type"])
+    params = {k: v for k, v in inner.items() if k != "type"}
+    if "neighboring" in table and "neighboring" not in params and (allowed is None or "neighboring" in allowed):
+        params["neighboring"] = table["neighboring"]
+    if allowed is not None and set(params) - allowed:
+        raise ValueError(
+            f"unknown parameter(s) {sorted(set(params) - allowed)} for mechanism type {inner['type']!r}; "
+            f"allowed: {sorted(allowed)}"
+        )
+    event, count = builder(params)
+    return event if count == 1 else ev.SelfComposed(event=event, count=count)
+
+
+def _zcdp(table: dict) -> tuple[ev.Event, int]:
+    relation = _relation(table, ev.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    event = ev.ZcdpMechanism(
+        rho=_number(table, "rho", type_name="zcdp"),
+        xi=_number(table, "xi", type_name="zcdp", default=0.0),
+        neighboring=relation,
+    )
+    return _counted(table, event, "zcdp")
+
+
+def _mixture_of_gaussians(table: dict) -> tuple[ev.Event, int]:
+    name = "mixture_of_gaussians"
+    event = ev.MixtureOfGaussians(
+        standard_deviation=_number(table, "standard_deviation", type_name=name),
+        sensitivities=_numbers(table, "sensitivities", type_name=name),
+        sampling_probs=_numbers(table, "sampling_probs", type_name=name),
+        neighboring=_relation(table, ev.NeighboringRelation.ADD_OR_REMOVE_ONE),
+    )
+    return _counted(table, event, name)
+
+
+def _tree_aggregation(table: dict) -> tuple[ev.Event, int]:
+    name = "single_epoch_tree_aggregation"
+    counts = table.get("step_counts")
+    if isinstance(counts, list):
+        counts = tuple(int(c) if isinstance(c, int | float) and float(c).is_integer() else c for c in counts)
+    elif counts is None:
+        raise ValueError(f"mechanism type {name!r} requires parameter 'step_counts'")
+    event = ev.SingleEpochTreeAggregation(
+        noise_multiplier=_number(table, "noise_multiplier", type_name=name),
+        step_counts=counts,
+        neighboring=_relation(table, ev.NeighboringRelation.REPLACE_SPECIAL),
+    )
+    return _counted(table, event, name)
+
+
+def _truncated_subsampled_gaussian(table: dict) -> tuple[ev.Event, int]:
+    name = "truncated_subsampled_gaussian"
+    event = ev.TruncatedSubsampledGaussian(
+        dataset_size=_number(table, "dataset_size", type_name=name, integer=True),
+        sampling_rate=_number(table, "sampling_rate", type_name=name),
+        truncated_batch_size=_number(table, "truncated_batch_size", type_name=name, integer=True),
+        noise_multiplier=_number(table, "noise_multiplier", type_name=name),
+        neighboring=_relation(table, ev.NeighboringRelation.ADD_OR_REMOVE_ONE),
+    )
+    return _counted(table, event, name, steps=True)
+
+
+def _sampled_without_replacement_gaussian(table: dict) -> tuple[ev.Event, int]:
+    name = "sampled_without_replacement_gaussian"
+    relation = _relation(table, ev.NeighboringRelation.REPLACE_ONE)
+    inner = ev.Gaussian(noise_multiplier=_number(table, "noise_multiplier", type_name=name), neighboring=relation)
+    event = ev.SampledWithoutReplacement(
+        sample_size=_number(table, "sample_size", type_name=name, integer=True),
+        dataset_size=_number(table, "dataset_size", type_name=name, integer=True),
+        event=inner,
+        neighboring=relation,
+    )
+    return _counted(table, event, name, steps=True)
+
+
+def _sampled_with_replacement_gaussian(table: dict) -> tuple[ev.Event, int]:
+    from dplens.accountant.with_replacement import SampledWithReplacement
+
+    name = "sampled_with_replacement_gaussian"
+    relation = _relation(table, ev.NeighboringRelation.REPLACE_ONE)
+    inner = ev.Gaussian(noise_multiplier=_number(table, "noise_multiplier", type_name=name), neighboring=relation)
+    event = SampledWithReplacement(
+        sample_size=_number(table, "sample_size", type_name=name, integer=True),
+        dataset_size=_number(table, "dataset_size", type_name=name, integer=True),
+        event=inner,
+        neighboring=relation,
+    )
+    return _counted(table, event, name, steps=True)
+
+
+def _discrete_laplace(table: dict) -> tuple[ev.Event, int]:
+    try:
+        from dplens.accountant.discrete import DiscreteLaplace
+    except ImportError:  # pragma: no cover - the module arrives with issue 15
+        raise ValueError("mechanism type 'discrete_laplace' needs dplens.accountant.discrete") from None
+    name = "discrete_laplace"
+    event = DiscreteLaplace(
+        noise_parameter=_number(table, "noise_parameter", type_name=name),
+        sensitivity=_number(table, "sensitivity", type_name=name, integer=True, default=1),
+        neighboring=_relation(table, ev.NeighboringRelation.ADD_OR_REMOVE_ONE),
+    )
+    return _counted(table, event, name)
+
+
+def _approx_dp(table: dict) -> tuple[ev.Event, int]:
+    from dplens.accountant.approx_dp import ApproxDp
+
+    event = ApproxDp(
+        epsilon=_number(table, "epsilon", type_name="approx_dp"),
+        delta=_number(table, "delta", type_name="approx_dp", default=0.0),
+        neighboring=_relation(table, ev.NeighboringRelation.ADD_OR_REMOVE_ONE),
+    )
+    return _counted(table, event, "approx_dp")
+
+
+def _selection(type_name: str) -> Callable[[dict], tuple[ev.Event, int]]:
+    def build(table: dict) -> tuple[ev.Event, int]:
+        from dplens.accountant import selection
+
+        relation = _relation(table, ev.NeighboringRelation.ADD_OR_REMOVE_ONE)
+        eps = _number(table, "epsilon", type_name=type_name)
+        if type_name == "exponential_mechanism":
+            event = selection.ExponentialMechanism(epsilon=eps, neighboring=relation)
+        elif type_name == "permute_and_flip":
+            event = selection.PermuteAndFlip(epsilon=eps, neighboring=relation)
+        else:
+            event = selection.ReportNoisyMax(epsilon=eps, noise=table.get("noise", "gumbel"), neighboring=relation)
+        return _counted(table, event, type_name)
+
+    return build
+
+
+_REPEAT_SHAPES = {"poisson": math.inf, "geometric": 1.0, "logarithmic": 0.0}
+
+
+def _repeat_and_select(table: dict) -> tuple[ev.Event, int]:
+    from dplens.accountant.selection import RepeatAndSelect
+
+    name = "repeat_and_select"
+    shape = table.get("shape", table.get("distribution"))
+    if isinstance(shape, str):
+        if shape not in _REPEAT_SHAPES:
+            raise ValueError(f"shape must be a number > -1 or one of {sorted(_REPEAT_SHAPES)}; got {shape!r}")
+        shape = _REPEAT_SHAPES[shape]
+    elif shape is None:
+        raise ValueError(f"mechanism type {name!r} requires parameter 'shape' (a number, or 'poisson' ...)")
+    event = RepeatAndSelect(
+        event=_inner_mechanism(table, name), mean=_number(table, "mean", type_name=name), shape=shape
+    )
+    return _counted(table, event, name)
+
+
+def _group_privacy(table: dict) -> tuple[ev.Event, int]:
+    from dplens.accountant.group import GroupPrivacy
+
+    name = "group_privacy"
+    event = GroupPrivacy(
+        event=_inner_mechanism(table, name), group_size=_number(table, "group_size", type_name=name, integer=True)
+    )
+    return _counted(table, event, name)
+
+
 _BUILTIN: dict[str, tuple[Callable[[dict], tuple[ev.Event, int]], frozenset[str]]] = {
     "gaussian": (_gaussian, frozenset({"noise_multiplier", "count", "neighboring"})),
     "laplace": (_laplace, frozenset({"scale", "epsilon", "count", "neighboring"})),
@@ -211,6 +397,47 @@ _BUILTIN: dict[str, tuple[Callable[[dict], tuple[ev.Event, int]], frozenset[str]
             }
         ),
     ),
+    "zcdp": (_zcdp, frozenset({"rho", "xi", "count", "neighboring"})),
+    "mixture_of_gaussians": (
+        _mixture_of_gaussians,
+        frozenset({"standard_deviation", "sensitivities", "sampling_probs", "count", "neighboring"}),
+    ),
+    "single_epoch_tree_aggregation": (
+        _tree_aggregation,
+        frozenset({"noise_multiplier", "step_counts", "count", "neighboring"}),
+    ),
+    "truncated_subsampled_gaussian": (
+        _truncated_subsampled_gaussian,
+        frozenset(
+            {
+                "dataset_size",
+                "sampling_rate",
+                "truncated_batch_size",
+                "noise_multiplier",
+                "steps",
+                "count",
+                "neighboring",
+            }
+        ),
+    ),
+    "sampled_without_replacement_gaussian": (
+        _sampled_without_replacement_gaussian,
+        frozenset({"noise_multiplier", "sample_size", "dataset_size", "steps", "count", "neighboring"}),
+    ),
+    "sampled_with_replacement_gaussian": (
+        _sampled_with_replacement_gaussian,
+        frozenset({"noise_multiplier", "sample_size", "dataset_size", "steps", "count", "neighboring"}),
+    ),
+    "discrete_laplace": (_discrete_laplace, frozenset({"noise_parameter", "sensitivity", "count", "neighboring"})),
+    "approx_dp": (_approx_dp, frozenset({"epsilon", "delta", "count", "neighboring"})),
+    "exponential_mechanism": (_selection("exponential_mechanism"), frozenset({"epsilon", "count", "neighboring"})),
+    "report_noisy_max": (_selection("report_noisy_max"), frozenset({"epsilon", "noise", "count", "neighboring"})),
+    "permute_and_flip": (_selection("permute_and_flip"), frozenset({"epsilon", "count", "neighboring"})),
+    "repeat_and_select": (
+        _repeat_and_select,
+        frozenset({"mechanism", "mean", "shape", "distribution", "count", "neighboring"}),
+    ),
+    "group_privacy": (_group_privacy, frozenset({"mechanism", "group_size", "count", "neighboring"})),
 }
 
 
@@ -321,7 +548,7 @@ def _choice(raw: dict, key: str, allowed: tuple[str, ...], default: str | None) 
     return value
 
 
-def _numbers(raw: dict, key: str) -> tuple[float, ...] | None:
+def _audit_numbers(raw: dict, key: str) -> tuple[float, ...] | None:
     if key not in raw:
         return None
     value = raw[key]
@@ -342,7 +569,7 @@ def _audit_table(raw: Any) -> AuditTable:
     canaries = raw.get("canaries", 1000)
     if isinstance(canaries, bool) or not isinstance(canaries, int) or canaries < 2:
         raise ValueError(f"[audit] canaries must be an integer >= 2; got {canaries!r}")
-    prior, values = _numbers(raw, "prior"), _numbers(raw, "values")
+    prior, values = _audit_numbers(raw, "prior"), _audit_numbers(raw, "values")
     if prior is not None and (any(p < 0 for p in prior) or abs(sum(prior) - 1.0) > 1e-9):
         raise ValueError(f"[audit] prior must be probabilities summing to 1; got {list(prior)!r}")
     if prior is not None and values is not None and len(prior) != len(values):

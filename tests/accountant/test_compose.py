@@ -155,7 +155,9 @@ def test_bad_ledger_json_is_value_error(text):
 @settings(max_examples=12, deadline=None)
 @given(q=st.floats(1e-3, 0.2), sigma=st.floats(0.6, 3.0), steps=st.integers(1, 2000), delta=st.floats(1e-8, 1e-3))
 def test_rdp_epsilon_is_never_below_pld(q, sigma, steps, delta):
-    acc = Accountant(value_discretization_interval=1e-3).compose(
+    # The fine grid (1e-4): with exact fractional RDP orders, RDP can beat a coarse pessimistic PLD at tiny ε
+    # (q = 1e-3, σ = 2.64, 1774 steps, δ = 1e-3: RDP 0.0276, PLD at 1e-3 0.0317, PLD at 1e-4 0.0196).
+    acc = Accountant(value_discretization_interval=1e-4).compose(
         ev.PoissonSampled(sampling_rate=q, event=ev.Gaussian(noise_multiplier=sigma)), steps
     )
     rdp, pld = acc.epsilon(delta, method=Method.RDP), acc.epsilon(delta, method=Method.PLD)

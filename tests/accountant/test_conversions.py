@@ -157,10 +157,16 @@ def test_gdp_round_trip(mu, delta):
         assert conversions.gdp_mu(eps, delta) == pytest.approx(mu, rel=1e-6)
 
 
-@pytest.mark.parametrize("bad", [0.0, 1.0, -0.1, 1.5, float("nan"), "x", None])
+@pytest.mark.parametrize("bad", [1.0, -0.1, 1.5, float("nan"), "x", None])
 def test_bad_delta_is_value_error(bad):
     with pytest.raises(ValueError, match="delta"):
         conversions.gdp_epsilon(1.0, bad)
+
+
+def test_delta_zero_means_pure_dp():
+    # δ(ε) > 0 at every ε for μ > 0, so no finite ε gives δ = 0; μ = 0 reveals nothing.
+    assert conversions.gdp_epsilon(1.0, 0.0) == float("inf")
+    assert conversions.gdp_epsilon(0.0, 0.0) == 0.0
 
 
 @pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf")])

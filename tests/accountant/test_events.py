@@ -67,7 +67,7 @@ def test_every_event_states_its_neighbouring_relation():
         (lambda: ev.Gaussian(noise_multiplier=float("nan")), "noise_multiplier"),
         (lambda: ev.Laplace(noise_multiplier=-1.0), "noise_multiplier"),
         (lambda: ev.RandomizedResponse(epsilon=1.0, num_values=1), "num_values"),
-        (lambda: ev.PoissonSampled(sampling_rate=0.0, event=ev.NoOp()), "sampling_rate"),
+        (lambda: ev.PoissonSampled(sampling_rate=-0.1, event=ev.NoOp()), "sampling_rate"),
         (lambda: ev.PoissonSampled(sampling_rate=1.5, event=ev.NoOp()), "sampling_rate"),
         (lambda: ev.SampledWithoutReplacement(sample_size=5, dataset_size=2, event=ev.NoOp()), "sample_size"),
         (lambda: ev.SelfComposed(event=ev.NoOp(), count=-1), "count"),
@@ -79,9 +79,9 @@ def test_bad_parameters_name_the_argument(factory, name):
         factory()
 
 
-def test_unknown_dp_accounting_event_is_refused():
+def test_unsupported_dp_accounting_event_is_refused():
     with pytest.raises(ValueError, match="not supported"):
-        ev.from_dp_accounting(dpa.ZCDpEvent(0.5))
+        ev.from_dp_accounting(dpa.UnsupportedDpEvent())
 
 
 _bad_positive = st.one_of(
@@ -99,14 +99,18 @@ def test_invalid_noise_multiplier_property(sigma):
 
 
 @settings(max_examples=60, deadline=None)
-@given(q=st.one_of(st.floats(max_value=0.0), st.floats(min_value=1.0, exclude_min=True), st.just(float("nan"))))
+@given(
+    q=st.one_of(
+        st.floats(max_value=0.0, exclude_max=True), st.floats(min_value=1.0, exclude_min=True), st.just(float("nan"))
+    )
+)
 def test_invalid_sampling_rate_property(q):
     with pytest.raises(ValueError, match="sampling_rate"):
         ev.PoissonSampled(sampling_rate=q, event=ev.Gaussian(noise_multiplier=1.0))
 
 
 @settings(max_examples=60, deadline=None)
-@given(delta=st.one_of(st.floats(max_value=0.0), st.floats(min_value=1.0), st.just(float("nan"))))
+@given(delta=st.one_of(st.floats(max_value=0.0, exclude_max=True), st.floats(min_value=1.0), st.just(float("nan"))))
 def test_invalid_delta_property(delta):
     acc = Accountant().compose(ev.Gaussian(noise_multiplier=1.0))
     with pytest.raises(ValueError, match="delta"):

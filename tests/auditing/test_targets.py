@@ -140,7 +140,7 @@ def test_pair_files(tmp_path):
         ('{"data": 1, "neighbour": 0, "colour": 1}', "unknown key 'colour'"),
         ('{"data": 1, "neighbour": 0, "query": [1]}', "'query' must be"),
         ('{"data": 1, "neighbour": 0, "noise": {"sampler": "x", "scale": 1}}', "'noise' must be"),
-        ('{"data": "missing.npy", "neighbour": 0}', "cannot be read"),
+        ('{"data": "missing.npy", "neighbour": 0}', "file not found"),
         ("[1, 2]", "must hold a JSON object"),
     ],
 )

@@ -110,7 +110,7 @@ def _pure_epsilon(event: ev.Event) -> float:
         case ev.Laplace():
             return 1.0 / event.noise_multiplier
         case ev.RandomizedResponse():
-            return event.epsilon
+            return float(rdp.rdp_curve(event)(math.inf))  # the max-divergence under its relation
         case ev.SelfComposed():
             return event.count * _pure_epsilon(event.event) if event.count else 0.0
         case ev.Composed():
@@ -285,6 +285,15 @@ class Accountant:
             )
         if method is Method.EXACT:
             profile = self.exact_profile()
+            if delta == 0:
+                # (ε, 0)-DP: the profile's own answer, or basic composition of the max-divergences (exact for
+                # symmetric mechanisms, whose worst outputs have positive probability together).
+                return EpsilonResult(
+                    epsilon=min(self.pure_epsilon(), profile.epsilon(0.0)),
+                    delta=0.0,
+                    method=method,
+                    details=f"exact pure epsilon: {profile.description}",
+                )
             return EpsilonResult(
                 epsilon=profile.epsilon(delta),
                 delta=delta,
@@ -298,7 +307,7 @@ class Accountant:
         self, delta: float, *, method: Method = Method.BEST, conversion: RdpConversion = RdpConversion.OPTIMAL
     ) -> EpsilonResult:
         """ε at ``delta`` by ``method`` with its provenance (BEST: the minimum over supported routes)."""
-        delta = conversions.check_delta(delta)
+        delta = conversions.check_delta(delta, allow_zero=True)
         if not isinstance(method, Method):
             raise ValueError(f"method must be a Method; got {method!r}")
         if not self._ledger:

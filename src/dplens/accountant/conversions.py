@@ -40,9 +40,10 @@ _ROUNDING_MARGIN = 1e-12
 
 
 def round_up(value: float) -> float:
-    """Round an ε (or δ) up by a relative 1e-12 so float error is always on the pessimistic side."""
-    if not math.isfinite(value):
-        return value
+    """Round an ε (or δ) up by a relative 1e-12 so float error is always on the pessimistic side (0 stays 0: an
+    exact zero, e.g. nothing private composed, needs no margin)."""
+    if not math.isfinite(value) or value == 0:
+        return float(value)
     return float(value + abs(value) * _ROUNDING_MARGIN + 1e-300)
 
 
@@ -195,7 +196,9 @@ def gdp_delta(mu: float, epsilon: float | np.ndarray) -> float | np.ndarray:
 def gdp_epsilon(mu: float, delta: float) -> float:
     """Smallest ε with δ_μ(ε) ≤ δ for μ-GDP (Dong, Roth, Su 2022 Corollary 2.13), rounded up."""
     mu = _check_mu(mu)
-    delta = check_delta(delta)
+    delta = check_delta(delta, allow_zero=True)
+    if delta == 0:  # δ_μ(ε) > 0 at every ε for μ > 0 (it underflows near ε = 39 for μ = 1, which is no zero)
+        return 0.0 if mu == 0 else math.inf
     return solve_epsilon_for_delta(lambda e: gdp_delta(mu, e), delta)
 
 
@@ -258,16 +261,20 @@ def profile_to_trade_off(
     """f(α) = sup_ε f_{ε,δ(ε)}(α): Dong, Roth, Su 2022 Proposition 2.12 (the envelope).
 
     The supremum runs over a finite ε grid, so the result is a pointwise *lower* bound on the exact
-    trade-off curve: pessimistic (it never claims more privacy than the profile supports).
+    trade-off curve: pessimistic (it never claims more privacy than the profile supports). The default grid ends
+    at ε = 700 so that f(0) = 1 − δ(700) (a grid ending at 60 gave f(0) = 1 − δ(60) = 0 for a Gaussian with
+    σ = 0.05, whose f(0) is 1).
     """
     alpha = np.atleast_1d(np.asarray(alpha, dtype=float))
     if epsilons is None:
-        epsilons = np.concatenate([[0.0], np.geomspace(1e-4, 60.0, 2000)])
+        epsilons = np.concatenate([[0.0], np.geomspace(1e-4, 60.0, 2000), np.geomspace(61.0, 700.0, 60)])
     deltas = np.minimum(np.asarray(delta_of_epsilon(epsilons), dtype=float), 1.0)
     exp_eps = np.exp(epsilons)[:, None]
     one_minus = (1.0 - deltas)[:, None]
     a = alpha[None, :]
-    envelope = np.maximum(one_minus - exp_eps * a, (one_minus - a) / exp_eps)
+    with np.errstate(over="ignore", invalid="ignore"):
+        envelope = np.maximum(one_minus - exp_eps * a, (one_minus - a) / exp_eps)
+    envelope = np.where(np.isnan(envelope), 0.0, envelope)
     return np.clip(envelope.max(axis=0), 0.0, 1.0)
 
 
@@ -297,7 +304,8 @@ def solve_epsilon_for_delta(
     """Smallest ε ≥ 0 with δ(ε) ≤ delta for a non-increasing δ(ε), returned on the safe side.
 
     Brent's method finds the crossing; the returned ε is then checked and nudged upwards until
-    δ(ε) ≤ delta holds, so the result is an upper bound on the exact ε (never below it).
+    δ(ε) ≤ delta holds, so the result is an upper bound on the exact ε (never below it). At delta = 0 the
+    answer is the smallest ε with δ(ε) = 0 (pure DP), found by bisection and returned from above.
     """
     if delta_of_epsilon(0.0) <= delta:
         return 0.0
@@ -306,6 +314,15 @@ def solve_epsilon_for_delta(
         hi *= 2.0
         if hi > epsilon_max:
             return math.inf
+    if delta == 0:
+        lo = hi / 2 if hi > 1 else 0.0  # invariant: δ(lo) > 0 = δ(hi)
+        while hi - lo > 1e-13 * max(hi, 1.0):
+            mid = 0.5 * (lo + hi)
+            if delta_of_epsilon(mid) > 0:
+                lo = mid
+            else:
+                hi = mid
+        return round_up(hi)
 
     def log_gap(eps: float) -> float:
         value = delta_of_epsilon(eps)

@@ -116,7 +116,8 @@ class RdpCurve:
         alpha_arr = check_alpha(alpha)
         flat = np.atleast_1d(alpha_arr).ravel()
         total = np.zeros_like(flat)
-        inside = flat < self.alpha_max
+        # α = ∞ is inside an unbounded domain: the max-divergence, finite for pure-DP mechanisms.
+        inside = (flat < self.alpha_max) | (np.isinf(flat) & math.isinf(self.alpha_max))
         if inside.any():
             orders = flat[inside]
             acc = np.zeros_like(orders)
@@ -179,9 +180,9 @@ class RdpCurve:
         upper = min(_GRID_FIRST_UPPER, upper_cap)
         lower = min(_GRID_FIRST_LOW, (upper - 1.0) / 10)
         t = np.linspace(math.log(lower), math.log(upper - 1.0), _GRID_POINTS)
-        # Small integer orders ride along in the first call: curves built from exact integer-order values (the
-        # subsampled Gaussian's fractional orders are capped by the value at ⌈α⌉) have kinks there, and a local
-        # minimum at an integer can hide from a smooth zoom that starts elsewhere.
+        # Small integer orders ride along in the first call: curves built from exact integer-order values (sampling
+        # without replacement interpolates between integers) have kinks there, and a local minimum at an integer
+        # can hide from a smooth zoom that starts elsewhere.
         integers = np.arange(2.0, math.floor(min(_GRID_INTEGER_ORDERS, upper_cap)) + 1.0)
         first = evaluate(np.concatenate([1.0 + np.exp(t), integers]))
         values, integer_values = first[: t.size], first[t.size :]
@@ -196,8 +197,8 @@ class RdpCurve:
             t = np.concatenate([t_new, t])
             values = np.concatenate([evaluate(1.0 + np.exp(t_new)), values])
         # Bracket the best point between its neighbours among every order evaluated (grid and integers): curves
-        # built from exact integer-order values (the subsampled Gaussian's fractional orders are capped by the value
-        # at ⌈α⌉) have kinks there, and a smooth minimum next to an integer must not be searched from half an order.
+        # built from exact integer-order values (sampling without replacement interpolates between integer orders)
+        # have kinks there, and a smooth minimum next to an integer must not be searched from half an order.
         all_t = np.concatenate([t, np.log(integers - 1.0)])
         all_values = np.concatenate([values, integer_values])
         order = np.argsort(all_t, kind="stable")
@@ -222,8 +223,16 @@ class RdpCurve:
             if gain > 0:
                 best_value, best_t = float(probe_values[i]), float(probe[i])
             interior = 0 < i < probe.size - 1
-            # Near a bracketed smooth minimum the gain shrinks geometrically; stop once it is below float noise.
-            if step < 1e-12 or (interior and 0 < gain < _ZOOM_RELATIVE_GAIN * abs(best_value)):
+            # Near a bracketed smooth minimum the gain shrinks geometrically; stop once it is below float noise. A
+            # small gain alone is not enough (a parabola vertex placed off a flat minimum gains little per round,
+            # e.g. 4e-6 short in log δ for q = 0.48, σ = 3.99, 4532 steps): the parabola through the best probe and
+            # its neighbours must also predict no larger improvement.
+            predicted = gain
+            if interior and np.all(np.isfinite(probe_values[i - 1 : i + 2])):
+                y0, y1, y2 = probe_values[i - 1 : i + 2]
+                curvature = y0 - 2 * y1 + y2
+                predicted = max(gain, (y0 - y2) ** 2 / (8 * curvature) if curvature > 0 else math.inf)
+            if step < 1e-12 or (interior and gain > 0 and predicted < _ZOOM_RELATIVE_GAIN * abs(best_value)):
                 break
             if gain > 0 and not interior:
                 # The best probe is at the window's edge: the minimum lies beyond it, so move the window (and widen
@@ -276,13 +285,17 @@ class RdpCurve:
 
         Any α gives a valid bound, so the search can only tighten a valid result. The returned ε is
         rounded up. α is nan when ε = 0 comes from the TV shortcut (see
-        :func:`conversions.rdp_tv_shortcut`).
+        :func:`conversions.rdp_tv_shortcut`). At δ = 0 the answer is r(∞) (α = ∞), finite for pure DP.
         """
-        delta = conversions.check_delta(delta)
+        delta = conversions.check_delta(delta, allow_zero=True)
         if not isinstance(conversion, RdpConversion):
             raise ValueError(f"conversion must be an RdpConversion; got {conversion!r}")
         if not self.terms:
             return 0.0, math.nan
+        if delta == 0:
+            # (ε, 0)-DP holds iff the max-divergence D_∞ ≤ ε in both directions (Mironov 2017, §3: RDP of order ∞ is
+            # ε-DP); the curve bounds both directions, so ε = r(∞), finite only for pure-DP mechanisms.
+            return conversions.round_up(max(float(self(math.inf)), 0.0)), math.inf
         to_eps = (
             conversions.rdp_to_epsilon_optimal
             if conversion is RdpConversion.OPTIMAL
@@ -314,6 +327,8 @@ class RdpCurve:
         epsilon = conversions.check_epsilon(epsilon)
         if not self.terms:
             return 0.0, math.nan
+        if float(self(math.inf)) <= epsilon:  # max-divergence ≤ ε: (ε, 0)-DP (pure DP)
+            return 0.0, math.inf
         rdp_seen: list[np.ndarray] = []
 
         def objective(a: np.ndarray) -> np.ndarray:
@@ -343,7 +358,10 @@ def _infinite(alpha: np.ndarray) -> np.ndarray:
 
 
 def _linear(alpha: np.ndarray, *, slope: float, intercept: float) -> np.ndarray:
-    return intercept + slope * np.asarray(alpha, dtype=float)
+    alpha = np.asarray(alpha, dtype=float)
+    if slope == 0:
+        return np.full_like(alpha, intercept)
+    return intercept + slope * alpha
 
 
 def _check_count(count: float) -> float:
@@ -475,7 +493,12 @@ class Gdp:
     def profile(self) -> PrivacyProfile:
         import functools
 
-        return PrivacyProfile(remove=functools.partial(conversions.gdp_delta, self.mu), description=f"{self.mu:g}-GDP")
+        return PrivacyProfile(
+            remove=functools.partial(conversions.gdp_delta, self.mu),
+            epsilon_for_delta=functools.partial(conversions.gdp_epsilon, self.mu),
+            description=f"{self.mu:g}-GDP",
+            trade_off_function=functools.partial(conversions.gaussian_trade_off, self.mu),
+        )
 
     def rdp_curve(self) -> RdpCurve:
         """μ-GDP ⇒ (μ²/2)-zCDP, i.e. RDP α μ²/2 (the Gaussian mechanism's curve)."""
@@ -498,6 +521,8 @@ class PrivacyProfile:
     ``remove`` is δ for the pair (M(D), M(D′)) with D′ = D minus a record; ``add`` the reverse
     pair. ``add=None`` means the profile is symmetric. The guarantee is the worse (larger) δ.
     ``epsilon_for_delta`` optionally gives a direct ε(δ) (it must be an upper bound).
+    ``trade_off_function`` optionally gives the exact f-DP curve of the same guarantee (a closed form, or the
+    exact curve of a discrete PLD: :mod:`dplens.accountant.tradeoff`); it must be a lower bound on the true curve.
     """
 
     remove: Callable[[np.ndarray], np.ndarray]
@@ -505,6 +530,7 @@ class PrivacyProfile:
     epsilon_for_delta: Callable[[float], float] | None = None
     description: str = ""
     discretisation: str = ""
+    trade_off_function: Callable[[np.ndarray], np.ndarray] | None = None
 
     def delta_by_direction(self, epsilon: float) -> dict[str, float]:
         """δ(ε) in each direction."""
@@ -527,16 +553,33 @@ class PrivacyProfile:
         return np.minimum(out, 1.0)
 
     def epsilon(self, delta: float) -> float:
-        """Smallest ε with δ(ε) ≤ delta, as an upper bound."""
-        delta = conversions.check_delta(delta)
+        """Smallest ε with δ(ε) ≤ delta, as an upper bound.
+
+        δ = 0: ``epsilon_for_delta(0)`` where it accepts 0, else (no ``epsilon_for_delta``) the smallest ε where
+        ``remove``/``add`` return exactly 0, which profiles without ``epsilon_for_delta`` must only do where δ is 0.
+        """
+        delta = conversions.check_delta(delta, allow_zero=True)
         if self.epsilon_for_delta is not None:
-            return self.epsilon_for_delta(delta)
+            try:
+                return self.epsilon_for_delta(delta)
+            except ValueError:
+                if delta > 0:
+                    raise
+                # δ = 0 is outside this profile's own ε(δ): its δ(ε) may underflow to 0 at a finite ε (a Gaussian's
+                # does near ε = 39), which is no evidence of pure DP, so claim nothing.
+                return math.inf
         return conversions.solve_epsilon_for_delta(self.delta, delta)
 
     def trade_off(self, *, epsilons: np.ndarray | None = None) -> TradeOff:
-        """The f-DP curve implied by this profile (DRS 2022 Prop. 2.12), pessimistic on an ε grid."""
+        """The f-DP curve implied by this profile (DRS 2022 Prop. 2.12).
+
+        Exact where the profile carries one (``trade_off_function``: closed forms, discrete PLDs); otherwise the
+        envelope over an ε grid (including ε = 700, so f(0) = 1 − δ(∞) up to e^{−700}), a pointwise lower bound.
+        """
         import functools
 
+        if self.trade_off_function is not None and epsilons is None:
+            return TradeOff(self.trade_off_function, description=f"exact trade-off of {self.description}")
         return TradeOff(
             functools.partial(_profile_trade_off, self.deltas, epsilons),
             description=f"trade-off of {self.description}",

@@ -21,13 +21,18 @@ __all__ = [
     "Event",
     "Gaussian",
     "Laplace",
+    "MixtureOfGaussians",
     "NeighboringRelation",
     "NoOp",
     "NonPrivate",
     "PoissonSampled",
     "RandomizedResponse",
+    "ReplaceOneNoise",
     "SampledWithoutReplacement",
     "SelfComposed",
+    "SingleEpochTreeAggregation",
+    "TruncatedSubsampledGaussian",
+    "ZcdpMechanism",
     "event_from_dict",
     "event_to_dict",
     "from_dp_accounting",
@@ -62,10 +67,15 @@ def _positive(name: str, value: Any, *, allow_zero: bool = False, allow_inf: boo
         raise ValueError(f"{name} must be a finite number {bound}; got {value!r}")
 
 
-def _probability(name: str, value: Any) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1
-    if not ok:
-        raise ValueError(f"{name} must be in (0, 1]; got {value!r}")
+def _probability(name: str, value: Any, *, allow_zero: bool = False) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and (value >= 0 if allow_zero else value > 0)
+    if not (ok and value <= 1):
+        raise ValueError(f"{name} must be in {'[0, 1]' if allow_zero else '(0, 1]'}; got {value!r}")
+
+
+def _count(name: str, value: Any, *, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,7 +105,9 @@ class Gaussian(Event):
     """Returns f(D) + N(0, σ² I) where f has ℓ2-sensitivity Δ under ``neighboring``.
 
     ``noise_multiplier`` = σ / Δ. Under REPLACE_ONE, Δ is the replace-one sensitivity (for a sum of
-    vectors clipped to C it is 2C, i.e. the noise multiplier relative to C must be halved).
+    vectors clipped to C it is 2C, i.e. the noise multiplier relative to C must be halved). dp-accounting's
+    ``GaussianDpEvent`` is relative to C in its docstring and PLD but to Δ in its RDP code: see
+    :class:`ReplaceOneNoise` for converting ledgers.
     """
 
     noise_multiplier: float
@@ -137,7 +149,8 @@ class RandomizedResponse(Event):
 class PoissonSampled(Event):
     """Each record is included independently with probability ``sampling_rate``; ``event`` runs on the sample.
 
-    Amplification is analysed under add/remove adjacency (Mironov, Talwar, Zhang 2019).
+    Amplification is analysed under add/remove (or zero-out) adjacency (Mironov, Talwar, Zhang 2019). A sampling
+    rate of 0 touches no record (ε = 0 on every route).
     """
 
     sampling_rate: float
@@ -145,7 +158,7 @@ class PoissonSampled(Event):
     neighboring: NeighboringRelation = ADD_REMOVE
 
     def __post_init__(self) -> None:
-        _probability("sampling_rate", self.sampling_rate)
+        _probability("sampling_rate", self.sampling_rate, allow_zero=True)
         if not isinstance(self.event, Event):
             raise ValueError(f"event must be an Event; got {self.event!r}")
 
@@ -178,6 +191,127 @@ class SampledWithoutReplacement(Event):
     @property
     def sampling_rate(self) -> float:
         return self.sample_size / self.dataset_size
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ZcdpMechanism(Event):
+    """Any mechanism satisfying (ξ, ρ)-zCDP: D_α(M(D)‖M(D′)) ≤ ξ + ρα for every α > 1.
+
+    Bun & Steinke 2016 (arXiv 1605.02065), Definition 1.1 (ξ = 0: ρ-zCDP; ξ > 0 is their "approximate" zCDP of
+    Definition 1.1's general form); dp-accounting's ``ZCDpEvent(rho, xi)``. Only the RDP route applies (zCDP
+    bounds a mechanism's divergences, it does not name a dominating pair).
+
+    Example:
+        >>> ZcdpMechanism(rho=0.5).rho
+        0.5
+    """
+
+    rho: float
+    xi: float = 0.0
+    neighboring: NeighboringRelation = ADD_REMOVE
+
+    def __post_init__(self) -> None:
+        _positive("rho", self.rho, allow_zero=True)
+        _positive("xi", self.xi, allow_zero=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MixtureOfGaussians(Event):
+    """On D the output is N(0, σ²); on the neighbour D′ it is Σᵢ pᵢ N(cᵢ, σ²) (and the reverse pair).
+
+    dp-accounting's ``MixtureOfGaussiansDpEvent`` (Choquette-Choo et al. 2023, arXiv 2310.15526: amplification of
+    banded matrix mechanisms): ``standard_deviation`` σ, ``sensitivities`` cᵢ, ``sampling_probs`` pᵢ (summing to
+    1). Interpreted by dp-accounting's PLD under add/remove or zero-out adjacency.
+    """
+
+    standard_deviation: float
+    sensitivities: tuple[float, ...]
+    sampling_probs: tuple[float, ...]
+    neighboring: NeighboringRelation = ADD_REMOVE
+
+    def __post_init__(self) -> None:
+        _positive("standard_deviation", self.standard_deviation)
+        for name in ("sensitivities", "sampling_probs"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple):
+                try:
+                    value = tuple(value)
+                except TypeError:
+                    raise ValueError(f"{name} must be a sequence of numbers; got {value!r}") from None
+                object.__setattr__(self, name, value)
+            if not value or not all(
+                isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in value
+            ):
+                raise ValueError(f"{name} must be a non-empty sequence of finite numbers; got {value!r}")
+        if len(self.sensitivities) != len(self.sampling_probs):
+            raise ValueError(
+                f"sensitivities and sampling_probs must have the same length; got {len(self.sensitivities)} and "
+                f"{len(self.sampling_probs)}"
+            )
+        if any(p < 0 for p in self.sampling_probs) or abs(math.fsum(self.sampling_probs) - 1.0) > 1e-9:
+            raise ValueError(f"sampling_probs must be >= 0 and sum to 1; got {self.sampling_probs!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SingleEpochTreeAggregation(Event):
+    """Tree aggregation over one epoch (one or more trees, each record in at most one leaf across all trees).
+
+    Kairouz et al. 2021 (arXiv 2103.00039), Appendix D; dp-accounting's ``SingleEpochTreeAggregationDpEvent``. A
+    record changes one node per level of its tree, so with Gaussian noise of ``noise_multiplier`` × the node
+    sensitivity the release is a Gaussian mechanism with ℓ2-sensitivity √depth, depth = ⌈log₂(max steps + 1)⌉:
+    exactly μ-GDP with μ = √depth / noise_multiplier. ``step_counts``: steps per tree (an integer for one tree).
+    dp-accounting states it under zero-out adjacency (its default here); the same analysis holds under any relation
+    with the node sensitivity of that relation.
+    """
+
+    noise_multiplier: float
+    step_counts: int | tuple[int, ...]
+    neighboring: NeighboringRelation = NeighboringRelation.REPLACE_SPECIAL
+
+    def __post_init__(self) -> None:
+        _positive("noise_multiplier", self.noise_multiplier)
+        counts = self.step_counts
+        if isinstance(counts, list):
+            counts = tuple(counts)
+            object.__setattr__(self, "step_counts", counts)
+        values = counts if isinstance(counts, tuple) else (counts,)
+        if not values:
+            raise ValueError(f"step_counts must be an integer >= 0 or a non-empty sequence of them; got {counts!r}")
+        for value in values:
+            _count("step_counts", value, minimum=0)
+
+    @property
+    def depth(self) -> int:
+        """Nodes a record touches: ⌈log₂(max steps + 1)⌉."""
+        counts = self.step_counts if isinstance(self.step_counts, tuple) else (self.step_counts,)
+        return math.ceil(math.log2(max(counts) + 1))
+
+    def gdp_mu(self) -> float:
+        """μ = √depth / noise_multiplier (a Gaussian mechanism of ℓ2-sensitivity √depth)."""
+        return math.sqrt(self.depth) / self.noise_multiplier
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TruncatedSubsampledGaussian(Event):
+    """Poisson sampling with probability ``sampling_rate`` from ``dataset_size`` records, the batch truncated to
+    ``truncated_batch_size`` by a random subset, then a Gaussian sum with ``noise_multiplier`` × the norm bound C.
+
+    dp-accounting's ``TruncatedSubsampledGaussianDpEvent`` (arXiv 2508.15089), interpreted by its PLD (a mixture
+    of the untruncated subsampled Gaussian and a sensitivity-2C one). As in dp-accounting, the noise multiplier is
+    relative to the norm bound C under every relation.
+    """
+
+    dataset_size: int
+    sampling_rate: float
+    truncated_batch_size: int
+    noise_multiplier: float
+    neighboring: NeighboringRelation = ADD_REMOVE
+
+    def __post_init__(self) -> None:
+        _count("dataset_size", self.dataset_size, minimum=1)
+        _count("truncated_batch_size", self.truncated_batch_size, minimum=0)
+        _probability("sampling_rate", self.sampling_rate, allow_zero=True)
+        _positive("noise_multiplier", self.noise_multiplier)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -229,14 +363,36 @@ for _cls in (
     RandomizedResponse,
     PoissonSampled,
     SampledWithoutReplacement,
+    ZcdpMechanism,
+    MixtureOfGaussians,
+    SingleEpochTreeAggregation,
+    TruncatedSubsampledGaussian,
     SelfComposed,
     Composed,
 ):
     register_event(_cls)
 
+# Core event families that live in their own modules: imported when a serialised ledger names them.
+_CORE_EVENT_MODULES: dict[str, str] = {
+    "SampledWithReplacement": "dplens.accountant.with_replacement",
+    "RepeatAndSelect": "dplens.accountant.selection",
+    "ExponentialMechanism": "dplens.accountant.selection",
+    "ReportNoisyMax": "dplens.accountant.selection",
+    "PermuteAndFlip": "dplens.accountant.selection",
+    "ApproxDp": "dplens.accountant.approx_dp",
+    "GroupPrivacy": "dplens.accountant.group",
+    "DiscreteLaplace": "dplens.accountant.discrete",
+    "DiscreteGaussian": "dplens.accountant.discrete",
+}
 
-#: Core event types defined in their own modules (registered when imported): the discrete noise events.
-_CORE_LAZY = {"DiscreteLaplace": "dplens.accountant.discrete", "DiscreteGaussian": "dplens.accountant.discrete"}
+
+def _core_event_type(name: str) -> type[Event]:
+    """A core event class defined in its own module (:data:`_CORE_EVENT_MODULES`), imported on first use."""
+    if name not in _REGISTRY:
+        import importlib
+
+        importlib.import_module(_CORE_EVENT_MODULES[name])
+    return _REGISTRY[name]
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:
@@ -260,10 +416,10 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     """Inverse of :func:`event_to_dict` (a plug-in's event types are registered by importing its module)."""
     if not isinstance(data, dict) or "type" not in data:
         raise ValueError(f"event must be a dict with a 'type'; got {data!r}")
-    if data["type"] in _CORE_LAZY and data["type"] not in _REGISTRY:
+    if data["type"] not in _REGISTRY and data["type"] in _CORE_EVENT_MODULES:
         import importlib
 
-        importlib.import_module(_CORE_LAZY[data["type"]])
+        importlib.import_module(_CORE_EVENT_MODULES[data["type"]])
     if data["type"] not in _REGISTRY:
         from dplens.accountant import plugins
 
@@ -293,14 +449,48 @@ def event_from_dict(data: dict[str, Any]) -> Event:
 # --------------------------------------------------------------------------------------------
 
 
-def _dpa_gaussian_factor(relation: NeighboringRelation) -> float:
-    """dp-accounting's Gaussian noise multiplier ÷ ours: 2 under REPLACE_ONE (its sensitivity doubles), else 1."""
-    return 2.0 if relation is NeighboringRelation.REPLACE_ONE else 1.0
+class ReplaceOneNoise(enum.Enum):
+    """What a dp-accounting Gaussian noise multiplier is relative to under REPLACE_ONE (it differs within 0.6).
+
+    dp-accounting's ``GaussianDpEvent`` docstring defines ``noise_multiplier`` = s/C with C the norm bound of each
+    record's contribution (``NORM_BOUND``), and its PLD accountant doubles the sensitivity to 2C under REPLACE_ONE.
+    Its RDP accountant ignores the relation for a plain Gaussian, and its sampled-without-replacement RDP (Wang,
+    Balle, Kasiviswanathan 2019, Thm 27) uses α/(2σ²) for the inner Gaussian: there σ is relative to the
+    replace-one sensitivity (``SENSITIVITY``). The two readings differ by a factor 2 in σ: for ``GaussianDpEvent(2)``
+    under REPLACE_ONE, dp-accounting's RDP gives ε = 2.1657 at δ = 1e-5 (sensitivity 1) and its PLD 4.3772
+    (sensitivity 2). dplens's own :class:`Gaussian` is relative to the sensitivity of its stated relation, so a
+    dp-accounting ledger converts with a factor 2 (``NORM_BOUND``, the default: the documented meaning) or 1.
+    """
+
+    NORM_BOUND = "norm_bound"
+    SENSITIVITY = "sensitivity"
 
 
-def to_dp_accounting(event: Event):
-    """The dp-accounting ``DpEvent`` with the same meaning; ``ValueError`` where none exists."""
-    import dp_accounting as dpa
+def _dpa_gaussian_factor(
+    relation: NeighboringRelation, convention: ReplaceOneNoise = ReplaceOneNoise.NORM_BOUND
+) -> float:
+    """dp-accounting's Gaussian noise multiplier ÷ ours: 2 under REPLACE_ONE read as σ/C (its docstring), else 1."""
+    if not isinstance(convention, ReplaceOneNoise):
+        raise ValueError(f"replace_one_noise must be a ReplaceOneNoise; got {convention!r}")
+    if relation is NeighboringRelation.REPLACE_ONE and convention is ReplaceOneNoise.NORM_BOUND:
+        return 2.0
+    return 1.0
+
+
+def to_dp_accounting(event: Event, *, replace_one_noise: ReplaceOneNoise = ReplaceOneNoise.NORM_BOUND):
+    """The dp-accounting ``DpEvent`` with the same meaning; ``ValueError`` where none exists.
+
+    ``replace_one_noise`` says how to write a Gaussian noise multiplier under REPLACE_ONE (see
+    :class:`ReplaceOneNoise`).
+
+    Example:
+        >>> to_dp_accounting(Gaussian(noise_multiplier=1.5))
+        GaussianDpEvent(noise_multiplier=1.5)
+    """
+    from dp_accounting import dp_event as dpa  # every event type (the package top level lacks some)
+
+    def inner(e: Event):
+        return to_dp_accounting(e, replace_one_noise=replace_one_noise)
 
     match event:
         case NoOp():
@@ -308,9 +498,10 @@ def to_dp_accounting(event: Event):
         case NonPrivate():
             return dpa.NonPrivateDpEvent()
         case Gaussian():
-            # dp-accounting reads a Gaussian's noise multiplier relative to the add/remove sensitivity and doubles
-            # the sensitivity under REPLACE_ONE; ours is relative to the stated relation's own sensitivity.
-            return dpa.GaussianDpEvent(event.noise_multiplier * _dpa_gaussian_factor(event.neighboring))
+            # dp-accounting's PLD reads a Gaussian's noise multiplier relative to the norm bound and doubles the
+            # sensitivity under REPLACE_ONE; ours is relative to the stated relation's own sensitivity.
+            factor = _dpa_gaussian_factor(event.neighboring, replace_one_noise)
+            return dpa.GaussianDpEvent(event.noise_multiplier * factor)
         case Laplace():
             return dpa.LaplaceDpEvent(event.noise_multiplier)
         case RandomizedResponse():
@@ -319,25 +510,62 @@ def to_dp_accounting(event: Event):
             p = k / (math.exp(event.epsilon) + k - 1)
             return dpa.RandomizedResponseDpEvent(noise_parameter=p, num_buckets=k)
         case PoissonSampled():
-            return dpa.PoissonSampledDpEvent(event.sampling_rate, to_dp_accounting(event.event))
+            return dpa.PoissonSampledDpEvent(event.sampling_rate, inner(event.event))
         case SampledWithoutReplacement():
-            return dpa.SampledWithoutReplacementDpEvent(
-                event.dataset_size, event.sample_size, to_dp_accounting(event.event)
+            return dpa.SampledWithoutReplacementDpEvent(event.dataset_size, event.sample_size, inner(event.event))
+        case ZcdpMechanism():
+            return dpa.ZCDpEvent(rho=event.rho, xi=event.xi)
+        case MixtureOfGaussians():
+            return dpa.MixtureOfGaussiansDpEvent(
+                event.standard_deviation, list(event.sensitivities), list(event.sampling_probs)
+            )
+        case SingleEpochTreeAggregation():
+            counts = event.step_counts
+            return dpa.SingleEpochTreeAggregationDpEvent(
+                event.noise_multiplier, list(counts) if isinstance(counts, tuple) else counts
+            )
+        case TruncatedSubsampledGaussian():
+            return dpa.TruncatedSubsampledGaussianDpEvent(
+                event.dataset_size, event.sampling_rate, event.truncated_batch_size, event.noise_multiplier
             )
         case SelfComposed():
-            return dpa.SelfComposedDpEvent(to_dp_accounting(event.event), event.count)
+            return dpa.SelfComposedDpEvent(inner(event.event), event.count)
         case Composed():
-            return dpa.ComposedDpEvent([to_dp_accounting(e) for e in event.events])
-    # Research events with an exact dp-accounting equivalent declare it (e.g. DpFtrl: a Gaussian mechanism).
+            return dpa.ComposedDpEvent([inner(e) for e in event.events])
+    if type(event).__name__ == "DiscreteLaplace" and type(event).__module__ == "dplens.accountant.discrete":
+        # dplens.accountant.discrete (issue 15): PMF ∝ exp(−a|x|), exactly dp-accounting's DiscreteLaplaceDpEvent.
+        return dpa.DiscreteLaplaceDpEvent(event.noise_parameter, event.sensitivity)
+    # Events of other modules (core families such as RepeatAndSelect, research plug-ins such as DpFtrl) declare
+    # their dp-accounting equivalent themselves.
     declared = getattr(event, "to_dp_accounting", None)
     if callable(declared):
         return declared()
     raise ValueError(f"event has no dp-accounting counterpart: {event!r}")
 
 
-def from_dp_accounting(dp_event, *, neighboring: NeighboringRelation = ADD_REMOVE) -> Event:
-    """Our event for a dp-accounting ``DpEvent``; ``ValueError`` for ones we do not model."""
-    import dp_accounting as dpa
+def from_dp_accounting(
+    dp_event,
+    *,
+    neighboring: NeighboringRelation = ADD_REMOVE,
+    replace_one_noise: ReplaceOneNoise = ReplaceOneNoise.NORM_BOUND,
+) -> Event:
+    """Our event for a dp-accounting ``DpEvent`` (every mechanism type of dp-accounting 0.6); ``ValueError`` for
+    ``UnsupportedDpEvent`` and unknown types.
+
+    ``neighboring`` is the relation of the ledger (dp-accounting fixes it on the accountant, not the event);
+    ``replace_one_noise`` how a Gaussian noise multiplier under REPLACE_ONE is read (:class:`ReplaceOneNoise`).
+    Degenerate parameters map to the structural events: a noise multiplier or parameter 0 → :class:`NonPrivate`,
+    randomized response with p = 1 or one bucket → :class:`NoOp`.
+
+    Example:
+        >>> from dp_accounting import dp_event
+        >>> from_dp_accounting(dp_event.ZCDpEvent(0.5))
+        ZcdpMechanism(rho=0.5, xi=0.0, neighboring=<NeighboringRelation.ADD_OR_REMOVE_ONE: 'add_remove'>)
+    """
+    from dp_accounting import dp_event as dpa  # every event type (the package top level lacks some)
+
+    def inner(e, relation: NeighboringRelation = neighboring) -> Event:
+        return from_dp_accounting(e, neighboring=relation, replace_one_noise=replace_one_noise)
 
     match dp_event:
         case dpa.NoOpDpEvent():
@@ -345,28 +573,81 @@ def from_dp_accounting(dp_event, *, neighboring: NeighboringRelation = ADD_REMOV
         case dpa.NonPrivateDpEvent():
             return NonPrivate(neighboring=neighboring)
         case dpa.GaussianDpEvent():
-            return Gaussian(
-                noise_multiplier=dp_event.noise_multiplier / _dpa_gaussian_factor(neighboring), neighboring=neighboring
-            )
+            if dp_event.noise_multiplier == 0:
+                return NonPrivate(neighboring=neighboring)
+            factor = _dpa_gaussian_factor(neighboring, replace_one_noise)
+            return Gaussian(noise_multiplier=dp_event.noise_multiplier / factor, neighboring=neighboring)
         case dpa.LaplaceDpEvent():
+            if dp_event.noise_multiplier == 0:
+                return NonPrivate(neighboring=neighboring)
             return Laplace(noise_multiplier=dp_event.noise_multiplier, neighboring=neighboring)
+        case dpa.DiscreteLaplaceDpEvent():
+            if dp_event.noise_parameter == 0:
+                return NonPrivate(neighboring=neighboring)
+            return _core_event_type("DiscreteLaplace")(  # defined with its interpreters in accountant/discrete.py
+                noise_parameter=dp_event.noise_parameter, sensitivity=dp_event.sensitivity, neighboring=neighboring
+            )
         case dpa.RandomizedResponseDpEvent():
             k, p = dp_event.num_buckets, dp_event.noise_parameter
-            eps = math.log1p(k * (1 - p) / p) if p > 0 else math.inf
-            return RandomizedResponse(epsilon=eps, num_values=k)
+            if k == 1 or p == 1:
+                return NoOp(neighboring=neighboring)
+            if p == 0:
+                return NonPrivate(neighboring=neighboring)
+            relation = NeighboringRelation.REPLACE_ONE if neighboring is ADD_REMOVE else neighboring
+            return RandomizedResponse(epsilon=math.log1p(k * (1 - p) / p), num_values=k, neighboring=relation)
+        case dpa.ZCDpEvent():
+            return ZcdpMechanism(rho=dp_event.rho, xi=dp_event.xi, neighboring=neighboring)
+        case dpa.MixtureOfGaussiansDpEvent():
+            if dp_event.standard_deviation == 0:
+                return NonPrivate(neighboring=neighboring)
+            return MixtureOfGaussians(
+                standard_deviation=dp_event.standard_deviation,
+                sensitivities=tuple(float(c) for c in dp_event.sensitivities),
+                sampling_probs=tuple(float(p) for p in dp_event.sampling_probs),
+                neighboring=neighboring,
+            )
+        case dpa.SingleEpochTreeAggregationDpEvent():
+            if dp_event.noise_multiplier == 0:
+                return NonPrivate(neighboring=neighboring)
+            counts = dp_event.step_counts
+            return SingleEpochTreeAggregation(
+                noise_multiplier=dp_event.noise_multiplier,
+                step_counts=tuple(int(c) for c in counts) if isinstance(counts, list | tuple) else int(counts),
+                neighboring=neighboring,
+            )
+        case dpa.TruncatedSubsampledGaussianDpEvent():
+            if dp_event.noise_multiplier == 0:
+                return NonPrivate(neighboring=neighboring)
+            return TruncatedSubsampledGaussian(
+                dataset_size=dp_event.dataset_size,
+                sampling_rate=dp_event.sampling_probability,
+                truncated_batch_size=dp_event.truncated_batch_size,
+                noise_multiplier=dp_event.noise_multiplier,
+                neighboring=neighboring,
+            )
         case dpa.PoissonSampledDpEvent():
             return PoissonSampled(
-                sampling_rate=dp_event.sampling_probability,
-                event=from_dp_accounting(dp_event.event, neighboring=neighboring),
+                sampling_rate=dp_event.sampling_probability, event=inner(dp_event.event), neighboring=neighboring
             )
         case dpa.SampledWithoutReplacementDpEvent():
             return SampledWithoutReplacement(
                 sample_size=dp_event.sample_size,
                 dataset_size=dp_event.source_dataset_size,
-                event=from_dp_accounting(dp_event.event, neighboring=NeighboringRelation.REPLACE_ONE),
+                event=inner(dp_event.event, NeighboringRelation.REPLACE_ONE),
+            )
+        case dpa.SampledWithReplacementDpEvent():
+            return _core_event_type("SampledWithReplacement")(
+                sample_size=dp_event.sample_size,
+                dataset_size=dp_event.source_dataset_size,
+                event=inner(dp_event.event),
+                neighboring=neighboring,
+            )
+        case dpa.RepeatAndSelectDpEvent():
+            return _core_event_type("RepeatAndSelect")(
+                event=inner(dp_event.event), mean=dp_event.mean, shape=dp_event.shape
             )
         case dpa.SelfComposedDpEvent():
-            return SelfComposed(event=from_dp_accounting(dp_event.event, neighboring=neighboring), count=dp_event.count)
+            return SelfComposed(event=inner(dp_event.event), count=dp_event.count)
         case dpa.ComposedDpEvent():
-            return Composed(events=tuple(from_dp_accounting(e, neighboring=neighboring) for e in dp_event.events))
+            return Composed(events=tuple(inner(e) for e in dp_event.events))
     raise ValueError(f"dp-accounting event not supported: {dp_event!r}")

@@ -36,6 +36,7 @@ __all__ = [
     "MAX_PLD_POINTS",
     "PldOutOfRangeError",
     "PldResult",
+    "event_pld",
     "gaussian_mu",
     "pld_delta",
     "pld_epsilon",
@@ -229,37 +230,90 @@ def pld_of(
     accountant = pld_privacy_accountant.PLDAccountant(
         _dpa_relation(neighboring), value_discretization_interval=interval
     )
-    converted = []
+    plan: list[tuple[object, int, bool]] = []  # (dp-accounting event or PLD, count, is a ready-made PLD)
     for event, count in entries:
-        try:
-            dp_event = ev.to_dp_accounting(event)
-        except ValueError as err:
-            raise UnsupportedEventError(f"PLD accounting does not support event {event!r}") from err
-        if not accountant.supports(dp_event):
-            raise UnsupportedEventError(
-                f"PLD accounting does not support event {event!r} under neighboring={neighboring.value}"
-            )
-        converted.append((dp_event, count))
-    for dp_event, count in _flatten_dp_events(converted):
+        _plan_event(event, count, neighboring=neighboring, interval=interval, accountant=accountant, plan=plan)
+    for dp_event, count in _flatten_dp_events([(item, count) for item, count, ready in plan if not ready]):
         _check_self_composition(type(accountant), _dpa_relation(neighboring), dp_event, count, interval)
-    for dp_event, count in converted:
-        accountant.compose(dp_event, count)
+    for item, count, ready in plan:
+        if count == 0:
+            continue
+        if ready:
+            accountant._pld = accountant._pld.compose(item.self_compose(count))
+        else:
+            accountant.compose(item, count)
     return accountant
 
 
+@functools.singledispatch
+def event_pld(event: ev.Event, *, neighboring: ev.NeighboringRelation, value_discretization_interval: float):
+    """A dp-accounting ``PrivacyLossDistribution`` of one run of ``event`` built here, not by its PLDAccountant.
+
+    This is the extension point of the dp-accounting fallback (events dplens's own engine,
+    :mod:`dplens.accountant.pld_engine`, does not model).
+
+    None (the default) lets dp-accounting's PLDAccountant interpret the event's dp-accounting counterpart. Modules
+    register events whose PLD dp-accounting cannot build (or builds wrongly: its PLDAccountant composes a
+    ``RandomizedResponseDpEvent`` once whatever the count, see the registration for :class:`~dplens.accountant.
+    events.RandomizedResponse` below) and return a pessimistic PLD; :func:`pld_of` self-composes it ``count`` times.
+    Raise :class:`UnsupportedEventError` to refuse.
+    """
+    return None
+
+
+def _plan_event(event, count, *, neighboring, interval, accountant, plan) -> None:
+    """Validate one ledger entry (recursively) and append what to compose; nothing is composed here."""
+    if isinstance(event, ev.SelfComposed):
+        _plan_event(
+            event.event,
+            count * event.count,
+            neighboring=neighboring,
+            interval=interval,
+            accountant=accountant,
+            plan=plan,
+        )
+        return
+    if isinstance(event, ev.Composed) and event.events:
+        for inner in event.events:
+            _plan_event(inner, count, neighboring=neighboring, interval=interval, accountant=accountant, plan=plan)
+        return
+    ready = event_pld(event, neighboring=neighboring, value_discretization_interval=interval)
+    if ready is not None:
+        plan.append((ready, count, True))
+        return
+    mu = gaussian_mu(event) if not isinstance(event, ev.Gaussian) else None
+    if mu is not None:  # an exactly μ-GDP event (e.g. tree aggregation) composes as a Gaussian of σ = 1/μ
+        if mu > 0:
+            gaussian = ev.Gaussian(noise_multiplier=1.0 / mu, neighboring=neighboring)
+            plan.append((ev.to_dp_accounting(gaussian), count, False))
+        return
+    try:
+        dp_event = ev.to_dp_accounting(event)
+    except ValueError as err:
+        raise UnsupportedEventError(f"PLD accounting does not support event {event!r}") from err
+    if not accountant.supports(dp_event):
+        raise UnsupportedEventError(
+            f"PLD accounting does not support event {event!r} under neighboring={neighboring.value}"
+        )
+    plan.append((dp_event, count, False))
+
+
 def pld_supports(event: ev.Event, *, neighboring: ev.NeighboringRelation) -> bool:
-    """Whether the PLD route can interpret ``event``: dplens's engine models it, or dp-accounting does (a dry run)."""
+    """Whether the PLD route can interpret ``event``: dplens's engine models it, or the dp-accounting fallback can
+    (a dry run: nothing is composed)."""
     from dplens.accountant import pld_engine
 
     if pld_engine.supports(event, neighboring=neighboring):
         return True
     from dp_accounting.pld import pld_privacy_accountant
 
+    accountant = pld_privacy_accountant.PLDAccountant(_dpa_relation(neighboring))
     try:
-        dp_event = ev.to_dp_accounting(event)
-    except ValueError:
+        # A coarse grid: events whose PLD is built here (event_pld) build it cheaply for this dry run.
+        _plan_event(event, 1, neighboring=neighboring, interval=0.5, accountant=accountant, plan=[])
+    except UnsupportedEventError:
         return False
-    return bool(pld_privacy_accountant.PLDAccountant(_dpa_relation(neighboring)).supports(dp_event))
+    return True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -337,11 +391,13 @@ def pld_epsilon(
     """
     from dplens.accountant import pld_engine
 
-    delta = conversions.check_delta(delta)
+    delta = conversions.check_delta(delta, allow_zero=True)
     tolerance = check_tolerance(tolerance)
     interval = _check_interval(value_discretization_interval)
     entries = _entries(entries)
     try:
+        if delta == 0:  # the engine brackets ε at δ > 0; pure DP (δ = 0) goes to the exact finite PLDs
+            raise UnsupportedEventError("the PLD engine answers at delta > 0")
         bracket = pld_engine.epsilon_bracket(
             entries, delta, neighboring=neighboring, tolerance=tolerance, interval=interval
         )
@@ -442,6 +498,7 @@ def pld_profile(
             epsilon_for_delta=functools.partial(_constant_epsilon, level=level),
             description="PLD (non-private)" if composed.non_private else "PLD (empty ledger)",
             discretisation=f"value_discretization_interval={interval:g}",
+            trade_off_function=_non_private_trade_off if composed.non_private else None,
         )
 
     def epsilon_for_delta(delta: float) -> float:
@@ -453,7 +510,21 @@ def pld_profile(
         epsilon_for_delta=epsilon_for_delta,
         description="PLD (dplens engine, pessimistic connect-the-dots)",
         discretisation=f"value_discretization_interval={interval:g}",
+        trade_off_function=_engine_trade_off(directions),
     )
+
+
+def _engine_trade_off(directions: dict[str, Any]):
+    """The exact trade-off curve of the engine's pessimistic PMFs (a lower bound on the mechanism's curve); the mass
+    the engine bounds but does not place (above its window, floating-point error) counts as infinite loss."""
+    from dplens.accountant import tradeoff
+
+    arrays = []
+    for direction in directions.values():
+        upper = direction.upper
+        losses = (upper.start + np.arange(upper.pmf.size)) * upper.interval + upper.offset
+        arrays.append((losses, upper.pmf, min(1.0, upper.infinity_mass + upper.above + upper.round_off)))
+    return tradeoff.LazyDiscreteTradeOff(arrays)
 
 
 def _constant_delta(epsilons: np.ndarray, *, level: float) -> np.ndarray:
@@ -468,6 +539,13 @@ def _dp_accounting_profile(
     entries: list[tuple[ev.Event, int]], *, neighboring: ev.NeighboringRelation, interval: float
 ) -> PrivacyProfile:
     accountant = pld_of(entries, neighboring=neighboring, value_discretization_interval=interval)
+    if getattr(accountant, "_contains_non_dp_event", False):  # a NonPrivate entry: δ = 1 at every ε
+        return PrivacyProfile(
+            remove=_non_private_delta,
+            epsilon_for_delta=lambda delta: math.inf,
+            description="PLD with a non-private event",
+            trade_off_function=_non_private_trade_off,
+        )
     pld = accountant._pld  # dp-accounting keeps the composed PLD here
     remove = getattr(pld, "_pmf_remove", None)
     add = None if getattr(pld, "_symmetric", True) else getattr(pld, "_pmf_add", None)
@@ -481,13 +559,30 @@ def _dp_accounting_profile(
     def epsilon_for_delta(delta: float) -> float:
         return conversions.round_up(max(float(pld.get_epsilon_for_delta(delta)), 0.0))
 
+    directions = [remove] + ([add] if add is not None else []) if remove is not None else []
     return PrivacyProfile(
         remove=remove_fn,
         add=add_fn,
         epsilon_for_delta=epsilon_for_delta,
         description="PLD (dp-accounting, connect-the-dots, pessimistic)",
         discretisation=f"value_discretization_interval={interval:g}",
+        trade_off_function=_pmf_trade_off(directions) if directions else None,
     )
+
+
+def _pmf_trade_off(pmfs):
+    """The exact trade-off curve of the discrete PLD (a lower bound on the mechanism's: the PLD is pessimistic)."""
+    from dplens.accountant import tradeoff
+
+    return tradeoff.LazyDiscreteTradeOff([tradeoff.dp_accounting_pmf_arrays(pmf) for pmf in pmfs])
+
+
+def _non_private_delta(epsilons: np.ndarray) -> np.ndarray:
+    return np.ones_like(np.asarray(epsilons, dtype=float))
+
+
+def _non_private_trade_off(alpha: np.ndarray) -> np.ndarray:
+    return np.zeros_like(np.asarray(alpha, dtype=float))
 
 
 def _vectorised(function):
@@ -521,7 +616,8 @@ def gaussian_mu(event: ev.Event) -> float | None:
             return None if any(p is None for p in parts) else math.sqrt(sum(p * p for p in parts))
     # Research events that are exactly μ-GDP declare μ (e.g. DpFtrl), so their compositions stay exact.
     declared = getattr(event, "gdp_mu", None)
-    return float(declared()) if callable(declared) else None
+    value = declared() if callable(declared) else None  # None: not μ-GDP (e.g. a group of a non-Gaussian event)
+    return None if value is None else float(value)
 
 
 @functools.singledispatch
@@ -535,6 +631,11 @@ def privacy_profile(event: ev.Event) -> PrivacyProfile:
     # An event whose self-composition is exactly another event of its family (e.g. GaussMix(k)×m = GaussMix(k·m)).
     if isinstance(event, ev.SelfComposed) and event.count > 1 and hasattr(event.event, "self_composed"):
         return privacy_profile(event.event.self_composed(event.count))
+    from dplens.accountant import finite_pld  # compositions of finite PLDs (randomized response, (ε, δ) events)
+
+    profile = finite_pld.exact_profile(event)
+    if profile is not None:
+        return profile
     raise UnsupportedEventError(f"no exact privacy profile is known for event {event!r}")
 
 
@@ -547,25 +648,56 @@ def _laplace_delta(epsilons: np.ndarray, *, epsilon0: float) -> np.ndarray:
 
 @privacy_profile.register
 def _(event: ev.Laplace) -> PrivacyProfile:
-    """Laplace mechanism: δ(ε) = 1 − exp((ε − ε₀)/2) for ε < ε₀ = 1/b (symmetric)."""
+    """Laplace mechanism: δ(ε) = 1 − exp((ε − ε₀)/2) for ε < ε₀ = 1/b (symmetric); trade-off in closed form."""
+    from dplens.accountant import tradeoff
+
+    epsilon0 = 1.0 / event.noise_multiplier
     return PrivacyProfile(
-        remove=functools.partial(_laplace_delta, epsilon0=1.0 / event.noise_multiplier),
+        remove=functools.partial(_laplace_delta, epsilon0=epsilon0),
         description=f"Laplace(noise_multiplier={event.noise_multiplier:g}) exact",
+        trade_off_function=functools.partial(tradeoff.laplace_trade_off, epsilon0),
     )
 
 
-def _rr_delta(epsilons: np.ndarray, *, epsilon0: float, num_values: int) -> np.ndarray:
-    # Hockey stick of P = (p_hi, p_lo, …) vs Q = (p_lo, p_hi, …): only the first atom has P > e^ε Q.
+def _finite_delta(epsilons: np.ndarray, *, losses: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    # Hockey stick of a finite PLD: Σ p·(1 − e^{ε − L})₊.
     eps = np.asarray(epsilons, dtype=float)
-    p_lo = 1.0 / (math.exp(epsilon0) + num_values - 1)
-    p_hi = math.exp(epsilon0) * p_lo
-    return np.maximum(p_hi - np.exp(eps) * p_lo, 0.0)
+    gap = np.maximum(-np.expm1(eps[..., None] - losses), 0.0)
+    return np.sum(probs * gap, axis=-1)
 
 
 @privacy_profile.register
 def _(event: ev.RandomizedResponse) -> PrivacyProfile:
-    """k-ary randomized response (replace-one): δ(ε) = max(0, p_hi − e^ε p_lo)."""
+    """k-ary randomized response, exact under its relation (replace-one: δ(ε) = max(0, p_hi − e^ε p_lo); zero-out:
+    both orders of P against the uniform response), with the exact trade-off curve of its finite PLD."""
+    from dplens.accountant import tradeoff
+    from dplens.accountant.finite_pld import randomized_response_directions
+
+    directions = randomized_response_directions(event.epsilon, event.num_values, event.neighboring)
+    functions = [functools.partial(_finite_delta, losses=losses, probs=probs) for losses, probs, _ in directions]
     return PrivacyProfile(
-        remove=functools.partial(_rr_delta, epsilon0=event.epsilon, num_values=event.num_values),
-        description=f"RandomizedResponse(epsilon={event.epsilon:g}, k={event.num_values}) exact",
+        remove=functions[0],
+        add=functions[1] if len(functions) > 1 else None,
+        description=f"RandomizedResponse(epsilon={event.epsilon:g}, k={event.num_values}, "
+        f"{event.neighboring.value}) exact",
+        trade_off_function=tradeoff.discrete_trade_off(directions),
+    )
+
+
+@event_pld.register
+def _(event: ev.RandomizedResponse, *, neighboring: ev.NeighboringRelation, value_discretization_interval: float):
+    """Randomized response's PLD, built here because dp-accounting 0.6's PLDAccountant composes a
+    ``RandomizedResponseDpEvent`` once whatever the count (ε = 1.0987 for 3 runs of ε = log 3, not 3.2961)."""
+    from dp_accounting.pld import privacy_loss_distribution as dpa_pld
+
+    if neighboring is ev.NeighboringRelation.ADD_OR_REMOVE_ONE:
+        raise UnsupportedEventError(
+            "randomized response is analysed under replace-one or zero-out adjacency; got neighboring=add_remove"
+        )
+    k = event.num_values
+    return dpa_pld.from_randomized_response(
+        noise_parameter=k / (math.exp(event.epsilon) + k - 1),
+        num_buckets=k,
+        value_discretization_interval=value_discretization_interval,
+        neighboring_relation=_dpa_relation(neighboring),
     )

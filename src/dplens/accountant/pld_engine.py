@@ -694,6 +694,8 @@ class _Leaves:
         match event:
             case ev.NoOp():
                 return
+            case ev.PoissonSampled() if event.sampling_rate == 0:  # nothing is ever sampled: no privacy loss
+                return
             case ev.NonPrivate():
                 self.non_private = True
                 return
@@ -716,8 +718,9 @@ class _Leaves:
         # Plug-in events that are exactly μ-GDP declare μ (e.g. DP-FTRL): they compose as Gaussians (μ² adds up);
         # events equivalent to a standard ledger declare it (e.g. feature-DP SGD: the DP-SGD run with its curve).
         declared = getattr(event, "gdp_mu", None)
-        if callable(declared):
-            self.gaussian_mu2 += count * float(declared()) ** 2
+        mu = declared() if callable(declared) else None  # None: not μ-GDP after all (e.g. a group of a Laplace)
+        if mu is not None:
+            self.gaussian_mu2 += count * float(mu) ** 2
             return
         standard = getattr(event, "standard_event", None)
         if callable(standard):

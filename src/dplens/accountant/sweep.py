@@ -191,7 +191,7 @@ def sweep(
         ...     "noise_multiplier": 1.0, "sampling_rate": 0.01, "steps": 1000}]})
         >>> result = dplens.sweep(spec, params={"noise_multiplier": [0.8, 1.0, 1.2]}, delta=1e-5)
         >>> [round(e, 3) for e in result.epsilon]
-        [3.696, 2.101, 1.448]
+        [3.695, 2.101, 1.448]
     """
     spec = _as_spec(spec)
     delta = conversions.check_delta(delta)

@@ -34,6 +34,12 @@ LSUN = f.FeatureDpSgd(noise_multiplier=15.6, sampling_rate=16_384 / LSUN_N, step
 LSUN_DELTA = 1 / (2 * LSUN_N)
 
 
+def near_note(value: float, note: float, tol: float) -> bool:
+    """The note computed fractional RDP orders with dp-accounting's |terms| series (an upper bound); dplens's are
+    exact since issue 17, so its ε may sit up to 0.2 % below the note's value, never above it by more than ``tol``."""
+    return note * (1 - 2e-3) <= value <= note + tol
+
+
 def grid_epsilon(event: f.FeatureDpSgd, delta: float, conversion: RdpConversion = RdpConversion.OPTIMAL) -> float:
     """ε on Opacus' order grid (how the note's §5.4 RDP values were computed), from our RDP curve."""
     values = f.feature_dp_rdp_curve(event)(OPACUS_ORDERS)
@@ -66,16 +72,16 @@ def one_step_delta(eps: np.ndarray, *, p: float, z: float, direction: str) -> np
 
 
 def test_case_a_afhq_rdp_matches_note():
-    assert grid_epsilon(AFHQ, AFHQ_DELTA) == pytest.approx(7.9949, abs=5e-5)
+    assert near_note(grid_epsilon(AFHQ, AFHQ_DELTA), 7.9949, 5e-5)
     values = conversions.rdp_to_epsilon_optimal(f.feature_dp_rdp_curve(AFHQ)(OPACUS_ORDERS), OPACUS_ORDERS, AFHQ_DELTA)
     assert OPACUS_ORDERS[int(np.argmin(values))] == pytest.approx(3.4)
-    assert grid_epsilon(AFHQ, AFHQ_DELTA, RdpConversion.CLASSIC) == pytest.approx(8.8431, abs=5e-5)
+    assert near_note(grid_epsilon(AFHQ, AFHQ_DELTA, RdpConversion.CLASSIC), 8.8431, 5e-5)
     # The continuous α search can only improve on the grid, and only a little here.
     result = f.feature_dp_epsilon(AFHQ, AFHQ_DELTA, method=Method.RDP)
     assert result.epsilon <= grid_epsilon(AFHQ, AFHQ_DELTA) + 1e-12
-    assert result.epsilon == pytest.approx(7.9949, abs=1e-3) and result.epsilon < 8
+    assert near_note(result.epsilon, 7.9949, 1e-3) and result.epsilon < 8
     classic = f.feature_dp_epsilon(AFHQ, AFHQ_DELTA, method=Method.RDP, conversion=RdpConversion.CLASSIC)
-    assert classic.epsilon == pytest.approx(8.8431, abs=1e-3) and classic.epsilon > 8  # P8: needs the improved one
+    assert near_note(classic.epsilon, 8.8431, 1e-3) and classic.epsilon > 8  # P8: needs the improved one
 
 
 def test_case_a_afhq_conventions_and_sensitivity():
@@ -86,14 +92,14 @@ def test_case_a_afhq_conventions_and_sensitivity():
     )
     assert q_opacus == 1 / 115 and steps_opacus == 11_500
     opacus = f.FeatureDpSgd(noise_multiplier=0.86, sampling_rate=q_opacus, steps=steps_opacus)
-    assert grid_epsilon(opacus, AFHQ_DELTA) == pytest.approx(7.9650, abs=5e-5)
+    assert near_note(grid_epsilon(opacus, AFHQ_DELTA), 7.9650, 5e-5)
     for sigma, expected in ((0.84, 8.444), (0.85, 8.213), (0.86, 7.995), (0.87, 7.789)):
         event = f.FeatureDpSgd(noise_multiplier=sigma, sampling_rate=q, steps=steps)
-        assert grid_epsilon(event, AFHQ_DELTA) == pytest.approx(expected, abs=5e-4)
+        assert near_note(grid_epsilon(event, AFHQ_DELTA), expected, 5e-4)
     for n, expected in ((14_336, 8.087), (15_803, 7.661), (16_130, 7.575)):
         q_n, steps_n = f.schedule_from_epochs(dataset_size=n, batch_size=128, epochs=100)
         event = f.FeatureDpSgd(noise_multiplier=0.86, sampling_rate=q_n, steps=steps_n)
-        assert grid_epsilon(event, 1 / (2 * n)) == pytest.approx(expected, abs=5e-4)
+        assert near_note(grid_epsilon(event, 1 / (2 * n)), expected, 5e-4)
 
 
 def test_case_a_afhq_pld_both_directions():
@@ -272,7 +278,7 @@ CASE_C = [
 @pytest.mark.parametrize(("epochs", "rdp_value", "pld_value"), CASE_C)
 def test_case_c_purchase100_like(epochs, rdp_value, pld_value):
     event = f.FeatureDpSgd(noise_multiplier=1.0, sampling_rate=1 / 16, steps=16 * epochs)
-    assert grid_epsilon(event, 1e-5) == pytest.approx(rdp_value, abs=5e-4)
+    assert near_note(grid_epsilon(event, 1e-5), rdp_value, 5e-4)
     assert f.feature_dp_epsilon(event, 1e-5, method=Method.PLD).epsilon == pytest.approx(pld_value, abs=5e-4)
 
 
@@ -569,7 +575,7 @@ def test_spec_and_cli(tmp_path, capsys):
         code = cli_main(["account", str(example), "--delta", repr(AFHQ_DELTA), "--method", method, "--json"])
         payload = json.loads(capsys.readouterr().out)
         if method == "rdp":
-            assert code == 0 and payload["epsilon"] == pytest.approx(value, abs=5e-5)
+            assert code == 0 and near_note(payload["epsilon"], value, 5e-5)
         else:  # the PLD engine's certified bracket contains the true ε, 7.3036 to four decimals
             assert code == 0 and payload["epsilon_lower"] <= value + 5e-5 and payload["epsilon"] >= value - 5e-5
             assert payload["epsilon"] - payload["epsilon_lower"] <= 1e-3 * payload["epsilon"]
