@@ -148,6 +148,17 @@ def test_dp_trade_off_closed_form():
     assert conversions.dp_trade_off(eps, delta, alpha) == pytest.approx(expected, abs=1e-15)
 
 
+def test_dp_trade_off_beyond_float_exponent_is_the_limit_curve():
+    # ε = 1000 (an audit claim for a nearly noiseless mechanism): e^ε overflows; the curve is 1 − δ at α = 0 and
+    # e^{-ε}(1 − δ − α) ≈ 0 elsewhere, with no OverflowError and no nan from inf · 0.
+    delta = 1e-5
+    alpha = np.array([0.0, 1e-300, 0.5, 1.0])
+    curve = conversions.dp_trade_off(1000.0, delta, alpha)
+    assert curve[0] == 1 - delta
+    assert np.all(np.isfinite(curve)) and np.all(curve[1:] == 0.0)
+    assert conversions.dp_trade_off(math.inf, delta, 0.25) == 0.0
+
+
 @settings(max_examples=40, deadline=None)
 @given(mu=st.floats(0.05, 5.0), delta=st.floats(1e-10, 0.2))
 def test_gdp_round_trip(mu, delta):

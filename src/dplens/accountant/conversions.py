@@ -242,10 +242,14 @@ def gaussian_trade_off(mu: float, alpha: float | np.ndarray) -> float | np.ndarr
 def dp_trade_off(epsilon: float, delta: float, alpha: float | np.ndarray) -> float | np.ndarray:
     """f_{ε,δ}(α) = max{0, 1 − δ − e^ε α, e^{−ε}(1 − δ − α)}: Dong, Roth, Su 2022 Eq. (5)."""
     alpha = np.asarray(alpha, dtype=float)
+    # e^ε overflows for ε > 709 (an audit of a nearly noiseless mechanism claims that much); e^ε α is then +inf
+    # for every α > 0 and the line drops out of the maximum, while α = 0 keeps 1 − δ (no inf · 0 = nan).
+    with np.errstate(over="ignore", invalid="ignore"):
+        steep = np.where(alpha > 0, np.exp(epsilon) * alpha, 0.0)
     out = np.maximum.reduce(
         [
             np.zeros_like(alpha),
-            1 - delta - math.exp(epsilon) * alpha,
+            1 - delta - steep,
             math.exp(-epsilon) * (1 - delta - alpha),
         ]
     )
