@@ -304,6 +304,7 @@ class AuditResult:
             "pilot_trials": self.pilot_trials,
             "counts": {k: list(v) for k, v in self.counts.items()},
             "bound_region": bound_region(self.epsilon_lower_bound, self.delta),
+            "claim_region": bound_region(self.epsilon_claimed, self.delta),
         }
 
     @classmethod
@@ -347,8 +348,9 @@ class AuditResult:
 
 
 def bound_region(epsilon: float, delta: float, points: int = 200) -> list[dict[str, float]]:
-    """Samples of the trade-off curve f_{ε,δ} at the audit's bound (Dong, Roth, Su 2022 Prop. 2.5): any mechanism
-    whose (FPR, FNR) points fall below it is not (ε, δ)-DP; the report draws it next to the empirical points."""
+    """Samples of the trade-off curve f_{ε,δ} (Dong, Roth, Su 2022 Prop. 2.5) at an audit's bound or claim: any
+    mechanism whose (FPR, FNR) points fall below it is not (ε, δ)-DP; the report draws it (1 − f is the largest TPR
+    the (ε, δ) statement allows at each FPR) next to the empirical points."""
     if not (math.isfinite(epsilon) and epsilon > 0):
         return []
     from dplens.accountant import conversions
@@ -788,6 +790,29 @@ def _describe(mechanism: Any) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
+def spec_claim(spec: Any, delta: float | None) -> tuple[float, float, str]:
+    """(claimed ε, δ, source): the spec's ``[claim]`` (a different ``delta`` is refused), else the accountant's ε."""
+    if spec.claim is not None:
+        if delta is not None and delta != spec.claim.delta:
+            raise ValueError(
+                f"delta {delta!r} differs from the spec's claim delta {spec.claim.delta!r}; the claim under test is "
+                "an (epsilon, delta) pair"
+            )
+        return spec.claim.epsilon, spec.claim.delta, "spec [claim]"
+    delta = 1e-5 if delta is None else delta
+    accountant = spec.accountant()
+    if delta == 0:
+        claimed, source = accountant.pure_epsilon(), "accountant (pure-DP basic composition)"
+    else:
+        result = accountant.epsilon_result(delta)
+        claimed, source = result.epsilon, f"accountant ({result.method.value}: {result.details})"
+    if not math.isfinite(claimed):
+        raise ValueError(
+            f"the accountant's epsilon at delta={delta!r} is infinite; audit at a delta > 0 or add a [claim]"
+        )
+    return claimed, delta, source
+
+
 def audit_spec(
     spec: Any,
     *,
@@ -809,26 +834,7 @@ def audit_spec(
     from dplens.mechanisms.registry import mechanism_from_spec
 
     mechanism = mechanism_from_spec(spec)
-    if spec.claim is not None:
-        if delta is not None and delta != spec.claim.delta:
-            raise ValueError(
-                f"delta {delta!r} differs from the spec's claim delta {spec.claim.delta!r}; the claim under test is "
-                "an (epsilon, delta) pair"
-            )
-        delta = spec.claim.delta
-        claimed, source = spec.claim.epsilon, "spec [claim]"
-    else:
-        delta = 1e-5 if delta is None else delta
-        accountant = spec.accountant()
-        if delta == 0:
-            claimed, source = accountant.pure_epsilon(), "accountant (pure-DP basic composition)"
-        else:
-            result = accountant.epsilon_result(delta)
-            claimed, source = result.epsilon, f"accountant ({result.method.value}: {result.details})"
-        if not math.isfinite(claimed):
-            raise ValueError(
-                f"the accountant's epsilon at delta={delta!r} is infinite; audit at a delta > 0 or add a [claim]"
-            )
+    claimed, delta, source = spec_claim(spec, delta)
     return audit(
         mechanism,
         trials=trials,

@@ -52,7 +52,7 @@ import numpy as np
 from dplens.accountant import conversions
 from dplens.auditing import bounds as bd
 from dplens.auditing import one_run as orun
-from dplens.auditing.games import Verdict, verdict_for
+from dplens.auditing.games import Verdict, bound_region, verdict_for
 
 __all__ = [
     "OneRunAuditResult",
@@ -554,6 +554,7 @@ class ScoresAuditResult:
             "verdict": self.verdict.value,
             "verdict_reason": self.verdict_reason,
             "elapsed_seconds": self.elapsed_seconds,
+            "claim_region": bound_region(self.epsilon_claimed, self.delta),
         }
 
     @classmethod

@@ -18,8 +18,9 @@ valid ε at δ), as for :func:`dplens.auditing.games.audit_spec`.
 from __future__ import annotations
 
 import enum
-import math
 from typing import Any
+
+from dplens.auditing.games import spec_claim
 
 __all__ = ["Game", "attribute_summary", "audit_spec_game", "resolve_game", "spec_claim"]
 
@@ -43,29 +44,6 @@ def resolve_game(spec: Any, game: Game | str | None) -> Game:
         return Game(str(game).replace("-", "_"))
     except ValueError:
         raise ValueError(f"game must be one of ['distinguish', 'one-run', 'attribute']; got {game!r}") from None
-
-
-def spec_claim(spec: Any, delta: float | None) -> tuple[float, float, str]:
-    """(claimed ε, δ, source): the spec's ``[claim]`` (a different ``delta`` is refused), else the accountant's ε."""
-    if spec.claim is not None:
-        if delta is not None and delta != spec.claim.delta:
-            raise ValueError(
-                f"delta {delta!r} differs from the spec's claim delta {spec.claim.delta!r}; the claim under test is "
-                "an (epsilon, delta) pair"
-            )
-        return spec.claim.epsilon, spec.claim.delta, "spec [claim]"
-    delta = 1e-5 if delta is None else delta
-    accountant = spec.accountant()
-    if delta == 0:
-        claimed, source = accountant.pure_epsilon(), "accountant (pure-DP basic composition)"
-    else:
-        result = accountant.epsilon_result(delta)
-        claimed, source = result.epsilon, f"accountant ({result.method.value}: {result.details})"
-    if not math.isfinite(claimed):
-        raise ValueError(
-            f"the accountant's epsilon at delta={delta!r} is infinite; audit at a delta > 0 or add a [claim]"
-        )
-    return claimed, delta, source
 
 
 def _training_table(spec: Any, game: Game) -> dict[str, Any] | None:

@@ -104,15 +104,21 @@ def roc_figure(result: dict[str, Any]) -> bytes | None:
     points.sort()
     fpr = [f for f, _ in points]
     tpr = [t for _, t in points]
-    eps, delta = float(result["epsilon_claimed"]), float(result["delta"])
     low = max(min(fpr), 1e-12)
-    grid = [low * (1.0 / low) ** (i / 199) for i in range(200)]
-    allowed = [min(1.0, math.exp(eps) * x + delta, 1.0 - math.exp(-eps) * (1.0 - delta - x)) for x in grid]
     fig = _figure()
     ax = fig.add_subplot()
     ax.plot(fpr, tpr, color=_BOUND_COLOUR, label="empirical ROC (an estimate)")
-    ax.plot(grid, grid, color="0.6", linestyle=":", label="no information (TPR = FPR)")
-    ax.plot(grid, allowed, color=_CLAIM_COLOUR, linestyle="--", label=f"largest TPR allowed by {_claim_label(result)}")
+    ax.plot([low, 1.0], [low, 1.0], color="0.6", linestyle=":", label="no information (TPR = FPR)")
+    # The audit sampled its claim's trade-off curve f (DRS 2022 Prop. 2.5); the largest TPR allowed is 1 − f(FPR).
+    region = [p for p in result.get("claim_region", ()) if p["alpha"] >= low]
+    if region:
+        ax.plot(
+            [p["alpha"] for p in region],
+            [1.0 - p["beta"] for p in region],
+            color=_CLAIM_COLOUR,
+            linestyle="--",
+            label=f"largest TPR allowed by {_claim_label(result)}",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(low, 1.0)
