@@ -279,6 +279,35 @@ COMMANDS: dict[str, Command] = {
         },
         required=("--param", "--delta"),
     ),
+    "dp-sgd": Command(
+        argv=(
+            "dp-sgd",
+            "--dataset-size",
+            "60000",
+            "--batch-size",
+            "256",
+            "--epochs",
+            "1",
+            "--noise-multiplier",
+            "1.1",
+            "--delta",
+            "1e-5",
+            "--method",
+            "rdp",
+            "--json",
+        ),
+        bad_values={
+            "--dataset-size": COUNT_BAD,
+            "--batch-size": (*COUNT_BAD, "70000"),  # a batch larger than the data set
+            "--epochs": ("abc", "", "0", "-1", "nan", "inf", "1e400"),
+            "--noise-multiplier": ("abc", "", "0", "-1", "nan", "inf", "1e-320", "1e308"),
+            "--target-epsilon": ("abc", "-1", "0", "nan", "inf"),  # also excludes --noise-multiplier
+            "--delta": PROBABILITY_BAD,
+            "--method": ("bogus",),
+        },
+        spec_kind=None,
+        required=("--dataset-size", "--batch-size", "--epochs", "--delta"),
+    ),
 }
 
 # The subcommand each table entry runs (entries named after a variant of a subcommand).

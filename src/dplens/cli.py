@@ -132,6 +132,26 @@ def _probability(text: str) -> float:
     return value
 
 
+def _delta(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1); got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1); got {text!r}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0; got {text[:40]!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0; got {text[:40]!r}")
+    return value
+
+
 def _confidence(text: str) -> float:
     try:
         value = float(text)
@@ -389,10 +409,6 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     if args.checkpoint is not None:
         _output_file(args.checkpoint, "--checkpoint")
     spec = load_spec(args.spec)
-    if args.delta is not None and not 0 <= args.delta < 1:
-        raise ValueError(f"--delta must be in [0, 1); got {args.delta!r}")
-    if args.seed < 0:
-        raise ValueError(f"--seed must be an integer >= 0; got {args.seed!r}")
     with _observing(args):
         result = audit_spec(
             spec,
@@ -446,10 +462,6 @@ def _cmd_audit_target(args: argparse.Namespace) -> int:
     for flag, value in (("--scheduler", args.scheduler), ("--checkpoint", args.checkpoint), ("--delta", args.delta)):
         if value is not None:
             raise CliError(f"{flag} is not supported with --target (use --workers; the claim's delta is --claim-delta)")
-    if args.seed < 0:
-        raise ValueError(f"--seed must be an integer >= 0; got {args.seed!r}")
-    if not 0 <= args.claim_delta < 1:
-        raise ValueError(f"--claim-delta must be in [0, 1); got {args.claim_delta!r}")
     target = load_target(args.target)
     pair = load_pair(args.pair)
     score = None
@@ -493,10 +505,6 @@ def _cmd_audit_game(args: argparse.Namespace) -> int:
     from dplens.spec import load_spec
 
     spec = load_spec(args.spec)
-    if args.delta is not None and not 0 <= args.delta < 1:
-        raise ValueError(f"--delta must be in [0, 1); got {args.delta!r}")
-    if args.seed < 0:
-        raise ValueError(f"--seed must be an integer >= 0; got {args.seed!r}")
     game = resolve_game(spec, getattr(args, "game", None))
     result = audit_spec_game(
         spec,
@@ -529,21 +537,9 @@ def _cmd_audit_game(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-def _delta(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1); got {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1); got {text!r}")
-    return value
-
-
 def _cmd_audit_scores(args: argparse.Namespace) -> int:
     from dplens.auditing.scores import SplitSelection, audit_scores, load_scores_file
 
-    if args.seed < 0:
-        raise ValueError(f"--seed must be an integer >= 0; got {args.seed!r}")
     scores, member = load_scores_file(args.file)
     options: dict[str, Any] = {"seed": args.seed} if args.one_run else {"selection": SplitSelection(seed=args.seed)}
     result = audit_scores(
@@ -636,8 +632,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
         mode = AuditMode.REQUIRED  # the user asked for an audit: failing to run it is an error
     else:
         mode = AuditMode.AUTO
-    if args.delta is not None and not 0 <= args.delta < 1:
-        raise ValueError(f"--delta must be in [0, 1); got {args.delta!r}")
     with _observing(args):
         files = generate_report(
             spec,
@@ -793,18 +787,18 @@ def build_parser() -> argparse.ArgumentParser:
     aud.add_argument("--target", metavar="MODULE:NAME", help="audit your own code (MODULE from the current directory)")
     aud.add_argument("--pair", metavar="PAIR.json", help='with --target: {"data": ..., "neighbour": ...}')
     aud.add_argument("--claim-epsilon", type=_non_negative, help="with --target: the claimed epsilon")
-    aud.add_argument("--claim-delta", type=float, default=0.0, help="with --target: the claimed delta (default 0)")
+    aud.add_argument("--claim-delta", type=_delta, default=0.0, help="with --target: the claimed delta (default 0)")
     aud.add_argument("--score", metavar="MODULE:NAME", help="with --target: a score function of the outputs")
     aud.add_argument(
         "--trials", type=_positive_int, help="trials per side (required except with --game one-run: the canaries)"
     )
     aud.add_argument(
         "--delta",
-        type=float,
+        type=_delta,
         help="delta of the (epsilon, delta) statement under test (default: the claim's, else 1e-5)",
     )
     aud.add_argument("--confidence", type=_confidence, default=0.95, help="confidence of the bound (default 0.95)")
-    aud.add_argument("--seed", type=int, default=0, help="root seed (default 0); the result depends only on it")
+    aud.add_argument("--seed", type=_seed, default=0, help="root seed (default 0); the result depends only on it")
     aud.add_argument("--workers", type=_workers, default=1, help="local worker processes (default 1)")
     aud.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (needs [distributed])")
     aud.add_argument("--checkpoint", help="checkpoint file: written after each chunk, resumed from if it exists")
@@ -826,7 +820,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--one-run", action="store_true", help="one training, canaries each included with probability 1/2"
     )
     scores.add_argument("--confidence", type=_confidence, default=0.95, help="confidence of the bound (default 0.95)")
-    scores.add_argument("--seed", type=int, default=0, help="seed of the threshold-selection split (default 0)")
+    scores.add_argument("--seed", type=_seed, default=0, help="seed of the threshold-selection split (default 0)")
     scores.add_argument("--json", action="store_true", help="print one JSON object")
     scores.set_defaults(func=_cmd_audit_scores)
 
@@ -841,7 +835,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("-o", "--output", required=True, help="output directory")
     report.add_argument(
-        "--delta", type=float, help="delta of the (epsilon, delta) statements (default: the claim's, else 1e-5)"
+        "--delta", type=_delta, help="delta of the (epsilon, delta) statements (default: the claim's, else 1e-5)"
     )
     report.add_argument(
         "--trials",
@@ -850,7 +844,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--no-audit", action="store_true", help="accounting only; the report says 'not audited'")
     report.add_argument("--confidence", type=_probability, default=DEFAULT_CONFIDENCE, help="audit confidence")
-    report.add_argument("--seed", type=int, default=0, help="audit seed (default 0)")
+    report.add_argument("--seed", type=_seed, default=0, help="audit seed (default 0)")
     report.add_argument("--workers", type=_workers, default=1, help="audit worker processes")
     report.add_argument("--unit", default=DEFAULT_PRIVACY_UNIT, help="the unit of privacy, in words")
     report.add_argument("--title", help="report title (default: the spec's name)")
