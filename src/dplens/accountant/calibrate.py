@@ -38,7 +38,15 @@ class Direction(enum.Enum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CalibrationResult:
-    """A calibrated parameter value with the ε it achieves (≤ target) under ``method``."""
+    """A calibrated parameter value with the ε it achieves (≤ target) under ``method``.
+
+    Example:
+        >>> import dplens
+        >>> result = dplens.calibrate(lambda s: dplens.Gaussian(noise_multiplier=s), target_epsilon=1.0, delta=1e-5,
+        ...                           lower=1.0, upper=10.0, method="exact")
+        >>> round(result.value, 4), result.epsilon <= 1.0, result.method.value
+        (3.7306, True, 'exact')
+    """
 
     param: str
     value: float

@@ -40,6 +40,11 @@ class EpsilonResult:
     for every route here; it exists so reports can carry estimates from other sources labelled).
     ``epsilon_lower``, where known, is a certified *lower* bound on that true ε (the PLD engine's optimistic end):
     the true ε lies in [epsilon_lower, epsilon].
+
+    Example:
+        >>> from dplens import Accountant, Gaussian
+        >>> Accountant().compose(Gaussian(noise_multiplier=1.0)).epsilon_result(1e-5)
+        EpsilonResult(epsilon=4.37718 [upper bound], delta=1e-05, method=exact)
     """
 
     epsilon: float
@@ -123,11 +128,16 @@ def _pure_epsilon(event: ev.Event) -> float:
 class Accountant:
     """A privacy ledger composed across heterogeneous mechanisms.
 
-    Example::
-
-        acc = Accountant().compose(PoissonSampled(sampling_rate=q, event=Gaussian(noise_multiplier=s)), count=T)
-        acc.epsilon(1e-5)                  # best valid route
-        acc.epsilon(1e-5, method=Method.RDP)
+    Example:
+        >>> from dplens import Gaussian, PoissonSampled
+        >>> acc = Accountant().compose(PoissonSampled(sampling_rate=0.01, event=Gaussian(noise_multiplier=1.0)), 1000)
+        >>> round(acc.epsilon(1e-5, method=Method.RDP), 4)
+        2.1013
+        >>> result = acc.epsilon_result(1e-5, method=Method.PLD)  # a certified bracket around the exact ε
+        >>> result.epsilon_lower <= 1.82824 <= result.epsilon
+        True
+        >>> Accountant.from_json(acc.to_json()).ledger == acc.ledger  # checkpoint and resume a budget
+        True
 
     Args:
         neighboring: the neighbouring relation of the whole ledger; None takes the first event's.

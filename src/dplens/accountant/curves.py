@@ -36,7 +36,12 @@ class RdpConvergenceWarning(RuntimeWarning):
 
 
 class RdpConversion(enum.Enum):
-    """Which theorem turns an RDP curve into (ε, δ)."""
+    """Which theorem turns an RDP curve into (ε, δ).
+
+    Example:
+        >>> RdpConversion("classic"), RdpConversion.OPTIMAL.value
+        (<RdpConversion.CLASSIC: 'classic'>, 'optimal')
+    """
 
     #: Canonne–Kamath–Steinke 2020 Prop. 12 = Balle et al. 2020 Thm 21 (+ the TV shortcut). Default.
     OPTIMAL = "optimal"
@@ -81,6 +86,15 @@ class RdpCurve:
         integer_only: True when the fᵢ are exact only at integer α (then only integer orders are
             used in conversions).
         description: human-readable provenance.
+
+    Example (the Gaussian with σ = 1: ε_RDP(α) = α/2):
+        >>> import numpy as np
+        >>> from dplens import Accountant, Gaussian
+        >>> curve = Accountant().compose(Gaussian(noise_multiplier=1.0)).rdp_curve()
+        >>> curve(np.array([2.0, 8.0])).tolist()
+        [1.0, 4.0]
+        >>> round(curve.epsilon(1e-5), 4), round(curve.epsilon(1e-5, conversion=RdpConversion.CLASSIC), 4)
+        (4.7284, 5.2985)
     """
 
     terms: tuple[tuple[float, Callable[[np.ndarray], np.ndarray]], ...]
@@ -391,7 +405,12 @@ def _check_rho(rho: float) -> float:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Zcdp:
-    """(ξ, ρ)-zCDP: D_α ≤ ξ + ρα for all α > 1 (Bun & Steinke 2016, Definition 1.1)."""
+    """(ξ, ρ)-zCDP: D_α ≤ ξ + ρα for all α > 1 (Bun & Steinke 2016, Definition 1.1).
+
+    Example:
+        >>> round(Zcdp(rho=0.5).epsilon(1e-5), 4)
+        4.7284
+    """
 
     rho: float
     xi: float = 0.0
@@ -421,7 +440,12 @@ class Zcdp:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Tcdp:
-    """(ρ, ω)-tCDP: D_α ≤ ρα for α ∈ (1, ω) (Bun, Dwork, Rothblum, Steinke 2018, Definition 1)."""
+    """(ρ, ω)-tCDP: D_α ≤ ρα for α ∈ (1, ω) (Bun, Dwork, Rothblum, Steinke 2018, Definition 1).
+
+    Example:
+        >>> round(Tcdp(rho=0.1, omega=10).epsilon(1e-5), 4)
+        1.918
+    """
 
     rho: float
     omega: float
@@ -470,7 +494,12 @@ def _partial_linear(rho: float, xi: float) -> Callable[[np.ndarray], np.ndarray]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Gdp:
-    """μ-Gaussian DP: trade-off curve G_μ (Dong, Roth, Su 2022, Definition 2.7)."""
+    """μ-Gaussian DP: trade-off curve G_μ (Dong, Roth, Su 2022, Definition 2.7).
+
+    Example:
+        >>> round(float(Gdp(mu=1.0).epsilon(1e-5)), 4), round(float(Gdp(mu=1.0).delta(0.0)), 6)
+        (4.3772, 0.382925)
+    """
 
     mu: float
 
@@ -523,6 +552,11 @@ class PrivacyProfile:
     ``epsilon_for_delta`` optionally gives a direct ε(δ) (it must be an upper bound).
     ``trade_off_function`` optionally gives the exact f-DP curve of the same guarantee (a closed form, or the
     exact curve of a discrete PLD: :mod:`dplens.accountant.tradeoff`); it must be a lower bound on the true curve.
+
+    Example:
+        >>> profile = Gdp(mu=1.0).profile()
+        >>> round(profile.epsilon(1e-5), 4), round(float(profile.delta(1.0)), 6)
+        (4.3772, 0.126937)
     """
 
     remove: Callable[[np.ndarray], np.ndarray]
@@ -598,7 +632,13 @@ def _profile_trade_off(deltas: Callable, epsilons: np.ndarray | None, alpha: np.
 
 @dataclass(frozen=True, slots=True)
 class TradeOff:
-    """An f-DP trade-off curve α ↦ β (Dong, Roth, Su 2022, Definition 2.1): β = f(α) on [0, 1]."""
+    """An f-DP trade-off curve α ↦ β (Dong, Roth, Su 2022, Definition 2.1): β = f(α) on [0, 1].
+
+    Example (G₁, the curve of 1-GDP):
+        >>> curve = Gdp(mu=1.0).profile().trade_off()
+        >>> [round(float(b), 4) for b in curve([0.0, 0.05, 1.0])]
+        [1.0, 0.7405, 0.0]
+    """
 
     function: Callable[[np.ndarray], np.ndarray]
     description: str = field(default="")

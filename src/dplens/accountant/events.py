@@ -48,6 +48,10 @@ class NeighboringRelation(enum.Enum):
     clipped vectors doubles).
     REPLACE_SPECIAL: one record replaced by / with a special "zero" record (zero-out adjacency of
     DP-FTRL and tree aggregation).
+
+    Example:
+        >>> NeighboringRelation("replace_one")
+        <NeighboringRelation.REPLACE_ONE: 'replace_one'>
     """
 
     ADD_OR_REMOVE_ONE = "add_remove"
@@ -80,7 +84,14 @@ def _count(name: str, value: Any, *, minimum: int) -> None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
-    """Base class of all events."""
+    """Base class of all events: frozen, keyword-only descriptions of mechanisms that an interpreter (RDP, PLD, exact)
+    turns into privacy curves.
+
+    Example:
+        >>> from dplens import Gaussian, Laplace
+        >>> issubclass(Gaussian, Event), isinstance(Laplace(noise_multiplier=1.0), Event)
+        (True, True)
+    """
 
     def __post_init__(self) -> None:  # pragma: no cover - subclasses validate
         pass
@@ -88,14 +99,26 @@ class Event:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NoOp(Event):
-    """A step that touches no private data (ε = 0)."""
+    """A step that touches no private data (ε = 0).
+
+    Example:
+        >>> from dplens import Accountant
+        >>> Accountant().compose(NoOp(), count=5).epsilon(1e-5)
+        0.0
+    """
 
     neighboring: NeighboringRelation = ADD_REMOVE
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NonPrivate(Event):
-    """A step that releases private data without protection (ε = ∞, δ = 1)."""
+    """A step that releases private data without protection (ε = ∞, δ = 1).
+
+    Example:
+        >>> from dplens import Accountant
+        >>> Accountant().compose(NonPrivate()).epsilon(1e-5)
+        inf
+    """
 
     neighboring: NeighboringRelation = ADD_REMOVE
 
@@ -108,6 +131,11 @@ class Gaussian(Event):
     vectors clipped to C it is 2C, i.e. the noise multiplier relative to C must be halved). dp-accounting's
     ``GaussianDpEvent`` is relative to C in its docstring and PLD but to Δ in its RDP code: see
     :class:`ReplaceOneNoise` for converting ledgers.
+
+    Example:
+        >>> from dplens import Accountant
+        >>> round(Accountant().compose(Gaussian(noise_multiplier=1.0)).epsilon(1e-5), 4)  # exactly 1-GDP
+        4.3772
     """
 
     noise_multiplier: float
@@ -119,7 +147,13 @@ class Gaussian(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Laplace(Event):
-    """Returns f(D) + Lap(b) per coordinate, f with ℓ1-sensitivity Δ; ``noise_multiplier`` = b/Δ = 1/ε₀."""
+    """Returns f(D) + Lap(b) per coordinate, f with ℓ1-sensitivity Δ; ``noise_multiplier`` = b/Δ = 1/ε₀.
+
+    Example:
+        >>> from dplens import Accountant
+        >>> Accountant().compose(Laplace(noise_multiplier=2.0), count=3).pure_epsilon()  # 3 × 0.5, rounded up
+        1.5000000000015
+    """
 
     noise_multiplier: float
     neighboring: NeighboringRelation = ADD_REMOVE
@@ -133,6 +167,11 @@ class RandomizedResponse(Event):
     """k-ary randomized response: the true value with probability e^ε/(e^ε + k − 1), else a uniform other.
 
     Neighbouring records differ in their value (REPLACE_ONE).
+
+    Example:
+        >>> from dplens import Accountant
+        >>> round(Accountant().compose(RandomizedResponse(epsilon=1.0)).epsilon(1e-6), 6)
+        0.999999
     """
 
     epsilon: float
@@ -151,6 +190,12 @@ class PoissonSampled(Event):
 
     Amplification is analysed under add/remove (or zero-out) adjacency (Mironov, Talwar, Zhang 2019). A sampling
     rate of 0 touches no record (ε = 0 on every route).
+
+    Example:
+        >>> from dplens import Accountant, Gaussian, Method
+        >>> step = PoissonSampled(sampling_rate=0.01, event=Gaussian(noise_multiplier=1.0))
+        >>> round(Accountant().compose(step, count=1000).epsilon(1e-5, method=Method.RDP), 4)
+        2.1013
     """
 
     sampling_rate: float
@@ -168,6 +213,13 @@ class SampledWithoutReplacement(Event):
     """A uniformly random subset of ``sample_size`` of ``dataset_size`` records; replace-one adjacency.
 
     Analysed by Wang, Balle, Kasiviswanathan 2019 (arXiv 1808.00087) Theorem 27.
+
+    Example:
+        >>> from dplens import Accountant, Gaussian, NeighboringRelation
+        >>> batch = SampledWithoutReplacement(sample_size=100, dataset_size=10_000,
+        ...     event=Gaussian(noise_multiplier=1.0, neighboring=NeighboringRelation.REPLACE_ONE))
+        >>> batch.sampling_rate, round(Accountant().compose(batch, count=100).epsilon(1e-5), 4)
+        (0.01, 1.4825)
     """
 
     sample_size: int
@@ -316,7 +368,13 @@ class TruncatedSubsampledGaussian(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SelfComposed(Event):
-    """``event`` run ``count`` times (adaptively) on the same data."""
+    """``event`` run ``count`` times (adaptively) on the same data.
+
+    Example:
+        >>> from dplens import Accountant, Laplace
+        >>> Accountant().compose(SelfComposed(event=Laplace(noise_multiplier=1.0), count=4)).pure_epsilon()
+        4.000000000004
+    """
 
     event: Event
     count: int
@@ -330,7 +388,16 @@ class SelfComposed(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Composed(Event):
-    """The adaptive composition of ``events`` in order."""
+    """The adaptive composition of ``events`` in order.
+
+    Example (two Gaussians with σ = 2 are exactly one with σ = √2):
+        >>> from dplens import Accountant, Gaussian
+        >>> pair = Composed(events=(Gaussian(noise_multiplier=2.0), Gaussian(noise_multiplier=2.0)))
+        >>> round(Accountant().compose(pair).epsilon(1e-5), 4)
+        2.9432
+        >>> round(Accountant().compose(Gaussian(noise_multiplier=2**0.5)).epsilon(1e-5), 4)
+        2.9432
+    """
 
     events: tuple[Event, ...]
 
@@ -396,7 +463,12 @@ def _core_event_type(name: str) -> type[Event]:
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:
-    """A JSON-ready dict: ``{"type": ClassName, field: value, …}`` (nested events recursively)."""
+    """A JSON-ready dict: ``{"type": ClassName, field: value, …}`` (nested events recursively).
+
+    Example:
+        >>> event_to_dict(Gaussian(noise_multiplier=1.0))
+        {'type': 'Gaussian', 'noise_multiplier': 1.0, 'neighboring': 'add_remove'}
+    """
     out: dict[str, Any] = {"type": type(event).__name__}
     for f in fields(event):
         value = getattr(event, f.name)
@@ -413,7 +485,15 @@ def event_to_dict(event: Event) -> dict[str, Any]:
 
 
 def event_from_dict(data: dict[str, Any]) -> Event:
-    """Inverse of :func:`event_to_dict` (a plug-in's event types are registered by importing its module)."""
+    """Inverse of :func:`event_to_dict` (a plug-in's event types are registered by importing its module).
+
+    Example:
+        >>> step = PoissonSampled(sampling_rate=0.01, event=Gaussian(noise_multiplier=1.0))
+        >>> event_from_dict(event_to_dict(step)) == step
+        True
+        >>> event_from_dict({"type": "GaussMix", "k": 10, "gamma": 100.0}).k  # a research plug-in's event
+        10
+    """
     if not isinstance(data, dict) or "type" not in data:
         raise ValueError(f"event must be a dict with a 'type'; got {data!r}")
     if data["type"] not in _REGISTRY and data["type"] in _CORE_EVENT_MODULES:

@@ -81,6 +81,13 @@ class SweepResult:
     """ε for every configuration of a sweep (rows in the order of the Cartesian product of ``grid``).
 
     ``epsilon`` is an upper bound for every row; ``epsilon_lower`` (PLD) a certified lower bound, else None.
+
+    Example:
+        >>> import dplens
+        >>> spec = dplens.parse_spec({"mechanism": [{"type": "gaussian", "noise_multiplier": 1.0}]})
+        >>> result = dplens.sweep(spec, params={"noise_multiplier": [1.0, 2.0]}, delta=1e-5)
+        >>> result.configurations, [round(e, 4) for e in result.epsilon]
+        (((1.0,), (2.0,)), [4.7284, 2.1657])
     """
 
     params: tuple[str, ...]
