@@ -229,7 +229,7 @@ def _seconds(value):
 def render(events, rdp_route, fractional, mixture) -> str:
     lines = [
         f"### Accounting breadth (issue 17) ({time.strftime('%Y-%m-%d')}, {platform.machine()}, Python "
-        f"{platform.python_version()}, dp-accounting {metadata.version('dp-accounting')}; measured under load)",
+        f"{platform.python_version()}, dp-accounting {metadata.version('dp-accounting')})",
         "",
         "Command: `python benchmarks/bench_breadth.py --write benchmarks/RESULTS.md`",
         "",

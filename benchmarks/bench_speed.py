@@ -287,10 +287,9 @@ def _report(results: dict, *, repeat: int, load_before: str, load_after: str, wa
         f"{platform.machine()}, Python {platform.python_version()}, dp-accounting {metadata.version('dp-accounting')}, "
         f"numpy {np.__version__})",
         "",
-        f"Command: `PYTHONPATH=$PWD/src python benchmarks/bench_speed.py --repeat {repeat}"
-        " --write benchmarks/RESULTS.md`"
-        f" (wall time {wall:.0f} s; load average {load_before} before, {load_after} after: **measured under load**, the"
-        " machine shared with other agents; the ratios are from interleaved runs, the lead re-runs on a quiet machine)",
+        f"Command: `python benchmarks/bench_speed.py --repeat {repeat} --write benchmarks/RESULTS.md`"
+        f" (wall time {wall:.0f} s; load average {load_before} before, {load_after} after; the ratios come from"
+        " interleaved runs, so a change of load hits both sides alike)",
         "",
         "Fresh interpreters for every run (`python -m dplens.cli …` against a dp-accounting script, both with bytecode"
         f" caching), alternated; medians of {repeat} runs after a warm-up.",
