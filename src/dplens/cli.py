@@ -14,7 +14,7 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -122,54 +122,26 @@ def _observing(args: argparse.Namespace) -> Iterator[None]:
         yield
 
 
-def _probability(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1); got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1); got {text!r}")
-    return value
+def _number_type(parse: Callable[[str], Any], accept: Callable[[Any], bool], expected: str) -> Callable[[str], Any]:
+    """An argparse ``type=``: ``parse`` the text, keep it if ``accept``, else one line saying what was expected."""
+
+    def convert(text: str) -> Any:
+        try:
+            value = parse(text)
+        except ValueError:
+            value = None
+        if value is None or not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}; got {text[:40]!r}")
+        return value
+
+    return convert
 
 
-def _delta(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1); got {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1); got {text!r}")
-    return value
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0; got {text[:40]!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0; got {text[:40]!r}")
-    return value
-
-
-def _confidence(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a confidence in [0.5, 1); got {text!r}") from None
-    if not 0.5 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a confidence in [0.5, 1); got {text!r}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0; got {text!r}") from None
-    if not (value >= 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0; got {text!r}")
-    return value
+_probability = _number_type(float, lambda v: 0 < v < 1, "a number in (0, 1)")
+_delta = _number_type(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
+_seed = _number_type(int, lambda v: v >= 0, "an integer >= 0")
+_confidence = _number_type(float, lambda v: 0.5 <= v < 1, "a confidence in [0.5, 1)")
+_non_negative = _number_type(float, lambda v: v >= 0 and math.isfinite(v), "a finite number >= 0")
 
 
 MAX_COUNT = 10**15  # most trials (per side) a command accepts: the runner's MAX_TRIALS
