@@ -34,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     "Gdp": "dplens.accountant.curves:Gdp",
     "dp_sgd_epsilon": "dplens.accountant.dp_sgd:dp_sgd_epsilon",
     "dp_sgd_noise_multiplier": "dplens.accountant.dp_sgd:dp_sgd_noise_multiplier",
+    "DpSgdPrivacy": "dplens.accountant.dp_sgd:DpSgdPrivacy",
     # events
     "Event": "dplens.accountant.events:Event",
     "NeighboringRelation": "dplens.accountant.events:NeighboringRelation",
@@ -45,6 +46,21 @@ _EXPORTS: dict[str, str] = {
     "PoissonSampled": "dplens.accountant.events:PoissonSampled",
     "SampledWithoutReplacement": "dplens.accountant.events:SampledWithoutReplacement",
     "SelfComposed": "dplens.accountant.events:SelfComposed",
+    "ZcdpMechanism": "dplens.accountant.events:ZcdpMechanism",
+    "MixtureOfGaussians": "dplens.accountant.events:MixtureOfGaussians",
+    "SingleEpochTreeAggregation": "dplens.accountant.events:SingleEpochTreeAggregation",
+    "TruncatedSubsampledGaussian": "dplens.accountant.events:TruncatedSubsampledGaussian",
+    "ReplaceOneNoise": "dplens.accountant.events:ReplaceOneNoise",
+    "DiscreteLaplace": "dplens.accountant.discrete:DiscreteLaplace",
+    "DiscreteGaussian": "dplens.accountant.discrete:DiscreteGaussian",
+    "ApproxDp": "dplens.accountant.approx_dp:ApproxDp",
+    "GroupPrivacy": "dplens.accountant.group:GroupPrivacy",
+    "ExponentialMechanism": "dplens.accountant.selection:ExponentialMechanism",
+    "ReportNoisyMax": "dplens.accountant.selection:ReportNoisyMax",
+    "PermuteAndFlip": "dplens.accountant.selection:PermuteAndFlip",
+    "SelectionNoise": "dplens.accountant.selection:SelectionNoise",
+    "RepeatAndSelect": "dplens.accountant.selection:RepeatAndSelect",
+    "SampledWithReplacement": "dplens.accountant.with_replacement:SampledWithReplacement",
     "Composed": "dplens.accountant.events:Composed",
     "event_from_dict": "dplens.accountant.events:event_from_dict",
     "event_to_dict": "dplens.accountant.events:event_to_dict",
@@ -66,6 +82,8 @@ _EXPORTS: dict[str, str] = {
     "TargetAuditResult": "dplens.auditing.target_game:TargetAuditResult",
     "batched": "dplens.auditing.targets:batched",
     "audit_scores": "dplens.auditing.scores:audit_scores",
+    "ScoresAuditResult": "dplens.auditing.scores:ScoresAuditResult",
+    "OneRunAuditResult": "dplens.auditing.scores:OneRunAuditResult",
     # reports
     "build_report": "dplens.reports.build:build_report",
     "generate_report": "dplens._api:generate_report",
@@ -75,35 +93,53 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "Accountant",
+    "ApproxDp",
     "AuditMode",
     "AuditResult",
     "CalibrationResult",
     "Claim",
     "Composed",
+    "DiscreteGaussian",
+    "DiscreteLaplace",
+    "DpSgdPrivacy",
     "EpsilonResult",
     "Event",
+    "ExponentialMechanism",
     "Gaussian",
     "Gdp",
+    "GroupPrivacy",
     "Laplace",
     "Method",
+    "MixtureOfGaussians",
     "NeighboringRelation",
     "NoOp",
     "NonPrivate",
+    "OneRunAuditResult",
+    "PermuteAndFlip",
     "PoissonSampled",
     "PrivacyProfile",
     "RandomizedResponse",
     "RdpConversion",
     "RdpCurve",
+    "RepeatAndSelect",
+    "ReplaceOneNoise",
     "Report",
+    "ReportNoisyMax",
+    "SampledWithReplacement",
     "SampledWithoutReplacement",
+    "ScoresAuditResult",
+    "SelectionNoise",
     "SelfComposed",
+    "SingleEpochTreeAggregation",
     "Spec",
     "SweepResult",
     "TargetAuditResult",
     "Tcdp",
     "TradeOff",
+    "TruncatedSubsampledGaussian",
     "Verdict",
     "Zcdp",
+    "ZcdpMechanism",
     "__version__",
     "audit",
     "audit_scores",
@@ -139,30 +175,46 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from dplens._api import AuditMode, audit, calibrate, generate_report
+    from dplens.accountant.approx_dp import ApproxDp
     from dplens.accountant.calibrate import CalibrationResult
     from dplens.accountant.compose import Accountant, EpsilonResult, Method
     from dplens.accountant.curves import Gdp, PrivacyProfile, RdpConversion, RdpCurve, Tcdp, TradeOff, Zcdp
-    from dplens.accountant.dp_sgd import dp_sgd_epsilon, dp_sgd_noise_multiplier
+    from dplens.accountant.discrete import DiscreteGaussian, DiscreteLaplace
+    from dplens.accountant.dp_sgd import DpSgdPrivacy, dp_sgd_epsilon, dp_sgd_noise_multiplier
     from dplens.accountant.events import (
         Composed,
         Event,
         Gaussian,
         Laplace,
+        MixtureOfGaussians,
         NeighboringRelation,
         NonPrivate,
         NoOp,
         PoissonSampled,
         RandomizedResponse,
+        ReplaceOneNoise,
         SampledWithoutReplacement,
         SelfComposed,
+        SingleEpochTreeAggregation,
+        TruncatedSubsampledGaussian,
+        ZcdpMechanism,
         event_from_dict,
         event_to_dict,
         from_dp_accounting,
         to_dp_accounting,
     )
+    from dplens.accountant.group import GroupPrivacy
+    from dplens.accountant.selection import (
+        ExponentialMechanism,
+        PermuteAndFlip,
+        RepeatAndSelect,
+        ReportNoisyMax,
+        SelectionNoise,
+    )
     from dplens.accountant.sweep import SweepResult, sweep
+    from dplens.accountant.with_replacement import SampledWithReplacement
     from dplens.auditing.games import AuditResult, Verdict
-    from dplens.auditing.scores import audit_scores
+    from dplens.auditing.scores import OneRunAuditResult, ScoresAuditResult, audit_scores
     from dplens.auditing.target_game import TargetAuditResult
     from dplens.auditing.targets import batched
     from dplens.reports.build import build_report

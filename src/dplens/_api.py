@@ -151,10 +151,9 @@ def calibrate_spec(
     from dplens.accountant.calibrate import Direction
     from dplens.accountant.calibrate import calibrate as solve
     from dplens.accountant.compose import Method
+    from dplens.accountant.routes import as_method
 
-    method = Method.PLD if method is None else method
-    if isinstance(method, str):
-        method = Method(method)
+    method = Method.PLD if method is None else as_method(method)
     if method is Method.BEST:
         method = Method.PLD  # the tightest standard route; BEST would re-run every route at every step
     known = PARAMETER_DEFAULTS.get(param)
@@ -251,10 +250,9 @@ def calibrate(
     from dplens.accountant import events as ev
     from dplens.accountant.calibrate import calibrate as solve
     from dplens.accountant.compose import Accountant, Method
+    from dplens.accountant.routes import as_method
 
-    method = Method.PLD if method is None else method
-    if isinstance(method, str):
-        method = Method(method)
+    method = Method.PLD if method is None else as_method(method)
 
     def make(value: float) -> Accountant:
         built = subject(int(value) if integer else value)

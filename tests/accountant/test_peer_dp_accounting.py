@@ -185,14 +185,6 @@ CASES = [
 ]
 
 
-def _discrete_available() -> bool:
-    try:
-        import dplens.accountant.discrete  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def test_every_dp_accounting_event_type_is_covered():
     covered = {type(case[1]).__name__ for case in CASES}
     inner = {type(case[1].event).__name__ for case in CASES if hasattr(case[1], "event")}
@@ -237,8 +229,6 @@ def _dpa_epsilons(dp_event, relation, count: int, delta: float) -> dict[str, flo
     ("case_id", "dp_event", "relation", "count", "delta", "lower"), CASES, ids=[c[0] for c in CASES]
 )
 def test_peer_case(case_id, dp_event, relation, count, delta, lower):
-    if case_id == "discrete_laplace" and not _discrete_available():
-        pytest.skip("dplens.accountant.discrete (issue 15: DiscreteLaplace) is not merged yet")
     # dp-accounting's sampled-without-replacement RDP reads σ relative to the replace-one sensitivity (see
     # ReplaceOneNoise); compare like with like, then the factor 2 is pinned in test_replace_one_noise_factor.
     convention = (
@@ -362,9 +352,6 @@ def test_replace_one_noise_factor():
 
 
 def test_discrete_laplace_conversion():
-    pytest.importorskip(
-        "dplens.accountant.discrete", reason="dplens.accountant.discrete (issue 15: DiscreteLaplace) not merged yet"
-    )
     from dplens.accountant.discrete import DiscreteLaplace
 
     event = ev.from_dp_accounting(dpe.DiscreteLaplaceDpEvent(0.5, 2))

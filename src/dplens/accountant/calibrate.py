@@ -23,6 +23,7 @@ from typing import Any
 
 from dplens.accountant import conversions, pld
 from dplens.accountant.compose import Accountant, Method
+from dplens.accountant.routes import as_method
 
 __all__ = ["CalibrationResult", "Direction", "calibrate", "calibrate_dp_sgd_noise"]
 
@@ -250,8 +251,7 @@ def calibrate(
     if target == 0:
         raise ValueError(f"target_epsilon must be > 0; got {target_epsilon!r}")
     delta = conversions.check_delta(target_delta, name="target_delta")
-    if not isinstance(method, Method):
-        raise ValueError(f"method must be a Method; got {method!r}")
+    method = as_method(method)
     for name, value in (("lower", lower), ("upper", upper)):
         if not (isinstance(value, int | float) and math.isfinite(value)):
             raise ValueError(f"{name} must be a finite number; got {value!r}")

@@ -25,7 +25,7 @@ from dplens.accountant import conversions, pld, rdp
 from dplens.accountant import events as ev
 from dplens.accountant.curves import PrivacyProfile, RdpConversion, RdpCurve, TradeOff
 from dplens.accountant.rdp import UnsupportedEventError
-from dplens.accountant.routes import Method
+from dplens.accountant.routes import Method, as_method
 
 __all__ = ["Accountant", "EpsilonResult", "Method"]
 
@@ -318,8 +318,7 @@ class Accountant:
     ) -> EpsilonResult:
         """ε at ``delta`` by ``method`` with its provenance (BEST: the minimum over supported routes)."""
         delta = conversions.check_delta(delta, allow_zero=True)
-        if not isinstance(method, Method):
-            raise ValueError(f"method must be a Method; got {method!r}")
+        method = as_method(method)
         if not self._ledger:
             return EpsilonResult(epsilon=0.0, delta=delta, method=method, details="empty ledger")
         if method is not Method.BEST:
@@ -360,8 +359,7 @@ class Accountant:
     def delta(self, epsilon: float, *, method: Method = Method.BEST) -> float:
         """An upper bound on δ at ``epsilon`` (BEST: the minimum over supported routes)."""
         epsilon = conversions.check_epsilon(epsilon)
-        if not isinstance(method, Method):
-            raise ValueError(f"method must be a Method; got {method!r}")
+        method = as_method(method)
         if not self._ledger:
             return 0.0
         candidates = []

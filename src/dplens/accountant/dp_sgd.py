@@ -18,13 +18,23 @@ from typing import Any
 
 from dplens.accountant import events as ev
 from dplens.accountant.compose import Accountant, Method
+from dplens.accountant.routes import as_method
 
 __all__ = ["DpSgdPrivacy", "dp_sgd_epsilon", "dp_sgd_noise_multiplier", "dp_sgd_steps"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DpSgdPrivacy:
-    """The privacy of a DP-SGD run: (ε, δ) with everything it was computed from."""
+    """The privacy of a DP-SGD run: (ε, δ) with everything it was computed from.
+
+    Example:
+        >>> run = dp_sgd_epsilon(dataset_size=60000, batch_size=256, epochs=60, noise_multiplier=1.1, delta=1e-5,
+        ...                      method="rdp")
+        >>> run.steps, round(run.epsilon, 4), run.method
+        (14063, 2.5966, 'rdp')
+        >>> sorted(run.to_dict())[:4]
+        ['batch_size', 'dataset_size', 'delta', 'details']
+    """
 
     epsilon: float
     delta: float
@@ -83,17 +93,6 @@ def dp_sgd_steps(*, dataset_size: int, batch_size: int, epochs: float) -> int:
     return math.ceil(epochs * dataset_size / batch_size - 1e-9)
 
 
-def _method(method: Method | str) -> Method:
-    if isinstance(method, str):
-        try:
-            return Method(method)
-        except ValueError:
-            raise ValueError(f"method must be one of {[m.value for m in Method]}; got {method!r}") from None
-    if not isinstance(method, Method):
-        raise ValueError(f"method must be a Method; got {method!r}")
-    return method
-
-
 def dp_sgd_epsilon(
     *,
     dataset_size: int,
@@ -112,7 +111,7 @@ def dp_sgd_epsilon(
         (14063, 2.382)
     """
     steps = dp_sgd_steps(dataset_size=dataset_size, batch_size=batch_size, epochs=epochs)
-    method = _method(method)
+    method = as_method(method)
     step = ev.PoissonSampled(
         sampling_rate=batch_size / dataset_size, event=ev.Gaussian(noise_multiplier=noise_multiplier)
     )
@@ -154,7 +153,7 @@ def dp_sgd_noise_multiplier(
     from dplens.accountant.calibrate import calibrate_dp_sgd_noise
 
     steps = dp_sgd_steps(dataset_size=dataset_size, batch_size=batch_size, epochs=epochs)
-    method = _method(method)
+    method = as_method(method)
     if method is Method.BEST:
         method = Method.PLD  # the tightest route for this mechanism
     result = calibrate_dp_sgd_noise(

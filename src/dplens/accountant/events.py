@@ -274,6 +274,12 @@ class MixtureOfGaussians(Event):
     dp-accounting's ``MixtureOfGaussiansDpEvent`` (Choquette-Choo et al. 2023, arXiv 2310.15526: amplification of
     banded matrix mechanisms): ``standard_deviation`` σ, ``sensitivities`` cᵢ, ``sampling_probs`` pᵢ (summing to
     1). Interpreted by dp-accounting's PLD under add/remove or zero-out adjacency.
+
+    Example (RDP is instant; the PLD route uses dp-accounting's mixture PLD and takes seconds per event):
+        >>> from dplens import Accountant
+        >>> step = MixtureOfGaussians(standard_deviation=2.0, sensitivities=(0.0, 1.0), sampling_probs=(0.9, 0.1))
+        >>> round(Accountant().compose(step, count=1000).epsilon(1e-5, method="rdp"), 3)
+        8.944
     """
 
     standard_deviation: float
@@ -314,6 +320,14 @@ class SingleEpochTreeAggregation(Event):
     exactly μ-GDP with μ = √depth / noise_multiplier. ``step_counts``: steps per tree (an integer for one tree).
     dp-accounting states it under zero-out adjacency (its default here); the same analysis holds under any relation
     with the node sensitivity of that relation.
+
+    Example:
+        >>> from dplens import Accountant
+        >>> tree = SingleEpochTreeAggregation(noise_multiplier=4.0, step_counts=100)
+        >>> tree.depth, round(tree.gdp_mu(), 4)
+        (7, 0.6614)
+        >>> round(Accountant().compose(tree).epsilon(1e-5), 3)
+        2.729
     """
 
     noise_multiplier: float
@@ -351,6 +365,14 @@ class TruncatedSubsampledGaussian(Event):
     dp-accounting's ``TruncatedSubsampledGaussianDpEvent`` (arXiv 2508.15089), interpreted by its PLD (a mixture
     of the untruncated subsampled Gaussian and a sensitivity-2C one). As in dp-accounting, the noise multiplier is
     relative to the norm bound C under every relation.
+
+    Example (PLD only):
+        >>> from dplens import Accountant
+        >>> step = TruncatedSubsampledGaussian(
+        ...     dataset_size=60000, sampling_rate=0.01, truncated_batch_size=700, noise_multiplier=1.0
+        ... )
+        >>> round(Accountant().compose(step, count=100).epsilon(1e-5, method="pld"), 3)
+        0.734
     """
 
     dataset_size: int
@@ -540,6 +562,16 @@ class ReplaceOneNoise(enum.Enum):
     under REPLACE_ONE, dp-accounting's RDP gives ε = 2.1657 at δ = 1e-5 (sensitivity 1) and its PLD 4.3772
     (sensitivity 2). dplens's own :class:`Gaussian` is relative to the sensitivity of its stated relation, so a
     dp-accounting ledger converts with a factor 2 (``NORM_BOUND``, the default: the documented meaning) or 1.
+
+    Example:
+        >>> import dp_accounting
+        >>> event = dp_accounting.GaussianDpEvent(2.0)
+        >>> replace_one = NeighboringRelation.REPLACE_ONE
+        >>> from_dp_accounting(event, neighboring=replace_one).noise_multiplier
+        1.0
+        >>> as_sensitivity = ReplaceOneNoise.SENSITIVITY
+        >>> from_dp_accounting(event, neighboring=replace_one, replace_one_noise=as_sensitivity).noise_multiplier
+        2.0
     """
 
     NORM_BOUND = "norm_bound"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["Method"]
+__all__ = ["Method", "as_method"]
 
 
 class Method(enum.Enum):
@@ -20,3 +20,23 @@ class Method(enum.Enum):
     PLD = "pld"
     EXACT = "exact"
     BEST = "best"
+
+
+def as_method(method: Method | str, *, name: str = "method") -> Method:
+    """``method`` as a :class:`Method`, from the enum or its value (``"rdp"``, ``"pld"``, ``"exact"``, ``"best"``).
+
+    Example:
+        >>> as_method("rdp"), as_method(Method.PLD)
+        (<Method.RDP: 'rdp'>, <Method.PLD: 'pld'>)
+
+    Raises:
+        ValueError: anything else, naming ``name`` and the value.
+    """
+    if isinstance(method, Method):
+        return method
+    if isinstance(method, str):
+        try:
+            return Method(method.lower())
+        except ValueError:
+            pass
+    raise ValueError(f"{name} must be a Method or one of {[m.value for m in Method]}; got {method!r}")

@@ -98,7 +98,12 @@ def bounded_range_delta(epsilons: np.ndarray, *, epsilon: float) -> np.ndarray:
 
 
 class SelectionNoise(enum.Enum):
-    """The noise of report-noisy-max: Gumbel (= exponential mechanism), exponential (= permute-and-flip), Laplace."""
+    """The noise of report-noisy-max: Gumbel (= exponential mechanism), exponential (= permute-and-flip), Laplace.
+
+    Example:
+        >>> SelectionNoise("laplace")
+        <SelectionNoise.LAPLACE: 'laplace'>
+    """
 
     GUMBEL = "gumbel"
     EXPONENTIAL = "exponential"
@@ -131,7 +136,16 @@ class ExponentialMechanism(ev.Event):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReportNoisyMax(ev.Event):
     """Report-noisy-max at privacy parameter ε with the given noise (Gumbel: the exponential mechanism, ε-BR;
-    exponential: permute-and-flip; Laplace: Dwork & Roth 2014 Claim 3.9; the latter two ε-DP)."""
+    exponential: permute-and-flip; Laplace: Dwork & Roth 2014 Claim 3.9; the latter two ε-DP).
+
+    Example (50 selections at ε = 0.1: Gumbel noise composes as bounded range, Laplace noise as pure ε-DP):
+        >>> from dplens.accountant.compose import Accountant
+        >>> for noise in ("gumbel", "laplace"):
+        ...     selections = Accountant().compose(ReportNoisyMax(epsilon=0.1, noise=noise), count=50)
+        ...     print(noise, round(selections.epsilon(1e-6), 3))
+        gumbel 1.636
+        laplace 3.173
+    """
 
     epsilon: float
     noise: SelectionNoise = SelectionNoise.GUMBEL
@@ -156,7 +170,13 @@ class ReportNoisyMax(ev.Event):
 @ev.register_event
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PermuteAndFlip(ev.Event):
-    """Permute-and-flip at privacy parameter ε (McKenna & Sheldon 2020, Theorem 1: ε-DP), analysed as ε-DP."""
+    """Permute-and-flip at privacy parameter ε (McKenna & Sheldon 2020, Theorem 1: ε-DP), analysed as ε-DP.
+
+    Example (50 runs at ε = 0.1, optimal composition of pure ε-DP; basic composition gives 5):
+        >>> from dplens.accountant.compose import Accountant
+        >>> round(Accountant().compose(PermuteAndFlip(epsilon=0.1), count=50).epsilon(1e-6), 3)
+        3.173
+    """
 
     epsilon: float
     neighboring: ev.NeighboringRelation = ev.ADD_REMOVE

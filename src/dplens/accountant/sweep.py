@@ -33,6 +33,7 @@ from dplens.accountant import conversions, rdp
 from dplens.accountant import events as ev
 from dplens.accountant.compose import Accountant, Method
 from dplens.accountant.curves import RdpConvergenceWarning
+from dplens.accountant.routes import as_method
 
 __all__ = ["SweepResult", "parameter_values", "sweep"]
 
@@ -202,11 +203,7 @@ def sweep(
     """
     spec = _as_spec(spec)
     delta = conversions.check_delta(delta)
-    if isinstance(method, str):
-        try:
-            method = Method(method)
-        except ValueError:
-            raise ValueError(f"method must be one of {[m.value for m in Method]}; got {method!r}") from None
+    method = as_method(method)
     if not isinstance(params, Mapping) or not params:
         raise ValueError(f"params must map at least one parameter name to values; got {params!r}")
     names = tuple(params)

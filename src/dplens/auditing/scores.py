@@ -495,6 +495,16 @@ class ScoresAuditResult:
 
     ``epsilon_lower_bound`` is a valid (``confidence``) lower bound on the ε at ``delta`` of the pair "canary in"
     against "canary out" (a bound, never an estimate); every field ending in ``_estimate`` is an estimate.
+
+    Example (members N(1, 1), non-members N(0, 1): the claim is the true ε at δ = 1e-5):
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(1)
+        >>> scores = np.concatenate([rng.normal(1, 1, 5000), rng.normal(0, 1, 5000)])
+        >>> result = audit_scores(scores, np.arange(10_000) < 5000, claim=4.377, delta=1e-5)
+        >>> result  # doctest: +ELLIPSIS
+        ScoresAuditResult(epsilon_lower_bound=1.98727 [valid 95% lower bound], ..., verdict=CONSISTENT, ...)
+        >>> ScoresAuditResult.from_dict(result.to_dict()) == result
+        True
     """
 
     epsilon_lower_bound: float
@@ -627,6 +637,16 @@ class OneRunAuditResult:
     GDP family) and every other ``*_estimate`` are estimates. ``trajectory`` holds the bound of nested random subsets
     of the canaries (each point a separate audit at the same confidence: a curve for the report, not a
     simultaneous claim). ``game`` describes the training and canaries when the scores came from a canary game.
+
+    Example (1000 canaries, each in with probability ½; a member's score is shifted by 2):
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(1)
+        >>> member = rng.random(1000) < 0.5
+        >>> result = audit_scores(rng.normal(2.0 * member, 1.0), member, claim=4.377, delta=1e-5, one_run=True)
+        >>> type(result).__name__, result.verdict.value, round(result.epsilon_lower_bound, 3)
+        ('OneRunAuditResult', 'CONSISTENT', 2.785)
+        >>> OneRunAuditResult.from_dict(result.to_dict()) == result
+        True
     """
 
     epsilon_lower_bound: float

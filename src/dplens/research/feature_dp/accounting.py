@@ -48,6 +48,7 @@ from dplens.accountant import events as ev
 from dplens.accountant.compose import Method
 from dplens.accountant.curves import PrivacyProfile, RdpConversion, RdpCurve
 from dplens.accountant.rdp import UnsupportedEventError
+from dplens.accountant.routes import as_method
 
 __all__ = [
     "SPEC_TYPES",
@@ -386,8 +387,7 @@ def feature_dp_epsilon(
     """
     event = _check_event(event)
     delta = conversions.check_delta(delta)
-    if not isinstance(method, Method):
-        raise ValueError(f"method must be a Method; got {method!r}")
+    method = as_method(method)
     if not isinstance(conversion, RdpConversion):
         raise ValueError(f"conversion must be an RdpConversion; got {conversion!r}")
     if method is Method.BEST:
