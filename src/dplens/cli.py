@@ -175,6 +175,12 @@ def _emit(payload: dict[str, Any], as_json: bool, text: str) -> None:
         print(text)
 
 
+def _verdict_status(args: argparse.Namespace, result: Any) -> int:
+    """Exit status of an audit: 1 for a VIOLATION under ``--fail-on-violation`` (for CI pipelines), else 0."""
+    verdict = getattr(getattr(result, "verdict", None), "value", None)
+    return 1 if getattr(args, "fail_on_violation", False) and verdict == "VIOLATION" else 0
+
+
 def _json_default(value: Any) -> Any:
     if hasattr(value, "to_dict"):
         return value.to_dict()
@@ -395,7 +401,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         )
     payload = result.to_dict() | {"spec_sha256": spec.sha256}
     _emit(payload, args.json, _audit_text(result))
-    return 0
+    return _verdict_status(args, result)
 
 
 def _target_audit_text(result: Any) -> str:
@@ -455,6 +461,7 @@ def _cmd_audit_target(args: argparse.Namespace) -> int:
         progress=not args.quiet,
     )
     _emit(result.to_dict(), args.json, _target_audit_text(result))
+    return _verdict_status(args, result)
 
 
 def _wants_audit_game(args: argparse.Namespace) -> bool:
@@ -501,7 +508,7 @@ def _cmd_audit_game(args: argparse.Namespace) -> int:
     else:
         text = _audit_text(result)
     _emit(payload, args.json, text)
-    return 0
+    return _verdict_status(args, result)
 
 
 # --------------------------------------------------------------------------------------------
@@ -526,7 +533,7 @@ def _cmd_audit_scores(args: argparse.Namespace) -> int:
     )
     payload = result.to_dict() | {"file": str(args.file)}
     _emit(payload, args.json, result.summary())
-    return 0
+    return _verdict_status(args, result)
 
 
 # --------------------------------------------------------------------------------------------
@@ -782,6 +789,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="the audit game (default: the spec's [audit] game, else distinguish)",
     )
     aud.add_argument("--log-json", metavar="FILE", help="write progress events to FILE as JSON lines")
+    aud.add_argument(
+        "--fail-on-violation", action="store_true", help="exit with status 1 when the verdict is VIOLATION (for CI)"
+    )
     aud.set_defaults(func=_cmd_audit)
 
     scores = sub.add_parser("audit-scores", help="a valid lower bound on epsilon from membership scores (a file)")
@@ -794,6 +804,9 @@ def build_parser() -> argparse.ArgumentParser:
     scores.add_argument("--confidence", type=_confidence, default=0.95, help="confidence of the bound (default 0.95)")
     scores.add_argument("--seed", type=_seed, default=0, help="seed of the threshold-selection split (default 0)")
     scores.add_argument("--json", action="store_true", help="print one JSON object")
+    scores.add_argument(
+        "--fail-on-violation", action="store_true", help="exit with status 1 when the verdict is VIOLATION (for CI)"
+    )
     scores.set_defaults(func=_cmd_audit_scores)
 
     from dplens.reports.defaults import DEFAULT_CONFIDENCE, DEFAULT_PRIVACY_UNIT, DEFAULT_TRIALS

@@ -39,6 +39,17 @@ def test_json_contract_and_violation(capsys):
     assert payload["is_estimate"] is False
 
 
+def test_fail_on_violation_sets_the_exit_status(tmp_path, capsys):
+    violated = [str(EXAMPLES / "gaussian_claim.toml"), "--trials", "20000", "--quiet"]
+    code, out, _ = run(capsys, "audit", *violated, "--fail-on-violation")
+    assert code == 1 and "verdict: VIOLATION" in out
+    spec = tmp_path / "laplace.toml"
+    spec.write_text('[[mechanism]]\ntype = "laplace"\nepsilon = 1.0\n')
+    consistent = [str(spec), "--trials", "20000", "--delta", "0", "--quiet"]
+    code, out, _ = run(capsys, "audit", *consistent, "--fail-on-violation")
+    assert code == 0 and "verdict: CONSISTENT" in out
+
+
 def test_text_output_labels_estimates_and_states_the_verdict(tmp_path, capsys):
     spec = tmp_path / "laplace.toml"
     spec.write_text('[[mechanism]]\ntype = "laplace"\nepsilon = 1.0\n')

@@ -202,7 +202,11 @@ def test_audit_scores_csv_example(capsys):
     code, out, _ = run(capsys, *argv)
     assert out.startswith("epsilon >= ") and "ESTIMATE (gdp)" in out and "verdict: CONSISTENT" in out
     code, out, _ = run(capsys, *argv[:3], "0.05", "--delta", "1e-5")
-    assert "verdict: VIOLATION" in out
+    assert "verdict: VIOLATION" in out and code == 0  # a verdict is a result, not an error
+    code, out, _ = run(capsys, *argv[:3], "0.05", "--delta", "1e-5", "--fail-on-violation")
+    assert "verdict: VIOLATION" in out and code == 1  # for CI pipelines
+    code, _, _ = run(capsys, *argv, "--fail-on-violation")
+    assert code == 0  # CONSISTENT
 
 
 def test_audit_scores_one_run_npz(tmp_path, capsys):
