@@ -322,3 +322,76 @@ def test_huge_losses_are_refused_never_underestimated(sigma):
     else:
         assert result.epsilon >= exact * (1 - 1e-9) and result.epsilon_lower <= exact * (1 + 1e-9)
     assert acc.epsilon(1e-5) >= exact * (1 - 1e-12)  # the best route is always an upper bound
+
+
+# --------------------------------------------------------------------------------------------
+# Mixtures of Gaussians (dp-accounting's MixtureOfGaussiansDpEvent) in the engine
+# --------------------------------------------------------------------------------------------
+
+
+def _exact_mixture_delta(sigma, shifts, probs, epsilon):
+    """δ(ε) of one mixture event, max over both directions, by mpmath at 40 digits: the loss is monotone in x, so
+    δ = P(L > ε) − e^ε Q(L > ε) with the boundary x*(±ε) found by bisection on the increasing
+    g(x) = log Σ pᵢ exp((2cᵢx − cᵢ²)/(2σ²))."""
+    import mpmath as mp
+
+    mp.mp.dps = 40
+    s, eps = mp.mpf(sigma), mp.mpf(epsilon)
+    components = [(mp.mpf(c), mp.mpf(p)) for c, p in zip(shifts, probs, strict=True)]
+
+    def g(x):
+        return mp.log(mp.fsum(p * mp.exp((2 * c * x - c * c) / (2 * s * s)) for c, p in components))
+
+    def above(x, mean):  # P(N(mean, σ²) > x)
+        return mp.ncdf(-(x - mean) / s)
+
+    def root(level):
+        lo, hi = mp.mpf(-200), mp.mpf(200)
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if g(mid) < level else (lo, mid)
+        return (lo + hi) / 2
+
+    x = root(eps)  # remove: X ~ mixture, L = g(X) > ε ⟺ X > x
+    remove = mp.fsum(p * above(x, c) for c, p in components) - mp.exp(eps) * above(x, 0)
+    zero_mass = mp.fsum(p for c, p in components if c == 0)
+    if zero_mass > 0 and -eps <= mp.log(zero_mass):  # add: L = −g(X) ≤ −inf g < ε always
+        return max(float(remove), 0.0)
+    x = root(-eps)  # add: X ~ N(0, σ²), L = −g(X) > ε ⟺ X < x
+    add = (1 - above(x, 0)) - mp.exp(eps) * mp.fsum(p * (1 - above(x, c)) for c, p in components)
+    return max(float(remove), float(add), 0.0)
+
+
+@pytest.mark.parametrize(
+    ("sigma", "shifts", "probs"),
+    [(1.0, (0.0, 1.0, 2.0), (0.5, 0.3, 0.2)), (0.8, (0.5, 1.0), (0.5, 0.5)), (2.0, (1.0, 2.0, 3.0), (0.6, 0.3, 0.1))],
+)
+def test_mixture_of_gaussians_bracket_contains_the_exact_delta(sigma, shifts, probs):
+    event = ev.MixtureOfGaussians(standard_deviation=sigma, sensitivities=shifts, sampling_probs=probs)
+    assert pe.supports(event, neighboring=ev.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    for epsilon in (0.25, 1.0, 2.5):
+        exact = _exact_mixture_delta(sigma, shifts, probs, epsilon)
+        bracket = pe.delta_bracket([(event, 1)], epsilon)
+        assert bracket.lower <= exact * (1 + 1e-9) + 1e-15
+        assert exact <= bracket.upper * (1 + 1e-9) + 1e-15
+        assert bracket.upper - bracket.lower <= 1e-3 * max(exact, 1e-12) + 1e-12
+
+
+@pytest.mark.parametrize(("q", "sigma", "steps"), [(0.01, 1.0, 1000), (0.2, 2.0, 10), (0.5, 0.8, 3)])
+def test_a_two_point_mixture_is_the_poisson_subsampled_gaussian(q, sigma, steps):
+    mixture = ev.MixtureOfGaussians(standard_deviation=sigma, sensitivities=(0.0, 1.0), sampling_probs=(1 - q, q))
+    one = pe.epsilon_bracket([(mixture, steps)], 1e-5)
+    two = pe.epsilon_bracket([(psg(q, sigma), steps)], 1e-5)
+    assert max(one.lower, two.lower) <= min(one.upper, two.upper)  # both contain the same true ε
+    assert one.upper == pytest.approx(two.upper, rel=1e-5)
+
+
+def test_mixtures_the_engine_does_not_model_fall_back():
+    mixed_signs = ev.MixtureOfGaussians(standard_deviation=1.0, sensitivities=(-1.0, 1.0), sampling_probs=(0.5, 0.5))
+    assert not pe.supports(mixed_signs, neighboring=ev.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    nothing = ev.MixtureOfGaussians(standard_deviation=1.0, sensitivities=(0.0,), sampling_probs=(1.0,))
+    assert pe.epsilon_bracket([(nothing, 10)], 1e-5).upper == 0.0
+    reflected = ev.MixtureOfGaussians(standard_deviation=1.5, sensitivities=(0.0, -1.0), sampling_probs=(0.9, 0.1))
+    mirror = ev.MixtureOfGaussians(standard_deviation=1.5, sensitivities=(0.0, 1.0), sampling_probs=(0.9, 0.1))
+    one, two = pe.epsilon_bracket([(reflected, 5)], 1e-5), pe.epsilon_bracket([(mirror, 5)], 1e-5)
+    assert (one.lower, one.upper) == (two.lower, two.upper)

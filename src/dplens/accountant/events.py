@@ -275,7 +275,10 @@ class MixtureOfGaussians(Event):
     banded matrix mechanisms): ``standard_deviation`` σ, ``sensitivities`` cᵢ, ``sampling_probs`` pᵢ (summing to
     1). Interpreted by dp-accounting's PLD under add/remove or zero-out adjacency.
 
-    Example (RDP is instant; the PLD route uses dp-accounting's mixture PLD and takes seconds per event):
+    dplens's PLD engine models it under add/remove when the shifts share a sign (a certified bracket); otherwise the
+    PLD route falls back to dp-accounting's mixture PLD (seconds per event).
+
+    Example:
         >>> from dplens import Accountant
         >>> step = MixtureOfGaussians(standard_deviation=2.0, sensitivities=(0.0, 1.0), sampling_probs=(0.9, 0.1))
         >>> round(Accountant().compose(step, count=1000).epsilon(1e-5, method="rdp"), 3)

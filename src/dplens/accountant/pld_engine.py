@@ -639,6 +639,105 @@ def _subsampled_gaussian_losses(q: float, sigma: float) -> tuple[PrivacyLoss, Pr
     )
 
 
+def _mixture_losses(sigma: float, shifts: np.ndarray, probs: np.ndarray) -> tuple[PrivacyLoss, PrivacyLoss]:
+    """Both directions of a mixture of Gaussians against one Gaussian (dp-accounting's ``MixtureOfGaussiansDpEvent``;
+    Choquette-Choo et al. 2023, arXiv 2310.15526, §4): P = Σᵢ pᵢ N(cᵢ, σ²), Q = N(0, σ²) (remove) and the reverse
+    pair (add), for shifts cᵢ ≥ 0. The Poisson-subsampled Gaussian is the case c = (0, 1), p = (1 − q, q).
+
+    L_remove(x) = g(x) = log Σᵢ pᵢ exp((2cᵢx − cᵢ²)/(2σ²)) is convex and increasing, bounded below by
+    log Σ_{cᵢ = 0} pᵢ; L_add = −g(x), x ~ N(0, σ²). g has no closed-form inverse for more than one positive shift: it
+    is inverted by Newton's method from the right, which for a convex increasing function never crosses the root
+    and stops when the step is at the floating-point resolution of x.
+    """
+    var = sigma * sigma
+    log_p = np.log(probs)
+    positive = shifts > 0
+    zero_mass = float(probs[~positive].sum())
+    floor = math.log(zero_mass) if zero_mass > 0 else -math.inf  # inf of g, reached as x → −∞
+
+    def g_and_slope(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        exponents = log_p + (2.0 * shifts * x[:, None] - shifts * shifts) / (2.0 * var)
+        top = exponents.max(axis=1, keepdims=True)
+        weights = np.exp(exponents - top)
+        total = weights.sum(axis=1)
+        return top[:, 0] + np.log(total), (weights * shifts).sum(axis=1) / (total * var)
+
+    def x_of(losses: np.ndarray) -> np.ndarray:
+        """The x with g(x) = l (−∞ where l ≤ inf g)."""
+        losses = np.asarray(losses, dtype=float)
+        x = np.full(losses.shape, -np.inf)
+        inside = losses > floor
+        l_in = losses[inside]
+        if l_in.size == 0:
+            return x
+        # g(x) ≥ log pⱼ + (2cⱼx − cⱼ²)/(2σ²) for each positive shift, so the root lies left of each such line's root.
+        starts = var * (l_in[:, None] - log_p[positive]) / shifts[positive] + shifts[positive] / 2.0
+        current = starts.min(axis=1)
+        active = np.ones(current.shape, dtype=bool)
+        for _ in range(400):
+            value, slope = g_and_slope(current[active])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = (value - l_in[active]) / slope
+            step = np.where(np.isfinite(step), step, 0.0)
+            updated = current[active] - step
+            converged = np.abs(step) <= 4.0 * np.finfo(float).eps * np.maximum(1.0, np.abs(updated))
+            current[active] = updated
+            active[np.flatnonzero(active)[converged]] = False
+            if not active.any():
+                break
+        x[inside] = current
+        return x
+
+    def component_tails(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(P(X ≤ x), P(X > x)) for the mixture and (Q(X ≤ x), Q(X > x)) for N(0, σ²), each accurate where small."""
+        below, above = normal_tails((x[:, None] - shifts) / sigma)
+        below_q, above_q = normal_tails(x / sigma)
+        return below @ probs, above @ probs, below_q, above_q
+
+    def remove_masses(losses: np.ndarray):
+        return component_tails(x_of(losses))  # L_remove ≤ l ⟺ x ≤ x(l)
+
+    def add_masses(losses: np.ndarray):
+        below_p, above_p, below_q, above_q = component_tails(x_of(-np.asarray(losses, dtype=float)))
+        return above_q, below_q, above_p, below_p  # L_add ≤ l ⟺ x ≥ x(−l); P = N(0, σ²), Q = the mixture
+
+    def loss_at(x: float) -> float:
+        return float(g_and_slope(np.array([x]))[0][0])
+
+    def remove_truncation(tail: float) -> tuple[float, float]:
+        # Outside [min c − zσ, max c + zσ] every component, hence the mixture, has tail ≤ Φ(−z).
+        z = normal_quantile_bound(tail)
+        return loss_at(float(shifts.min()) - z * sigma), loss_at(float(shifts.max()) + z * sigma)
+
+    def add_truncation(tail: float) -> tuple[float, float]:
+        z = normal_quantile_bound(tail)
+        return -loss_at(z * sigma), -loss_at(-z * sigma)
+
+    return (
+        PrivacyLoss(masses=remove_masses, truncation=remove_truncation),
+        PrivacyLoss(masses=add_masses, truncation=add_truncation),
+    )
+
+
+@loss_distribution.register
+def _(event: ev.MixtureOfGaussians, grid: LossGrid) -> EventPld:
+    """A mixture of Gaussians against a Gaussian under add/remove: both directions (:func:`_mixture_losses`)."""
+    if grid.neighboring is not ev.NeighboringRelation.ADD_OR_REMOVE_ONE:
+        raise UnsupportedEventError(f"the PLD engine models mixtures of Gaussians under add/remove; got {event!r}")
+    shifts = np.array(event.sensitivities, dtype=float)
+    probs = np.array(event.sampling_probs, dtype=float)
+    keep = probs > 0
+    shifts, probs = shifts[keep], probs[keep] / probs[keep].sum()
+    if np.all(shifts <= 0):
+        shifts = -shifts  # N(0, σ²) is symmetric: reflect x
+    if np.any(shifts < 0):
+        raise UnsupportedEventError(f"the PLD engine models mixtures whose shifts share a sign; got {event!r}")
+    if not np.any(shifts > 0):
+        return EventPld(remove=discretise(PrivacyLoss(masses=None, atoms=((0.0, 1.0, 1.0),)), grid))
+    remove, add = _mixture_losses(event.standard_deviation, shifts, probs)
+    return EventPld(remove=discretise(remove, grid), add=discretise(add, grid))
+
+
 def effective_noise_multiplier(event: ev.Event) -> float | None:
     """σ_eff of a nest of Composed/SelfComposed Gaussians, (Σ σᵢ⁻²)^{−1/2} (∞ for none), or None."""
     match event:

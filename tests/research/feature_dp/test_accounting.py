@@ -617,7 +617,7 @@ def test_spec_bad_input(table, match):
             "neighboring",
         ),
         (lambda: f.feature_dp_epsilon(AFHQ, 0.0), "delta"),
-        (lambda: f.feature_dp_epsilon(AFHQ, 1e-5, method="rdp"), "method"),
+        (lambda: f.feature_dp_epsilon(AFHQ, 1e-5, method="rényi"), "method"),
         (lambda: f.feature_dp_epsilon(ev.Gaussian(noise_multiplier=1.0), 1e-5), "event"),
         (lambda: f.attribute_inference_bound_dp(epsilon=-1, delta=0, baseline=0.5), "epsilon"),
         (lambda: f.attribute_inference_bound_dp(epsilon=1, delta=1.5, baseline=0.5), "delta"),

@@ -511,7 +511,8 @@ def feature_dp_replacement_epsilon(
     """
     event = _check_event(event)
     delta = conversions.check_delta(delta)
-    if not isinstance(method, Method) or method is Method.BEST:
+    method = as_method(method)
+    if method is Method.BEST:
         raise ValueError(f"method must be Method.RDP, Method.PLD or Method.EXACT; got {method!r}")
     if method is Method.EXACT:
         feature_dp_privacy_profile(event)  # raises for p < 1

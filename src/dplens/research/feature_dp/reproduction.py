@@ -120,6 +120,22 @@ def _settings(quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
+def _dp_accounting_grid_epsilon(event: fa.FeatureDpSgd, delta: float) -> float:
+    """ε on Opacus' order grid by dp-accounting's own RDP accountant (improved conversion): how the note's RDP
+    figures were made (feature-dp notes §5.4, "computed with dp-accounting 0.6.0")."""
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    accountant = rdp_privacy_accountant.RdpAccountant(orders=[float(a) for a in OPACUS_ORDERS])
+    accountant.compose(event.to_dp_accounting())
+    return float(accountant.get_epsilon(delta))
+
+
+#: How far below dp-accounting's fractional-order series dplens's exact fractional orders may take an RDP ε here:
+#: the series overstates the RDP at fractional orders (AFHQ, α = 3.4: 3.99664e-4 against 3.99545e-4, the exact
+#: value by mpmath at 40 digits, which dplens gives), so the note's RDP figures are slightly high (0.01–0.06 %).
+RDP_SERIES_SLACK = 1e-3
+
+
 def _epsilon_rows(settings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for s in settings:
@@ -159,17 +175,27 @@ def _epsilon_rows(settings: list[dict[str, Any]]) -> list[dict[str, Any]]:
         }
         note = s["note"]
         checks = []
-        for key, ours in (
-            ("rdp_grid", grid),
-            ("rdp_classic", grid_classic),
-            ("pld", p.epsilon),
-            ("pld_remove", p.epsilon_remove),
-            ("pld_add", p.epsilon_add),
+        # The note's RDP figures come from dp-accounting's fractional-order series: re-derive them with it (the
+        # setting is right), then dplens's exact orders must be no looser and at most RDP_SERIES_SLACK tighter.
+        series = _dp_accounting_grid_epsilon(event, delta)
+        row["eps_rdp_grid_dp_accounting_series"] = series
+        for key, ours, reference in (
+            ("rdp_grid", grid, series),
+            ("rdp_classic", grid_classic, None),
+            ("pld", p.epsilon, None),
+            ("pld_remove", p.epsilon_remove, None),
+            ("pld_add", p.epsilon_add, None),
         ):
             if key in note:
-                decimals = len(f"{note[key]}".split(".")[1])
+                half_unit = 0.5 * 10.0 ** -len(f"{note[key]}".split(".")[1]) + 1e-12
                 row[f"note_{key}"] = note[key]
-                checks.append(abs(ours - note[key]) <= 0.5 * 10.0**-decimals + 1e-12)
+                if key.startswith("rdp"):
+                    bound = note[key] + half_unit if reference is None else reference
+                    if reference is not None:
+                        checks.append(abs(reference - note[key]) <= half_unit)
+                    checks.append(bound * (1 - RDP_SERIES_SLACK) <= ours <= bound + 1e-9)
+                else:
+                    checks.append(abs(ours - note[key]) <= half_unit)
         row["matches_note"] = all(checks)
         out.append(row)
     return out
@@ -566,7 +592,9 @@ Feature-DP SGD has the lower test error in {wins["logistic"][0]}/{wins["logistic
 
 - **The ε of both diffusion runs** (Table I): RDP with the improved conversion gives
   AFHQ ε = {afhq["eps_rdp_optimal"]:.3f} (target 8) and LSUN ε = {lsun["eps_rdp_optimal"]:.4f} (target 0.5),
-  matching the note's 7.9949 / 0.4959 on Opacus' grid; σ = 0.86 is exactly the smallest two-decimal σ
+  against the note's 7.9949 / 0.4959 on Opacus' grid (dplens's exact fractional orders are up to 0.06 % below
+  dp-accounting's fractional-order series, which the note used and which this run re-derives: the series
+  overstates the RDP at fractional orders, checked with mpmath); σ = 0.86 is exactly the smallest two-decimal σ
   meeting ε ≤ 8 — strong evidence the paper used
   Poisson subsampling, T = ⌈E·N/B⌉, δ = 1/(2N), N = 14,630 and RDP accounting, as the note inferred.
 - **Why the improved conversion is needed**: the classic conversion gives {afhq["eps_rdp_classic"]:.3f} and
