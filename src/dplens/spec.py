@@ -303,14 +303,25 @@ def _sampled_with_replacement_gaussian(table: dict) -> tuple[ev.Event, int]:
 
 
 def _discrete_laplace(table: dict) -> tuple[ev.Event, int]:
-    try:
-        from dplens.accountant.discrete import DiscreteLaplace
-    except ImportError:  # pragma: no cover - the module arrives with issue 15
-        raise ValueError("mechanism type 'discrete_laplace' needs dplens.accountant.discrete") from None
+    from dplens.accountant.discrete import DiscreteLaplace
+
     name = "discrete_laplace"
     event = DiscreteLaplace(
         noise_parameter=_number(table, "noise_parameter", type_name=name),
         sensitivity=_number(table, "sensitivity", type_name=name, integer=True, default=1),
+        neighboring=_relation(table, ev.NeighboringRelation.ADD_OR_REMOVE_ONE),
+    )
+    return _counted(table, event, name)
+
+
+def _discrete_gaussian(table: dict) -> tuple[ev.Event, int]:
+    from dplens.accountant.discrete import DiscreteGaussian
+
+    name = "discrete_gaussian"
+    event = DiscreteGaussian(
+        sigma=_number(table, "sigma", type_name=name),
+        sensitivity=_number(table, "sensitivity", type_name=name, integer=True, default=1),
+        dimension=_number(table, "dimension", type_name=name, integer=True, default=1),
         neighboring=_relation(table, ev.NeighboringRelation.ADD_OR_REMOVE_ONE),
     )
     return _counted(table, event, name)
@@ -429,6 +440,10 @@ _BUILTIN: dict[str, tuple[Callable[[dict], tuple[ev.Event, int]], frozenset[str]
         frozenset({"noise_multiplier", "sample_size", "dataset_size", "steps", "count", "neighboring"}),
     ),
     "discrete_laplace": (_discrete_laplace, frozenset({"noise_parameter", "sensitivity", "count", "neighboring"})),
+    "discrete_gaussian": (
+        _discrete_gaussian,
+        frozenset({"sigma", "sensitivity", "dimension", "count", "neighboring"}),
+    ),
     "approx_dp": (_approx_dp, frozenset({"epsilon", "delta", "count", "neighboring"})),
     "exponential_mechanism": (_selection("exponential_mechanism"), frozenset({"epsilon", "count", "neighboring"})),
     "report_noisy_max": (_selection("report_noisy_max"), frozenset({"epsilon", "noise", "count", "neighboring"})),

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dplens.accountant import events as ev
-from dplens.accountant import pld, rdp
+from dplens.accountant import pld, pld_engine, rdp
 from dplens.accountant.curves import PrivacyProfile, RdpCurve, check_alpha
 
 __all__ = [
@@ -244,3 +244,35 @@ def _(event: DiscreteGaussian) -> PrivacyProfile:
         remove=functools.partial(discrete_gaussian_delta, sigma=event.sigma, sensitivity=event.sensitivity),
         description=f"DiscreteGaussian(sigma={event.sigma:g}, sensitivity={event.sensitivity}) exact (CKS Thm 7)",
     )
+
+
+@pld_engine.loss_distribution.register
+def _(event: DiscreteGaussian, grid: pld_engine.LossGrid) -> pld_engine.EventPld:
+    """The PLD of the one-dimensional discrete Gaussian for dplens's PLD engine (certified bracket).
+
+    P = N_Z(0, σ²), Q = N_Z(Δ, σ²): the privacy loss is linear in the output, L(z) = (Δ² − 2Δz)/(2σ²), so the PLD
+    is a point mass at L(z) with P-mass N_Z(z; 0, σ²) for every integer z (CKS 2020, Theorem 7's sum); the reverse
+    pair is its mirror image z ↦ Δ − z, so the pair is symmetric. The support is cut at |z| ≤ M with
+    M = ⌈σ·z_t⌉ + 1, Φ(−z_t) ≤ the grid's tail mass: the P-mass below −M (losses above the grid, at most
+    σ√(2π)Φ(−M/σ) over the normaliser) is an atom at +∞; above Δ + M the loss is negative and adds nothing to δ(ε)
+    for ε ≥ 0.
+    """
+    if event.dimension != 1:
+        raise rdp.UnsupportedEventError(
+            f"the PLD engine models the one-dimensional discrete Gaussian; got dimension={event.dimension} (use RDP)"
+        )
+    sigma, shift = float(event.sigma), int(event.sensitivity)
+    reach = math.ceil(sigma * pld_engine.normal_quantile_bound(grid.tail_mass)) + 1
+    if 2 * reach + shift + 1 > MAX_SUPPORT:
+        raise rdp.UnsupportedEventError(
+            f"the discrete Gaussian PLD would need {2 * reach + shift + 1} atoms (sigma={sigma:g}); use the RDP route"
+        )
+    z = np.arange(-reach, shift + reach + 1, dtype=float)
+    weights = np.exp(-(z * z) / (2.0 * sigma * sigma))
+    normaliser = float(weights.sum())
+    p_mass = weights / normaliser
+    losses = (shift * shift - 2.0 * shift * z) / (2.0 * sigma * sigma)
+    low_tail = sigma * math.sqrt(2.0 * math.pi) * 0.5 * math.erfc(reach / sigma / math.sqrt(2.0)) / normaliser
+    atoms = np.column_stack([losses, p_mass, p_mass * np.exp(-losses)])
+    atoms = np.vstack([atoms, [math.inf, low_tail, 0.0]])
+    return pld_engine.EventPld(remove=pld_engine.discretise(pld_engine.PrivacyLoss(masses=None, atoms=atoms), grid))

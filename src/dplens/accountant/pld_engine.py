@@ -171,12 +171,13 @@ class PrivacyLoss:
             each accurate where it is small (None: no continuous part).
         truncation: (lo, hi) with continuous P-mass ≤ the grid's ``tail_mass`` below lo and above hi; a function of
             that tail mass.
-        atoms: point masses (loss, P-mass, Q-mass); loss may be +∞ (P-mass where Q has none).
+        atoms: point masses (loss, P-mass, Q-mass), a sequence of triples or an (n, 3) array; loss may be +∞
+            (P-mass where Q has none).
     """
 
     masses: Masses | None
     truncation: Callable[[float], tuple[float, float]] | None = None
-    atoms: tuple[tuple[float, float, float], ...] = ()
+    atoms: tuple[tuple[float, float, float], ...] | np.ndarray = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -466,23 +467,22 @@ def discretise(loss: PrivacyLoss, grid: LossGrid) -> LossPmfs:
         )
         low_index.append(k)
         low_mass.append(p)
-    for value, p_mass, _ in loss.atoms:
-        if p_mass <= 0:
-            continue
-        if math.isinf(value):  # exact on both sides
-            infinity += p_mass
-            continue
-        k = math.floor(value / delta)
-        if k * delta == value:
-            up_index.append(np.array([k]))
-            up_mass.append(np.array([p_mass]))
-        else:  # split the atom between its grid neighbours, keeping its Q-mass p·e^{−value}
-            t = -math.expm1(k * delta - value) / -math.expm1(-delta)
-            up_index.append(np.array([k, k + 1]))
-            up_mass.append(np.array([p_mass * (1 - t), p_mass * t]))
-        low_index.append(np.array([k]))  # moved down to the grid (exact when the atom is on it)
-        low_mass.append(np.array([p_mass]))
-    exact_infinity = sum(p for v, p, _ in loss.atoms if math.isinf(v) and p > 0)
+    atoms = np.asarray(loss.atoms, dtype=float).reshape(-1, 3)
+    values, p_masses = atoms[:, 0], atoms[:, 1]
+    infinite = (p_masses > 0) & np.isinf(values)
+    exact_infinity = float(p_masses[infinite].sum())  # exact on both sides
+    infinity += exact_infinity
+    finite = (p_masses > 0) & ~np.isinf(values)
+    if finite.any():
+        values, p_masses = values[finite], p_masses[finite]
+        k = np.floor(values / delta).astype(np.int64)
+        # Split each atom between its grid neighbours, keeping its Q-mass p·e^{−value} (t = 0 on the grid).
+        on_grid = k * delta == values
+        t = np.where(on_grid, 0.0, -np.expm1(np.where(on_grid, 0.0, k * delta - values)) / -math.expm1(-delta))
+        up_index += [k, k + 1]
+        up_mass += [p_masses * (1 - t), p_masses * t]
+        low_index.append(k)  # moved down to the grid (exact when the atom is on it)
+        low_mass.append(p_masses)
     pessimistic = _to_grid_pmf(np.concatenate(up_index), np.concatenate(up_mass), infinity)
     optimistic = _to_grid_pmf(np.concatenate(low_index), np.concatenate(low_mass), exact_infinity)
     return LossPmfs(pessimistic=pessimistic, optimistic=optimistic)
