@@ -190,18 +190,22 @@ def _check_scores_labels(scores: Any, labels: Any) -> tuple[np.ndarray, np.ndarr
         raise ValueError(f"scores must be a non-empty 1-D array; got shape {s.shape}")
     if np.isnan(s).any():
         raise ValueError(f"scores must not contain NaN; got NaN at index {int(np.flatnonzero(np.isnan(s))[0])}")
-    raw = np.asarray(labels)
+    return s, bool_labels(labels, name="labels", length=s.size, meaning="1 = included", shown=repr(labels))
+
+
+def bool_labels(values: Any, *, name: str, length: int, meaning: str, shown: str | None = None) -> np.ndarray:
+    """``values`` as a 1-D boolean array of ``length`` (booleans, or numbers 0/1), else a ValueError naming ``name``."""
+    raw = np.asarray(values)
     if raw.ndim != 1:
-        raise ValueError(f"labels must be a 1-D array; got shape {raw.shape}")
-    if raw.shape != s.shape:
-        raise ValueError(f"labels must have the same length as scores ({s.size}); got {raw.size}")
+        raise ValueError(f"{name} must be a 1-D array; got shape {raw.shape}")
+    if raw.size != length:
+        raise ValueError(f"{name} must have the same length as scores ({length}); got {raw.size}")
     if raw.dtype == bool:
-        lab = raw
-    elif np.issubdtype(raw.dtype, np.number) and np.isin(raw, (0, 1)).all():
-        lab = raw.astype(bool)
-    else:
-        raise ValueError(f"labels must be booleans or 0/1 (1 = included); got {labels!r}")
-    return s, lab
+        return raw
+    if np.issubdtype(raw.dtype, np.number) and np.isin(raw, (0, 1)).all():
+        return raw.astype(bool)
+    got = shown if shown is not None else f"values of dtype {raw.dtype}"
+    raise ValueError(f"{name} must be booleans or 0/1 ({meaning}); got {got}")
 
 
 # --------------------------------------------------------------------------------------------

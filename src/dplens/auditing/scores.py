@@ -148,17 +148,7 @@ def _check_scores(scores: Any, member: Any) -> tuple[np.ndarray, np.ndarray]:
     if bad.any():
         index = int(np.flatnonzero(bad)[0])
         raise ValueError(f"scores must be finite numbers; got {s[index]!r} at index {index}")
-    raw = np.asarray(member)
-    if raw.ndim != 1:
-        raise ValueError(f"member must be a 1-D array; got shape {raw.shape}")
-    if raw.shape != s.shape:
-        raise ValueError(f"member must have the same length as scores ({s.size}); got {raw.size}")
-    if raw.dtype == bool:
-        lab = raw
-    elif np.issubdtype(raw.dtype, np.number) and np.isin(raw, (0, 1)).all():
-        lab = raw.astype(bool)
-    else:
-        raise ValueError(f"member must be booleans or 0/1 (1 = in); got values of dtype {raw.dtype}")
+    lab = orun.bool_labels(member, name="member", length=s.size, meaning="1 = in")
     n_in = int(np.count_nonzero(lab))
     if n_in == 0 or n_in == lab.size:
         empty = "members" if n_in == 0 else "non-members"
