@@ -57,6 +57,21 @@ def _merge(losses: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return losses[last], merged_probs
 
 
+def _union_mass(first: float, second: float) -> float:
+    """1 − (1 − a)(1 − b), the mass at +∞ of a composition, exactly and rounded up to a double.
+
+    In floating point 1 − (1 − a)(1 − b) loses everything below 1e-16 (a = 0, b = 2.59e-5 gave b + 1.5e-17, so an
+    (ε, δ) ledger composed exactly to δ reported ε = ∞ at that δ); rational arithmetic keeps a + b − ab exact.
+    """
+    from fractions import Fraction
+
+    exact = Fraction(first) + Fraction(second) - Fraction(first) * Fraction(second)
+    value = float(exact)
+    if Fraction(value) < exact:  # never below: the mass at +∞ counts in full in δ
+        value = math.nextafter(value, math.inf)
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class FiniteLossDistribution:
     """One direction's PLD: ``losses`` (ascending) with ``probs``, and ``infinity_mass`` at +∞."""
@@ -93,7 +108,7 @@ class FiniteLossDistribution:
             )
         losses = (self.losses[:, None] + other.losses[None, :]).ravel()
         probs = (self.probs[:, None] * other.probs[None, :]).ravel()
-        infinity = 1.0 - (1.0 - self.infinity_mass) * (1.0 - other.infinity_mass)
+        infinity = _union_mass(self.infinity_mass, other.infinity_mass)
         out = FiniteLossDistribution.of(losses, probs, infinity)
         if out.size > MAX_SUPPORT:
             raise UnsupportedEventError(f"exact composition has {out.size} support points (limit {MAX_SUPPORT})")
