@@ -56,6 +56,27 @@ LAPLACE = '[[mechanism]]\ntype = "laplace"\nepsilon = 1.0\n'
 TRIALS = 40_000  # 8 chunks of 5 000 trials per side
 
 
+def _default_signal_dispositions() -> None:
+    """SIGINT and SIGTERM as an interactive shell would hand them to a command.
+
+    A shell that starts pytest as a background job (or CI without a terminal) makes it ignore SIGINT, and an ignored
+    signal stays ignored across fork and exec. The runner rightly respects an inherited SIG_IGN, so these tests give
+    themselves and their child processes the default dispositions: the suite behaves the same however it was started.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@pytest.fixture(autouse=True)
+def default_signals_in_this_process():
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # what Python installs when SIGINT is not ignored
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+
+
 @pytest.fixture
 def cli(tmp_path):
     script = tmp_path / "slow_cli.py"
@@ -72,6 +93,7 @@ def cli(tmp_path):
             text=True,
             env=env,
             start_new_session=True,  # its own process group: a "Ctrl-C" reaches the parent and its workers only
+            preexec_fn=_default_signal_dispositions,
         )
 
     start.spec = str(spec)
