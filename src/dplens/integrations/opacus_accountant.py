@@ -136,11 +136,16 @@ def _check_history(history: Any, name: str = "history") -> list[tuple[float, flo
 
 
 def _step_event(noise_multiplier: float, sample_rate: float) -> Any:
-    """One DP-SGD step: the Poisson-subsampled Gaussian (add/remove); σ = 0 releases the batch gradient unprotected."""
+    """One DP-SGD step: the Poisson-subsampled Gaussian (add/remove).
+
+    σ = 0 releases the batch's gradient without noise: accounted as :class:`~dplens.accountant.events.NonPrivate`
+    (ε = ∞, a valid if pessimistic bound: subsampling alone gives no ε below ∞ at δ < q).
+    """
     from dplens.accountant import events as ev
 
-    inner = ev.NonPrivate() if noise_multiplier == 0 else ev.Gaussian(noise_multiplier=noise_multiplier)
-    return ev.PoissonSampled(sampling_rate=sample_rate, event=inner)
+    if noise_multiplier == 0:
+        return ev.NonPrivate()
+    return ev.PoissonSampled(sampling_rate=sample_rate, event=ev.Gaussian(noise_multiplier=noise_multiplier))
 
 
 def _ledger(history: Sequence[tuple[float, float, int]], *, tolerance: float | None = None) -> Any:
