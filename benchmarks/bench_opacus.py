@@ -128,8 +128,20 @@ def render(results: dict[str, dict[str, object]], repeat: int) -> str:
         "",
         "PRV's answer is its upper bound, its estimate plus slightly more than eps_error; dplens's certified bracket "
         "lies inside PRV's [lower, upper] and contains PRV's estimate (to within eps_error), so both bound the same "
-        "true ε and dplens's upper bound is the tighter.",
+        "true ε and dplens's upper bound is the tighter. The literal check, PRV's answer inside dplens's bracket "
+        "widened by eps_error:",
+        "",
     ]
+    for name, r in results.items():
+        ours = r["ours"]
+        lo, est, up = r["prv_bracket"]
+        inside = ours.epsilon_lower - EPS_ERROR <= r["prv"] <= ours.epsilon + EPS_ERROR
+        lines.append(
+            f"- {name}: PRV answer − dplens ε = {r['prv'] - ours.epsilon:+.2e} "
+            f"({'inside' if inside else 'outside'}; "
+            f"PRV answer − PRV estimate = {(up - est) / EPS_ERROR:.2f} eps_error; "
+            f"PRV estimate inside dplens's bracket: {ours.epsilon_lower <= est <= ours.epsilon})"
+        )
     return "\n".join(lines)
 
 

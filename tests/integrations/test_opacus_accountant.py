@@ -198,6 +198,11 @@ def test_heterogeneous_histories_merge_like_opacus_and_compose():
         theirs.step(noise_multiplier=sigma, sample_rate=rate)
     assert ours.history == theirs.history == [(1.0, 0.1, 3), (1.2, 0.1, 2), (1.2, 0.2, 4), (1.0, 0.1, 1)]
     assert len(ours) == 10 and len(theirs) == 4  # steps (the documented meaning) vs Opacus's history entries
+    import torch
+
+    ours.step(noise_multiplier=torch.tensor(1.0), sample_rate=0.1)  # a scheduler may set σ as a 0-dim tensor
+    assert ours.history[-1] == (1.0, 0.1, 2) and isinstance(ours.history[-1][0], float)
+    ours.history[-1] = (1.0, 0.1, 1)
     # order does not matter and equal entries add: the ledger of (1.0, 0.1, 4) + (1.2, 0.1, 2) + (1.2, 0.2, 4)
     regrouped = oa.OpacusAccountant()
     regrouped.history = [(1.2, 0.2, 4), (1.0, 0.1, 4), (1.2, 0.1, 2)]

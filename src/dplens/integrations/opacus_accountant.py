@@ -98,6 +98,13 @@ def _real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def _scalar(value: Any) -> Any:
+    """A one-element tensor (a scheduler may set ``optimizer.noise_multiplier`` to one) as a Python number."""
+    if not _real(value) and hasattr(value, "item") and getattr(value, "ndim", None) == 0:
+        return value.item()
+    return value
+
+
 def _check_noise_multiplier(value: Any, name: str = "noise_multiplier") -> float:
     if not (_real(value) and math.isfinite(value) and value >= 0):
         raise ValueError(f"{name} must be a finite number >= 0; got {value!r}")
@@ -295,8 +302,8 @@ class OpacusAccountant:
 
     def step(self, *, noise_multiplier: float, sample_rate: float) -> None:
         """Record one optimisation step (what Opacus's optimizer hook calls)."""
-        sigma = _check_noise_multiplier(noise_multiplier)
-        rate = _check_sample_rate(sample_rate)
+        sigma = _check_noise_multiplier(_scalar(noise_multiplier))
+        rate = _check_sample_rate(_scalar(sample_rate))
         if self.history and self.history[-1][0] == sigma and self.history[-1][1] == rate:
             self.history[-1] = (sigma, rate, self.history[-1][2] + 1)
         else:
