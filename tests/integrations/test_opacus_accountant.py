@@ -119,6 +119,21 @@ def test_a_real_opacus_training_is_accounted_by_dplens(trained):
 
 
 @needs_opacus
+def test_assigning_the_engine_accountant_works_too():
+    from opacus import PrivacyEngine
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        engine = PrivacyEngine(accountant="rdp")
+        engine.accountant = oa.OpacusAccountant(tolerance=1e-4)
+        _tiny_training(engine, noise_multipliers=(2.0,), n=60, batch_size=20)
+    assert engine.accountant.history == [(2.0, 1 / 3, 3)]
+    bracket = engine.accountant.get_epsilon_bracket(DELTA)
+    assert bracket.epsilon - bracket.epsilon_lower <= 1e-4 * bracket.epsilon
+    assert engine.get_epsilon(DELTA) == bracket.epsilon <= _opacus_rdp(engine.accountant.history)
+
+
+@needs_opacus
 def test_agreement_with_prv_on_a_realistic_history():
     """10 MNIST epochs (q = 256/60000, σ = 1.1) and a schedule changing σ and q."""
     for history in ([(1.1, 256 / 60000, 2343)], [(1.0, 0.1, 10), (1.5, 0.2, 5), (0.8, 0.05, 20)]):
