@@ -84,6 +84,9 @@ _EXPORTS: dict[str, str] = {
     "audit_scores": "dplens.auditing.scores:audit_scores",
     "ScoresAuditResult": "dplens.auditing.scores:ScoresAuditResult",
     "OneRunAuditResult": "dplens.auditing.scores:OneRunAuditResult",
+    # integrations (torch and opacus imported only where needed: the [torch] extra)
+    "OpacusAccountant": "dplens.integrations.opacus_accountant:OpacusAccountant",
+    "from_opacus": "dplens.integrations.opacus_accountant:from_opacus",
     # reports
     "build_report": "dplens.reports.build:build_report",
     "generate_report": "dplens._api:generate_report",
@@ -115,6 +118,7 @@ __all__ = [
     "NoOp",
     "NonPrivate",
     "OneRunAuditResult",
+    "OpacusAccountant",
     "PermuteAndFlip",
     "PoissonSampled",
     "PrivacyProfile",
@@ -151,6 +155,7 @@ __all__ = [
     "event_from_dict",
     "event_to_dict",
     "from_dp_accounting",
+    "from_opacus",
     "generate_report",
     "load_spec",
     "parse_spec",
@@ -217,6 +222,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from dplens.auditing.scores import OneRunAuditResult, ScoresAuditResult, audit_scores
     from dplens.auditing.target_game import TargetAuditResult
     from dplens.auditing.targets import batched
+    from dplens.integrations.opacus_accountant import OpacusAccountant, from_opacus
     from dplens.reports.build import build_report
     from dplens.reports.model import Report
     from dplens.spec import Claim, Spec, load_spec, parse_spec
