@@ -318,3 +318,61 @@ def test_import_dplens_loads_no_torch():
     code = "import sys, dplens, dplens.integrations; print('torch' in sys.modules, 'opacus' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False False"
+
+
+KILLABLE = """
+import json, sys
+import numpy as np
+import torch
+from dplens.integrations import opacus_audit as oa
+
+
+def model():
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+
+
+if __name__ == "__main__":
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((200, 8)).astype(np.float32)
+    t = oa.OpacusTraining(
+        model=model, data=(x, (x[:, 0] > 0).astype(np.int64)), noise_multiplier=1.0, max_grad_norm=1.0,
+        batch_size=20, steps=40,
+    )
+    checkpoint = sys.argv[1] if len(sys.argv) > 1 else None
+    result = oa.multi_run_opacus_audit(t, trials=48, pilot_trials=8, chunk_size=4, seed=3, claim=1.0,
+                                       checkpoint=checkpoint)
+    print(json.dumps({k: v for k, v in result.to_dict().items() if k not in ("elapsed_seconds", "backend")}))
+"""
+
+
+@pytest.mark.slow
+def test_multi_run_killed_by_sigkill_resumes_from_its_checkpoint(tmp_path):
+    """A multi-run Opacus audit killed with SIGKILL part-way resumes from its checkpoint (only the missing chunks
+    run) and gives exactly the result of an uninterrupted run."""
+    import os
+    import signal
+    import time
+
+    script = tmp_path / "killable.py"
+    script.write_text(KILLABLE)
+    path = tmp_path / "ckpt.jsonl"
+    process = subprocess.Popen([sys.executable, str(script), str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            if path.exists() and len(path.read_text().splitlines()) >= 3:  # a header and two finished chunks
+                break
+            time.sleep(0.05)
+        assert process.poll() is None, process.communicate()
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    survived = len(path.read_text().splitlines()) - 1
+    assert 2 <= survived < 12
+    resumed = subprocess.run([sys.executable, str(script), str(path)], capture_output=True, text=True, check=True)
+    fresh = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
+    assert json.loads(resumed.stdout) == json.loads(fresh.stdout)
+    assert len(path.read_text().splitlines()) == 1 + 12
