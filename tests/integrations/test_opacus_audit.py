@@ -127,6 +127,17 @@ def test_training_is_reproducible_and_sampling_rate_fixed():
     assert oa.run_training(t, seed=5, extra=extra).expected_batch_size == int(237 / 10)  # q stays 1/10
 
 
+def test_a_torch_dataset_trains_exactly_as_the_same_arrays():
+    x, y = tiny_data()
+    arrays = training(steps=15)
+    dataset = training(steps=15, data=torch.utils.data.TensorDataset(torch.from_numpy(x), torch.from_numpy(y)))
+    assert dataset.data_digest() == "torch.utils.data.dataset.TensorDataset[200]"
+    for options in (dict(canaries=40), dict(canaries=40, canary="input")):
+        a = oa.one_run_opacus_audit(arrays, seed=4, **options)
+        b = oa.one_run_opacus_audit(dataset, seed=4, **options)
+        assert a.epsilon_lower_bound == b.epsilon_lower_bound and a.histogram == b.histogram
+
+
 # --------------------------------------------------------------------------------------------
 # One run: correct training, planted bugs 1 and 2
 # --------------------------------------------------------------------------------------------

@@ -259,8 +259,15 @@ class OpacusTraining:
             f"{', make_private(' + extra + ')' if extra else ''})"
         )
 
+    def data_digest(self) -> str:
+        """What identifies the data in checkpoint fingerprints: a SHA-256 of the arrays, or the Dataset's type and
+        length (a torch Dataset is not hashed)."""
+        if isinstance(self.data, tuple):
+            return f"sha256:{_digest(self.data[0])}/{_digest(self.data[1])}"
+        return f"{type(self.data).__module__}.{type(self.data).__qualname__}[{len(self.data)}]"
+
     def __repr__(self) -> str:  # stable across processes (checkpoint fingerprints): no addresses
-        return f"OpacusTraining({self.describe()})"
+        return f"OpacusTraining({self.describe()}; data {self.data_digest()})"
 
     # ---- records
 
@@ -306,18 +313,26 @@ class TrainingRun:
     expected_batch_size: float
 
 
+def _digest(values: np.ndarray) -> str:
+    import hashlib
+
+    array = np.ascontiguousarray(values)
+    return hashlib.sha256(str(array.dtype).encode() + str(array.shape).encode() + array.tobytes()).hexdigest()[:12]
+
+
 @contextlib.contextmanager
 def _deterministic_torch(torch: Any) -> Iterator[None]:
     """One torch thread and deterministic algorithms while a training runs (restored after): the same numbers in
     the main process and in any worker."""
     threads = torch.get_num_threads()
     deterministic = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    torch.use_deterministic_algorithms(True, warn_only=True)  # an op without a deterministic kernel warns
     try:
         yield
     finally:
-        torch.use_deterministic_algorithms(deterministic)
+        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
         torch.set_num_threads(threads)
 
 
@@ -577,7 +592,10 @@ def _claim(training: OpacusTraining, claim: Any, delta: float) -> tuple[float, s
     """The claimed ε and where it comes from; the training's accounting when δ > 0 (recorded beside the result)."""
     accounting = training.accounting(delta) if delta > 0 else None
     if claim is not None:
-        return sc._check_claim(claim), "given", accounting
+        claimed = sc._check_claim(claim)
+        if accounting is None:
+            return claimed, "given", None
+        return claimed, f"given (the training's accountant: epsilon {accounting['epsilon']:.6g})", accounting
     if accounting is None:
         raise ValueError("delta must be > 0 to take the claim from the accountant (DP-SGD is not pure DP)")
     source = (
@@ -800,14 +818,8 @@ class OpacusCanaryGame:
             what = f"{self.input_canary.value.replace('_', '-')} input canary"
         return (
             f"{self.training.describe()}; one {what} canary; score: {self.score.value.replace('_', ' ')}{fit}; "
-            f"canary seed {self.canary_seed}"
+            f"canary seed {self.canary_seed}; data {self.training.data_digest()}"
         )
-
-
-def _digest(values: np.ndarray) -> str:
-    import hashlib
-
-    return hashlib.sha256(np.ascontiguousarray(values, dtype=np.float32).tobytes()).hexdigest()[:12]
 
 
 def _check_records(records: Any, training: OpacusTraining, m: int | None) -> tuple[np.ndarray, np.ndarray] | None:
