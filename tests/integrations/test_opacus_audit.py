@@ -204,6 +204,12 @@ def test_multi_run_is_bit_identical_on_one_and_two_workers_and_resumes(tmp_path)
     two = oa.multi_run_opacus_audit(t, **common, workers=2, checkpoint=tmp_path / "ckpt.jsonl")
     assert _strip(one) == _strip(two)
     assert one.trials == 16 and "Opacus DP-SGD training" in one.mechanism
+    assert one.claim_source.startswith("given (the training's accountant: epsilon ")
+    (tmp_path / "multi.json").write_text(json.dumps(one.to_dict()))
+    from dplens import cli
+
+    assert cli.main(["report", "--audit", str(tmp_path / "multi.json"), "-o", str(tmp_path / "report")]) == 0
+    assert "accountant: epsilon " in (tmp_path / "report" / "report.html").read_text()
     # a run killed after two chunks (the checkpoint's header and first two chunk lines survive) resumes to the same
     lines = (tmp_path / "ckpt.jsonl").read_text().splitlines()
     assert len(lines) == 1 + 4
