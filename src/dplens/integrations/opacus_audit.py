@@ -392,7 +392,8 @@ def run_training(
     )
     m = int(gradient_canaries)
     with _deterministic_torch(torch), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.filterwarnings("ignore", module=r"(opacus|torch)(\.|$)")  # secure RNG off, empty batches, ...
+        warnings.filterwarnings("ignore", message="Full backward hook is firing")  # inputs need no gradient
         torch.manual_seed(init_seed)
         net = _function(training.model, "model")()
         if not isinstance(net, torch.nn.Module):
