@@ -1,0 +1,948 @@
+"""Canary audits of real Opacus trainings: the user's model, data and optimiser, trained by Opacus's own engine.
+
+The user gives what they would give Opacus — a model factory, a data set (``(features, labels)`` arrays or a torch
+``Dataset``), the optimiser settings and the arguments of ``PrivacyEngine.make_private`` — as an
+:class:`OpacusTraining`. The adapter inserts canaries and trains through ``PrivacyEngine.make_private`` (Poisson
+sampling by Opacus's ``DPDataLoader``, its per-sample clipping and Gaussian noise in its ``DPOptimizer``), so what is
+audited is what the user runs, including any change the user makes around it (:attr:`OpacusTraining.customise`).
+
+Two designs, the games of :mod:`dplens.auditing.canaries` on the real training:
+
+- :func:`one_run_opacus_audit` — one training with m canaries, each included independently with probability ½
+  before the run (Steinke, Nasr, Jagielski, "Privacy Auditing with One (1) Training Run", NeurIPS 2023), analysed by
+  :func:`dplens.auditing.scores.audit_scores` (``one_run=True``):
+
+  * white-box **Dirac gradient canaries** (Nasr, Hayes, Steinke, Balle, Tramèr, Jagielski, Carlini, Terzis, USENIX
+    Security 2023): canary j is a per-sample gradient of norm C on its own coordinate j of a **canary block** — an
+    extra ``Linear(1, m)`` weight that the forward pass never uses, so no record of the data touches it. At every
+    step each included canary is sampled with the training's rate q (Poisson, like a record) and its row is
+    appended to Opacus's per-sample gradients (``p.grad_sample``: C·e_j on the block, zeros on the model) of the
+    sampled batch, before ``DPOptimizer.step`` clips, sums and adds noise. The block is its own SGD parameter group
+    (learning rate 1, no momentum, no weight decay), so its update is exactly minus the privatised gradient, and it
+    is reset to zero after each step (invisible to the model: the forward pass never reads it). The canary
+    coordinate of the update, times −B/C (B: Opacus's ``expected_batch_size`` under ``loss_reduction="mean"``), is
+    x_t = b_t·(clip factor) + N(0, σ²), b_t ~ Bernoulli(q) if the canary is in, 0 if out — the Poisson-subsampled
+    Gaussian the accountant bounds — and the score is its exact log-likelihood ratio Σ_t log((1 − q) + q·exp((x_t −
+    ½)/σ²)) with the training's *stated* σ and q. (Opacus's clip factor min(1, C/(‖g‖ + 10⁻⁶)) scales a norm-C
+    canary by 1 − 10⁻⁶/C: negligible.) A larger ``gradient_norm`` (a multiple of C) gives a canary a correct training
+    clips back to C — one that catches skipped clipping.
+  * black-box **input canaries** (:class:`~dplens.auditing.canaries.InputCanary`): mislabelled copies of data
+    records or out-of-distribution inputs, appended to the data set and sampled like any record, scored by minus the
+    final model's loss (or the gradient alignment, white-box final model).
+
+- :func:`multi_run_opacus_audit` — the distinguishing game: N trainings with one canary in and N without, each
+  training's score counted on a threshold grid fixed from independent pilot trainings
+  (:func:`dplens.auditing.games.audit`; run in chunks by :func:`dplens.auditing.runner.run_chunks`: process pool,
+  Dask, checkpoints). Every training seeds torch (model initialisation, Opacus's sampler and noise generators) from
+  the seed its chunk draws, and runs with one torch thread and deterministic algorithms, so the result is a function
+  of ``seed`` alone: bit-identical on 1 or 2 workers, and a killed run resumes from its checkpoint.
+
+Scores (:class:`OpacusScore`): the exact likelihood ratio (gradient canaries), minus the loss (input canaries,
+black-box), the gradient alignment ⟨clip_C ∇ℓ(θ_0; canary), θ_0 − θ_T⟩ (input canaries, white-box final model;
+Nasr et al. 2021's "gradient" adversary), and a likelihood ratio against reference runs (LiRA, Carlini, Chien, Nasr,
+Song, Terzis, Tramèr, S&P 2022: Gaussians fitted to minus the loss of independent reference trainings with the
+canary in and out, fixed before any counted training).
+
+Every result is an existing result type (:class:`~dplens.auditing.scores.OneRunAuditResult`,
+:class:`~dplens.auditing.games.AuditResult`), so ``dplens report --audit RESULT.json`` renders it; the claim defaults
+to dplens's accountant ε for the training's σ, q and steps (add/remove Poisson-subsampled Gaussian), recorded beside
+the result (``claim_source``; a one-run result's ``game["accounting"]``).
+
+Validity: inclusion bits, canaries and training seeds come from separate seed streams fixed before the run; the
+scores are fixed functions of the observation (reference fits use their own trainings, never counted ones).
+
+torch and opacus are imported inside the functions that train: without them, a one-line ``ImportError`` names the
+extra (``pip install "dplens[torch]"``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import math
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dplens.auditing import games
+from dplens.auditing import scores as sc
+from dplens.auditing.canaries import (
+    NASR_2023,
+    CanaryKind,
+    InputCanary,
+    _function,
+    _name,
+    _option,
+    _positive,
+    _step_event,
+    _step_llr,
+)
+from dplens.mechanisms.base import NeighbouringPair, check_count, check_rng
+
+__all__ = [
+    "OpacusCanaryGame",
+    "OpacusScore",
+    "OpacusTraining",
+    "TrainingRun",
+    "multi_run_opacus_audit",
+    "one_run_opacus_audit",
+    "require_torch",
+]
+
+EXTRA_MESSAGE = 'Opacus audits need torch and opacus: pip install "dplens[torch]"'
+STEINKE_2023 = "Steinke, Nasr, Jagielski 2023 (NeurIPS; arXiv:2305.08846)"
+CARLINI_2022 = "Carlini, Chien, Nasr, Song, Terzis, Tramer 2022 (IEEE S&P; LiRA)"
+_RESERVED = ("module", "optimizer", "data_loader", "noise_multiplier", "max_grad_norm", "poisson_sampling")
+
+
+def require_torch() -> tuple[Any, Any]:
+    """(torch, opacus), or a one-line ``ImportError`` naming the extra."""
+    try:
+        import opacus
+        import torch
+    except ImportError:
+        raise ImportError(EXTRA_MESSAGE) from None
+    return torch, opacus
+
+
+class OpacusScore(enum.Enum):
+    """How a canary is scored (higher ⇒ "in").
+
+    LIKELIHOOD_RATIO: gradient canaries, every step observed, the exact per-step log-likelihood ratio.
+    LOSS: input canaries, minus the final model's loss on the canary (black-box).
+    GRADIENT_ALIGNMENT: input canaries, ⟨clip_C ∇ℓ(θ_0; canary), θ_0 − θ_T⟩ (white-box, final model).
+    REFERENCE_LIKELIHOOD_RATIO: input canaries, multi-run only: log N(s; in-fit) − log N(s; out-fit) of s = minus the
+    loss, the Gaussians fitted on independent reference trainings (LiRA).
+    """
+
+    LIKELIHOOD_RATIO = "likelihood_ratio"
+    LOSS = "loss"
+    GRADIENT_ALIGNMENT = "gradient_alignment"
+    REFERENCE_LIKELIHOOD_RATIO = "reference_likelihood_ratio"
+
+
+# --------------------------------------------------------------------------------------------
+# The training
+# --------------------------------------------------------------------------------------------
+
+
+def _check_data(data: Any) -> Any:
+    if isinstance(data, tuple):
+        if len(data) != 2:
+            raise ValueError(f"data must be (features, labels) or a torch Dataset; got a tuple of {len(data)} items")
+        x, y = np.asarray(data[0]), np.asarray(data[1])
+        if x.ndim < 2 or y.ndim != 1 or x.shape[0] != y.shape[0] or x.shape[0] < 1:
+            raise ValueError(
+                f"data: features must be (n, ...) and labels (n,) with n >= 1; got shapes {x.shape} and {y.shape}"
+            )
+        if not (np.issubdtype(x.dtype, np.number) and np.all(np.isfinite(x))):
+            raise ValueError("data: features must be finite numbers")
+        if not np.issubdtype(y.dtype, np.integer):
+            raise ValueError(f"data: labels must be integers (class indices); got dtype {y.dtype}")
+        return (np.ascontiguousarray(x, dtype=np.float32), np.ascontiguousarray(y, dtype=np.int64))
+    if hasattr(data, "__getitem__") and hasattr(data, "__len__"):
+        if len(data) < 1:
+            raise ValueError("data: the data set is empty")
+        return data
+    raise ValueError(f"data must be (features, labels) arrays or a torch Dataset; got {type(data).__name__}")
+
+
+def _check_int(name: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class OpacusTraining:
+    """One Opacus DP-SGD training, as the user would run it.
+
+    Args:
+        model: ``model() -> torch.nn.Module`` (a factory: every training builds a fresh model after seeding torch),
+            or ``"module:name"`` (imported where it runs: needed for workers and Dask).
+        data: ``(features, labels)`` arrays (labels: class indices) or a torch ``Dataset`` of ``(x, y)`` pairs.
+        noise_multiplier: σ, Opacus's ``noise_multiplier`` (noise std σ·C on the sum of clipped gradients).
+        max_grad_norm: C, Opacus's ``max_grad_norm`` (flat clipping).
+        batch_size: the expected batch size: the data loader has L = max(1, round(n/batch_size)) batches, and
+            Opacus's Poisson sampling rate is q = 1/L for every training (with or without canaries).
+        steps: optimiser steps (the loader is re-iterated as needed; Opacus's epoch is L steps).
+        learning_rate: of the default optimiser ``torch.optim.SGD(model.parameters(), lr=learning_rate)``.
+        optimizer: ``optimizer(model) -> torch.optim.Optimizer`` over (some of) the model's parameters, or
+            ``"module:name"``; default plain SGD at ``learning_rate``. White-box gradient canaries need SGD.
+        loss: ``loss(outputs, targets) -> mean loss``; default cross-entropy (``torch.nn.functional.cross_entropy``).
+        make_private: further keyword arguments of ``PrivacyEngine.make_private`` (``clipping``,
+            ``grad_sample_mode``, ``loss_reduction``, ...; not those set above, and ``poisson_sampling`` is always
+            True).
+        customise: ``customise(model, optimizer, data_loader)`` — the user's own code around ``make_private``, run
+            once after it on the objects it returned; it may return a function called after every optimiser step.
+            What it does is part of what is audited (the planted bugs of the tests are written this way).
+    """
+
+    model: Callable[[], Any] | str
+    data: Any
+    noise_multiplier: float
+    max_grad_norm: float
+    batch_size: int
+    steps: int
+    learning_rate: float = 0.1
+    optimizer: Callable[[Any], Any] | str | None = None
+    loss: Callable[[Any, Any], Any] | str | None = None
+    make_private: Mapping[str, Any] = field(default_factory=dict)
+    customise: Callable[..., Any] | str | None = None
+
+    def __post_init__(self) -> None:
+        _function(self.model, "model")
+        for role in ("optimizer", "loss", "customise"):
+            if getattr(self, role) is not None:
+                _function(getattr(self, role), role)
+        object.__setattr__(self, "data", _check_data(self.data))
+        object.__setattr__(self, "noise_multiplier", _positive("noise_multiplier", self.noise_multiplier))
+        object.__setattr__(self, "max_grad_norm", _positive("max_grad_norm", self.max_grad_norm))
+        object.__setattr__(self, "learning_rate", _positive("learning_rate", self.learning_rate))
+        object.__setattr__(self, "batch_size", _check_int("batch_size", self.batch_size))
+        object.__setattr__(self, "steps", check_count(self.steps, name="steps"))
+        if not isinstance(self.make_private, Mapping):
+            raise ValueError(f"make_private must be a mapping of keyword arguments; got {self.make_private!r}")
+        reserved = sorted(set(self.make_private) & set(_RESERVED))
+        if reserved:
+            raise ValueError(f"make_private: {reserved} are set by the training itself; got {dict(self.make_private)}")
+        object.__setattr__(self, "make_private", dict(self.make_private))
+
+    # ---- numbers
+
+    @property
+    def dataset_size(self) -> int:
+        return len(self.data[0]) if isinstance(self.data, tuple) else len(self.data)
+
+    @property
+    def batches(self) -> int:
+        """L: batches per epoch of the loader given to Opacus (its sampling rate is 1/L)."""
+        return max(1, round(self.dataset_size / self.batch_size))
+
+    @property
+    def sampling_rate(self) -> float:
+        return 1.0 / self.batches
+
+    @property
+    def event(self) -> Any:
+        """The training's privacy event: the add/remove Poisson-subsampled Gaussian (σ, q) composed ``steps`` times."""
+        return _step_event(self.noise_multiplier, self.sampling_rate, self.steps)
+
+    def accounting(self, delta: float) -> dict[str, Any]:
+        """dplens's ε (an upper bound) for the training's σ, q and steps at ``delta``, with its method."""
+        from dplens.accountant.compose import Accountant
+
+        result = Accountant().compose(self.event).epsilon_result(delta)
+        return {
+            "epsilon": result.epsilon,
+            "delta": delta,
+            "method": result.method.value,
+            "details": result.details,
+            "noise_multiplier": self.noise_multiplier,
+            "sampling_rate": self.sampling_rate,
+            "steps": self.steps,
+            "is_upper_bound": True,
+        }
+
+    def describe(self) -> str:
+        extra = ", ".join(f"{k}={v!r}" for k, v in sorted(self.make_private.items()))
+        return (
+            f"Opacus DP-SGD training of {_name(self.model)} ({self.dataset_size} records; noise multiplier "
+            f"{self.noise_multiplier:g}, clip norm {self.max_grad_norm:g}, sampling rate 1/{self.batches} "
+            f"(expected batch {self.dataset_size / self.batches:.4g}), {self.steps} steps, optimiser "
+            f"{_name(self.optimizer) if self.optimizer is not None else f'SGD(lr={self.learning_rate:g})'}"
+            f"{', customised by ' + _name(self.customise) if self.customise is not None else ''}"
+            f"{', make_private(' + extra + ')' if extra else ''})"
+        )
+
+    def data_digest(self) -> str:
+        """What identifies the data in checkpoint fingerprints: a SHA-256 of the arrays, or the Dataset's type and
+        length (a torch Dataset is not hashed)."""
+        if isinstance(self.data, tuple):
+            return f"sha256:{_digest(self.data[0])}/{_digest(self.data[1])}"
+        return f"{type(self.data).__module__}.{type(self.data).__qualname__}[{len(self.data)}]"
+
+    def __repr__(self) -> str:  # stable across processes (checkpoint fingerprints): no addresses
+        return f"OpacusTraining({self.describe()}; data {self.data_digest()})"
+
+    # ---- records
+
+    def _examples(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if isinstance(self.data, tuple):
+            return self.data[0][index], self.data[1][index]
+        xs, ys = [], []
+        for i in index:
+            x, y = self.data[int(i)]
+            xs.append(np.asarray(x, dtype=np.float32))
+            ys.append(int(y))
+        return np.stack(xs), np.asarray(ys, dtype=np.int64)
+
+    def _num_classes(self) -> int:
+        if isinstance(self.data, tuple):
+            return int(self.data[1].max()) + 1
+        return int(max(int(self.data[i][1]) for i in range(len(self.data)))) + 1
+
+    def input_canaries(self, m: int, kind: InputCanary, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """m input canaries: copies of random data records with a different random label (MISLABELLED), or Gaussian
+        inputs with the data's mean squared norm and random labels (OUT_OF_DISTRIBUTION)."""
+        classes = self._num_classes()
+        if classes < 2:
+            raise ValueError("data: input canaries need labels of at least two classes")
+        index = rng.integers(0, self.dataset_size, m)
+        x, y = self._examples(index)
+        if kind is InputCanary.MISLABELLED:
+            return x.copy(), (y + rng.integers(1, classes, m)) % classes
+        rms = float(np.sqrt(np.mean(np.sum(x.reshape(m, -1).astype(float) ** 2, axis=1))))
+        noise = rng.standard_normal(x.shape)
+        noise *= rms / np.sqrt(max(1, noise[0].size))
+        return noise.astype(np.float32), rng.integers(0, classes, m).astype(np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingRun:
+    """What one training gives the scores: the final model, the initial parameters, and the white-box canary
+    log-likelihood ratios (gradient canaries; None otherwise)."""
+
+    model: Any
+    initial: Any
+    gradient_llr: np.ndarray | None
+    expected_batch_size: float
+
+
+def _digest(values: np.ndarray) -> str:
+    import hashlib
+
+    array = np.ascontiguousarray(values)
+    return hashlib.sha256(str(array.dtype).encode() + str(array.shape).encode() + array.tobytes()).hexdigest()[:12]
+
+
+@contextlib.contextmanager
+def _deterministic_torch(torch: Any) -> Iterator[None]:
+    """One torch thread and deterministic algorithms while a training runs (restored after): the same numbers in
+    the main process and in any worker."""
+    threads = torch.get_num_threads()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True, warn_only=True)  # an op without a deterministic kernel warns
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+        torch.set_num_threads(threads)
+
+
+def _fixed_length_sampler(torch: Any, n: int, length: int) -> Any:
+    """A batch sampler of exactly ``length`` batches over ``n`` records: Opacus sets q = 1/len(loader)."""
+
+    class _Batches(torch.utils.data.Sampler):
+        def __init__(self) -> None:
+            self.bounds = np.linspace(0, n, length + 1).round().astype(int)
+
+        def __len__(self) -> int:
+            return length
+
+        def __iter__(self) -> Iterator[list[int]]:
+            for a, b in zip(self.bounds[:-1], self.bounds[1:], strict=True):
+                yield list(range(a, b))
+
+    return _Batches()
+
+
+def _dataset(torch: Any, training: OpacusTraining, extra: tuple[np.ndarray, np.ndarray] | None) -> Any:
+    data = training.data
+    if isinstance(data, tuple):
+        x, y = data
+        if extra is not None and len(extra[0]):
+            x, y = np.concatenate([x, extra[0]]), np.concatenate([y, extra[1]])
+        return torch.utils.data.TensorDataset(torch.from_numpy(x), torch.from_numpy(y))
+    if extra is None or not len(extra[0]):
+        return data
+    more = torch.utils.data.TensorDataset(torch.from_numpy(extra[0]), torch.from_numpy(extra[1]))
+    return torch.utils.data.ConcatDataset([data, more])
+
+
+def _is_plain_sgd(torch: Any, optimizer: Any) -> bool:
+    return type(optimizer) is torch.optim.SGD
+
+
+def run_training(
+    training: OpacusTraining,
+    *,
+    seed: int,
+    extra: tuple[np.ndarray, np.ndarray] | None = None,
+    gradient_canaries: int = 0,
+    included: np.ndarray | None = None,
+    gradient_norm: float = 1.0,
+) -> TrainingRun:
+    """One Opacus training with ``extra`` input records appended to the data and, if ``gradient_canaries`` > 0,
+    that many Dirac gradient canaries (those with ``included`` True are inserted), all randomness from ``seed``.
+
+    Randomness: ``SeedSequence(seed)`` spawns the streams of the model's initialisation (``torch.manual_seed``),
+    Opacus's Poisson sampler (the loader's ``torch.Generator``), Opacus's noise (``noise_generator``) and the
+    gradient canaries' Poisson sampling (numpy), so equal seeds give equal trainings.
+    """
+    torch, opacus = require_torch()
+    init_seed, loader_seed, noise_seed, canary_seed = (
+        int(s.generate_state(1, np.uint64)[0] >> np.uint64(1)) for s in np.random.SeedSequence(seed).spawn(4)
+    )
+    m = int(gradient_canaries)
+    with _deterministic_torch(torch), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module=r"(opacus|torch)(\.|$)")  # secure RNG off, empty batches, ...
+        warnings.filterwarnings("ignore", message="Full backward hook is firing")  # inputs need no gradient
+        torch.manual_seed(init_seed)
+        net = _function(training.model, "model")()
+        if not isinstance(net, torch.nn.Module):
+            raise ValueError(f"model: the factory must return a torch.nn.Module; got {type(net).__name__}")
+        model, block = net, None
+        if m:
+            model = torch.nn.Module()
+            model.net = net
+            model.canary_block = torch.nn.Linear(1, m, bias=False)  # never used by the forward pass
+            with torch.no_grad():
+                model.canary_block.weight.zero_()
+            block = model.canary_block.weight
+            model.forward = net.forward
+        initial = [p.detach().clone() for p in net.parameters()]
+        if training.optimizer is None:
+            optimizer = torch.optim.SGD(net.parameters(), lr=training.learning_rate)
+        else:
+            optimizer = _function(training.optimizer, "optimizer")(net)
+        if m:
+            if not _is_plain_sgd(torch, optimizer):
+                raise ValueError(
+                    f"optimizer: white-box gradient canaries need torch.optim.SGD (the canary block's update must be "
+                    f"the privatised gradient); got {type(optimizer).__name__}"
+                )
+            optimizer.add_param_group(
+                {"params": [block], "lr": 1.0, "momentum": 0.0, "dampening": 0.0, "weight_decay": 0.0}
+            )
+        dataset = _dataset(torch, training, extra)
+        loader = torch.utils.data.DataLoader(
+            dataset,
+            batch_sampler=_fixed_length_sampler(torch, len(dataset), training.batches),
+            generator=torch.Generator().manual_seed(loader_seed),
+        )
+        engine = opacus.PrivacyEngine(accountant="rdp")
+        private_model, private_optimizer, private_loader = engine.make_private(
+            module=model,
+            optimizer=optimizer,
+            data_loader=loader,
+            noise_multiplier=training.noise_multiplier,
+            max_grad_norm=training.max_grad_norm,
+            poisson_sampling=True,
+            noise_generator=torch.Generator().manual_seed(noise_seed),
+            **training.make_private,
+        )
+        after_step = None
+        if training.customise is not None:
+            after_step = _function(training.customise, "customise")(private_model, private_optimizer, private_loader)
+        loss_fn = torch.nn.functional.cross_entropy if training.loss is None else _function(training.loss, "loss")
+        canary_rng = np.random.default_rng(canary_seed)
+        chosen = np.flatnonzero(np.asarray(included, dtype=bool)) if m else np.zeros(0, dtype=int)
+        q, sigma, clip = training.sampling_rate, training.noise_multiplier, training.max_grad_norm
+        llr = np.zeros(m) if m else None
+        step = 0
+        while step < training.steps:
+            for x, y in private_loader:
+                if step >= training.steps:
+                    break
+                private_optimizer.zero_grad()
+                loss = loss_fn(private_model(x), y)
+                loss.backward()
+                if m:
+                    sampled = chosen[canary_rng.random(chosen.size) < q]
+                    _insert_canaries(torch, private_optimizer, block, sampled, gradient_norm * clip)
+                private_optimizer.step()
+                if m:
+                    scale = private_optimizer.expected_batch_size if private_optimizer.loss_reduction == "mean" else 1
+                    with torch.no_grad():
+                        observed = -block.detach()[:, 0].double().numpy() * (scale / clip)  # x_t in units of C
+                        block.zero_()
+                    llr += _step_llr(observed, sigma, q)
+                if after_step is not None:
+                    after_step()
+                step += 1
+        expected = float(private_optimizer.expected_batch_size)
+        cleanup = getattr(private_model, "cleanup", None)
+        if callable(cleanup):  # Opacus's hooks off: the scores' forward and backward passes are plain torch
+            cleanup()
+    return TrainingRun(model=net, initial=initial, gradient_llr=llr, expected_batch_size=expected)
+
+
+def _insert_canaries(torch: Any, optimizer: Any, block: Any, sampled: np.ndarray, norm: float) -> None:
+    """Append one per-sample gradient row per sampled canary: norm·e_j on the canary block, zeros elsewhere."""
+    rows = 0
+    for p in optimizer.params:
+        if p is not block and isinstance(p.grad_sample, torch.Tensor):
+            rows = p.grad_sample.shape[0]
+            break
+    k = int(sampled.size)
+    for p in optimizer.params:
+        current = p.grad_sample
+        if isinstance(current, list):
+            current = torch.cat(current, dim=0)
+        if current is None:
+            current = torch.zeros((rows, *p.shape), dtype=p.dtype)
+        if k:
+            extra = torch.zeros((k, *p.shape), dtype=p.dtype)
+            if p is block:
+                extra[torch.arange(k), torch.from_numpy(sampled), 0] = norm
+            current = torch.cat([current, extra], dim=0)
+        p.grad_sample = current
+
+
+# --------------------------------------------------------------------------------------------
+# Scores
+# --------------------------------------------------------------------------------------------
+
+
+def _losses(torch: Any, training: OpacusTraining, model: Any, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    with torch.no_grad():
+        model.eval()
+        out = model(torch.from_numpy(x))
+        if training.loss is None:
+            values = torch.nn.functional.cross_entropy(out, torch.from_numpy(y), reduction="none")
+        else:
+            loss = _function(training.loss, "loss")
+            values = torch.stack([loss(out[i : i + 1], torch.from_numpy(y[i : i + 1])) for i in range(len(y))])
+        model.train()
+    return values.double().numpy().reshape(-1)
+
+
+def _alignments(torch: Any, training: OpacusTraining, run: TrainingRun, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """⟨clip_C ∇ℓ(θ_0; canary), θ_0 − θ_T⟩ per canary (the gradient at the initial parameters)."""
+    model = run.model
+    params = [p for p in model.parameters()]
+    final = [p.detach().clone() for p in params]
+    movement = torch.cat([(a - b).reshape(-1) for a, b in zip(run.initial, final, strict=True)])
+    loss = torch.nn.functional.cross_entropy if training.loss is None else _function(training.loss, "loss")
+    out = np.empty(len(y))
+    with torch.no_grad():
+        for p, a in zip(params, run.initial, strict=True):
+            p.copy_(a)
+    try:
+        for i in range(len(y)):
+            model.zero_grad()
+            loss(model(torch.from_numpy(x[i : i + 1])), torch.from_numpy(y[i : i + 1])).backward()
+            grad = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+            grad = grad * min(1.0, training.max_grad_norm / max(float(grad.norm()), 1e-12))
+            out[i] = float(grad.double() @ movement.double())
+    finally:
+        with torch.no_grad():
+            for p, b in zip(params, final, strict=True):
+                p.copy_(b)
+        model.zero_grad()
+    return out
+
+
+def _input_scores(training: OpacusTraining, run: TrainingRun, records: tuple, score: OpacusScore) -> np.ndarray:
+    torch, _ = require_torch()
+    with _deterministic_torch(torch):
+        if score is OpacusScore.GRADIENT_ALIGNMENT:
+            return _alignments(torch, training, run, *records)
+        return -_losses(torch, training, run.model, *records)
+
+
+# --------------------------------------------------------------------------------------------
+# Options
+# --------------------------------------------------------------------------------------------
+
+
+def _check_training(training: Any) -> OpacusTraining:
+    if not isinstance(training, OpacusTraining):
+        raise ValueError(f"training must be an OpacusTraining; got {training!r}")
+    return training
+
+
+def _resolve_score(canary: CanaryKind, score: Any, *, multi_run: bool) -> OpacusScore:
+    if score is None:
+        return OpacusScore.LIKELIHOOD_RATIO if canary is CanaryKind.GRADIENT else OpacusScore.LOSS
+    score = _option(score, OpacusScore, "score")
+    if canary is CanaryKind.GRADIENT:
+        allowed = (OpacusScore.LIKELIHOOD_RATIO,)
+    elif multi_run:
+        allowed = (OpacusScore.LOSS, OpacusScore.GRADIENT_ALIGNMENT, OpacusScore.REFERENCE_LIKELIHOOD_RATIO)
+    else:
+        allowed = (OpacusScore.LOSS, OpacusScore.GRADIENT_ALIGNMENT)
+    if score not in allowed:
+        raise ValueError(
+            f"score {score.value!r} does not apply to {canary.value} canaries"
+            f"{' in the multi-run game' if multi_run else ' in one run'}; allowed: {[s.value for s in allowed]}"
+        )
+    return score
+
+
+def _check_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0; got {seed!r}")
+    return int(seed)
+
+
+def _check_delta(delta: Any) -> float:
+    if isinstance(delta, bool):
+        raise ValueError(f"delta must be in [0, 1); got {delta!r}")
+    return sc.conversions.check_delta(delta, allow_zero=True)
+
+
+def _claim(training: OpacusTraining, claim: Any, delta: float) -> tuple[float, str, dict[str, Any] | None]:
+    """The claimed ε and where it comes from; the training's accounting when δ > 0 (recorded beside the result)."""
+    accounting = training.accounting(delta) if delta > 0 else None
+    if claim is not None:
+        claimed = sc._check_claim(claim)
+        if accounting is None:
+            return claimed, "given", None
+        return claimed, f"given (the training's accountant: epsilon {accounting['epsilon']:.6g})", accounting
+    if accounting is None:
+        raise ValueError("delta must be > 0 to take the claim from the accountant (DP-SGD is not pure DP)")
+    source = (
+        f"accountant ({accounting['method']}: {accounting['details']}; noise multiplier "
+        f"{training.noise_multiplier:g}, sampling rate {training.sampling_rate:.6g}, {training.steps} steps)"
+    )
+    return accounting["epsilon"], source, accounting
+
+
+def _check_norm(value: Any) -> float:
+    value = _positive("gradient_norm", value)
+    if value < 1.0:
+        raise ValueError(f"gradient_norm must be >= 1 (a multiple of the clip norm C); got {value!r}")
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# One run
+# --------------------------------------------------------------------------------------------
+
+
+def one_run_opacus_audit(
+    training: OpacusTraining,
+    *,
+    canaries: int = 1000,
+    canary: CanaryKind | str = CanaryKind.GRADIENT,
+    input_canary: InputCanary | str = InputCanary.MISLABELLED,
+    score: OpacusScore | str | None = None,
+    gradient_norm: float = 1.0,
+    canary_records: tuple[Any, Any] | None = None,
+    claim: float | None = None,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+    seed: int = 0,
+    rule: Any = None,
+    correction: Any = None,
+) -> sc.OneRunAuditResult:
+    """One Opacus training with m canaries, each included independently with probability ½ before the run.
+
+    Steinke, Nasr, Jagielski, NeurIPS 2023 (Theorem 3.1: the canaries' guesses give a valid lower bound on ε from a
+    single training), with the white-box Dirac gradient canaries of Nasr et al. 2023 (Section 4, every update
+    observed; scored by the exact per-step likelihood ratio) or black-box input canaries (minus the final loss).
+
+    Args:
+        training: the :class:`OpacusTraining`.
+        canaries: m.
+        canary: :class:`~dplens.auditing.canaries.CanaryKind` (GRADIENT: white-box; INPUT: records).
+        input_canary: MISLABELLED or OUT_OF_DISTRIBUTION (input canaries).
+        score: :class:`OpacusScore` (default: LIKELIHOOD_RATIO for gradient canaries, LOSS for input canaries).
+        gradient_norm: a gradient canary's norm as a multiple of C (≥ 1; a correct training clips it to C).
+        canary_records: the m input canaries as ``(features, labels)`` (default: drawn from the data).
+        claim: the claimed ε (default: dplens's accountant ε of the training at ``delta``).
+        delta: δ of the (ε, δ) statement under test.
+        confidence: 1 − α.
+        seed: root seed (inclusion bits, canaries and training each get their own stream).
+        rule, correction: passed to the one-run analysis (:mod:`dplens.auditing.one_run`).
+
+    Returns:
+        A :class:`~dplens.auditing.scores.OneRunAuditResult`; ``game`` describes the training and the canaries and
+        holds the training's ``accounting`` (dplens's ε for its σ, q and steps).
+    """
+    start = time.perf_counter()
+    training = _check_training(training)
+    m = check_count(canaries, name="canaries")
+    canary = _option(canary, CanaryKind, "canary")
+    input_canary = _option(input_canary, InputCanary, "input_canary")
+    score = _resolve_score(canary, score, multi_run=False)
+    norm = _check_norm(gradient_norm)
+    seed = _check_seed(seed)
+    delta = _check_delta(delta)
+    given = _check_records(canary_records, training, m)
+    if given is not None and canary is CanaryKind.GRADIENT:
+        raise ValueError("canary_records are input canaries: use canary='input'")
+    claimed, source, accounting = _claim(training, claim, delta)
+    require_torch()
+    inclusion, canary_stream, training_stream = np.random.SeedSequence(seed).spawn(3)
+    included = np.random.default_rng(inclusion).random(m) < 0.5
+    training_seed = int(np.random.default_rng(training_stream).integers(0, 2**63 - 1))
+    if canary is CanaryKind.GRADIENT:
+        run = run_training(training, seed=training_seed, gradient_canaries=m, included=included, gradient_norm=norm)
+        values = run.gradient_llr
+        what = f"Dirac gradient canaries (norm {norm:g}·C on a canary block the data never touches)"
+    else:
+        records = given or training.input_canaries(m, input_canary, np.random.default_rng(canary_stream))
+        run = run_training(training, seed=training_seed, extra=(records[0][included], records[1][included]))
+        values = _input_scores(training, run, records, score)
+        what = "given input canaries" if given else f"{input_canary.value.replace('_', '-')} input canaries"
+    result = sc.audit_scores(
+        values,
+        included,
+        claim=claimed,
+        delta=delta,
+        confidence=confidence,
+        one_run=True,
+        rule=rule,
+        correction=correction,
+        seed=seed,
+        claim_source=source,
+    )
+    observed = "every step (white-box)" if canary is CanaryKind.GRADIENT else "the final model"
+    game = {
+        "game": "one_run",
+        "framework": "opacus",
+        "description": (
+            f"{training.describe()}; {m} {what}, each included with probability 1/2; observed: {observed}; score: "
+            f"{score.value.replace('_', ' ')}; training seed {training_seed}"
+        ),
+        "canary": canary.value,
+        "score": score.value,
+        "training": training.describe(),
+        "seed": seed,
+        "training_seed": training_seed,
+        "reference": f"{STEINKE_2023}; {NASR_2023}",
+        "noise_multiplier": training.noise_multiplier,
+        "sampling_rate": training.sampling_rate,
+        "steps": training.steps,
+    }
+    if canary is CanaryKind.GRADIENT:
+        game["gradient_norm"] = norm
+    else:
+        game["input_canary"] = input_canary.value
+    if accounting is not None:
+        game["accounting"] = accounting
+    return sc.with_game(result, game, elapsed_seconds=time.perf_counter() - start)
+
+
+# --------------------------------------------------------------------------------------------
+# Many runs
+# --------------------------------------------------------------------------------------------
+
+
+def _gaussian_log_ratio(s: np.ndarray, fit: tuple[float, float, float, float]) -> np.ndarray:
+    mu_in, sd_in, mu_out, sd_out = fit
+    return -0.5 * ((s - mu_in) / sd_in) ** 2 - math.log(sd_in) + 0.5 * ((s - mu_out) / sd_out) ** 2 + math.log(sd_out)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class OpacusCanaryGame:
+    """One canary in or out of Opacus trainings, as a mechanism for :func:`dplens.auditing.games.audit`.
+
+    ``sample(True, n, rng)`` runs n trainings with the canary and returns its n scores (``False``: without it); each
+    training's seed is drawn from ``rng`` (the runner's chunk stream), so the scores are a function of the audit's
+    seed whatever the worker.
+    """
+
+    training: OpacusTraining
+    canary: CanaryKind
+    score: OpacusScore
+    input_canary: InputCanary = InputCanary.MISLABELLED
+    gradient_norm: float = 1.0
+    canary_seed: int = 0
+    record: tuple[np.ndarray, np.ndarray] | None = None
+    reference_fit: tuple[float, float, float, float] | None = None
+
+    @property
+    def event(self) -> Any:
+        return self.training.event
+
+    def canary_record(self) -> tuple[np.ndarray, np.ndarray]:
+        """The input canary: ``record`` if given, else one drawn from ``SeedSequence(canary_seed, spawn_key=(8,))``."""
+        if self.record is not None:
+            return self.record
+        rng = np.random.default_rng(np.random.SeedSequence(self.canary_seed, spawn_key=(8,)))
+        return self.training.input_canaries(1, self.input_canary, rng)
+
+    def base_score(self, present: bool, seed: int) -> float:
+        """The canary's score in one training (before any reference fit)."""
+        if self.canary is CanaryKind.GRADIENT:
+            run = run_training(
+                self.training,
+                seed=seed,
+                gradient_canaries=1,
+                included=np.array([present]),
+                gradient_norm=self.gradient_norm,
+            )
+            return float(run.gradient_llr[0])
+        record = self.canary_record()
+        run = run_training(self.training, seed=seed, extra=record if present else None)
+        which = OpacusScore.GRADIENT_ALIGNMENT if self.score is OpacusScore.GRADIENT_ALIGNMENT else OpacusScore.LOSS
+        return float(_input_scores(self.training, run, record, which)[0])
+
+    def sample(self, data: Any, n: int, rng: np.random.Generator) -> np.ndarray:
+        if not isinstance(data, bool | np.bool_):
+            raise ValueError(f"data must be True (canary in) or False (canary out); got {data!r}")
+        n, rng = check_count(n), check_rng(rng)
+        out = np.empty(n)
+        for j in range(n):
+            out[j] = self.base_score(bool(data), int(rng.integers(0, 2**63 - 1)))
+        if self.score is OpacusScore.REFERENCE_LIKELIHOOD_RATIO:
+            if self.reference_fit is None:
+                raise ValueError(
+                    "score reference_likelihood_ratio needs reference_fit (fitted by multi_run_opacus_audit)"
+                )
+            out = _gaussian_log_ratio(out, self.reference_fit)
+        return out
+
+    def release(self, data: Any, rng: np.random.Generator) -> np.ndarray:
+        return self.sample(data, 1, rng)
+
+    def output_size(self) -> int:
+        return 1
+
+    def worst_case_pair(self) -> NeighbouringPair:
+        what = (
+            f"a Dirac gradient canary (norm {self.gradient_norm:g}·C, its own coordinate)"
+            if self.canary is CanaryKind.GRADIENT
+            else f"one {self.input_canary.value.replace('_', '-')} input canary"
+        )
+        return NeighbouringPair(data=True, neighbour=False, description=f"{what} in the data set vs not (add/remove)")
+
+    def __repr__(self) -> str:
+        fit = ""
+        if self.reference_fit is not None:
+            fit = " (reference fit in: N({:.6g}, {:.6g}²), out: N({:.6g}, {:.6g}²))".format(*self.reference_fit)
+        if self.canary is CanaryKind.GRADIENT:
+            what = "Dirac gradient canary"
+        elif self.record is not None:
+            what = f"given input canary (label {int(self.record[1][0])}, input sha256 {_digest(self.record[0])})"
+        else:
+            what = f"{self.input_canary.value.replace('_', '-')} input canary"
+        return (
+            f"{self.training.describe()}; one {what} canary; score: {self.score.value.replace('_', ' ')}{fit}; "
+            f"canary seed {self.canary_seed}; data {self.training.data_digest()}"
+        )
+
+
+def _check_records(records: Any, training: OpacusTraining, m: int | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """User-given input canaries ``(features, labels)``: shaped like the data's records (``m`` of them if given)."""
+    if records is None:
+        return None
+    if not isinstance(records, tuple) or len(records) != 2:
+        raise ValueError(f"canary_records must be (features, labels) arrays; got {type(records).__name__}")
+    x, y = np.asarray(records[0], dtype=np.float32), np.asarray(records[1])
+    shape = training._examples(np.arange(1))[0].shape[1:]
+    if x.shape[1:] != shape or y.shape != (x.shape[0],) or not np.issubdtype(y.dtype, np.integer):
+        raise ValueError(
+            f"canary_records: features must be (m, {', '.join(map(str, shape))}) and labels (m,) integers; got shapes "
+            f"{x.shape} and {y.shape}"
+        )
+    if m is not None and x.shape[0] != m:
+        raise ValueError(f"canary_records must hold {m} records; got {x.shape[0]}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("canary_records: features must be finite")
+    return np.ascontiguousarray(x), np.ascontiguousarray(y, dtype=np.int64)
+
+
+def _fit_reference(game: OpacusCanaryGame, trainings: int, seed: int) -> tuple[float, float, float, float]:
+    """Gaussians of the base score (minus the loss) over independent reference trainings in and out (LiRA); their
+    seeds come from ``SeedSequence(seed, spawn_key=(9,))``, a stream no counted or pilot training uses."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(9,)))
+    fit = []
+    for present in (True, False):
+        values = np.array([game.base_score(present, int(rng.integers(0, 2**63 - 1))) for _ in range(trainings)])
+        fit += [float(values.mean()), max(float(values.std(ddof=1)), 1e-12)]
+    return (fit[0], fit[1], fit[2], fit[3])
+
+
+def multi_run_opacus_audit(
+    training: OpacusTraining,
+    *,
+    trials: int,
+    canary: CanaryKind | str = CanaryKind.GRADIENT,
+    input_canary: InputCanary | str = InputCanary.MISLABELLED,
+    score: OpacusScore | str | None = None,
+    gradient_norm: float = 1.0,
+    reference_trainings: int = 16,
+    canary_records: tuple[Any, Any] | None = None,
+    claim: float | None = None,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+    seed: int = 0,
+    workers: int = 1,
+    scheduler: Any = None,
+    checkpoint: Any = None,
+    progress: bool = False,
+    pilot_trials: int | None = None,
+    chunk_size: int | None = None,
+) -> games.AuditResult:
+    """The distinguishing game on Opacus trainings: ``trials`` runs with one canary in and ``trials`` without it.
+
+    Jagielski, Ullman, Oprea 2020 and Nasr et al. 2021/2023: each training's canary score is counted on a threshold
+    grid fixed from independent pilot trainings, weighted Bonferroni and one-sided Clopper–Pearson
+    (:func:`dplens.auditing.games.audit`, in chunks by :func:`dplens.auditing.runner.run_chunks`: a process pool, a
+    Dask cluster, a resumable checkpoint; the result depends only on ``seed``).
+
+    Args:
+        training: the :class:`OpacusTraining` (its model, loss, optimizer and customise must be importable by
+            workers: top-level functions or ``"module:name"``).
+        trials: trainings per side that are counted.
+        canary, input_canary, score, gradient_norm: the game (see :func:`one_run_opacus_audit`);
+            ``score=REFERENCE_LIKELIHOOD_RATIO`` first runs ``reference_trainings`` trainings per side (never
+            counted) to fit the Gaussians of LiRA.
+        canary_records: the input canary as ``(features (1, ...), labels (1,))`` (default: drawn from the data,
+            ``input_canary``). A canary of a class no record has, with an input the model maps to its biases (zeros
+            for a linear first layer), is the input analogue of the Dirac coordinate: it is what catches a bias
+            updated outside the private optimiser.
+        claim: the claimed ε (default: dplens's accountant ε of the training at ``delta``).
+        delta: δ of the (ε, δ) statement under test.
+        confidence, seed, workers, scheduler, checkpoint, progress, pilot_trials, chunk_size: as
+            :func:`dplens.auditing.games.audit` (pilot default: max(8, trials // 4) trainings per side; chunks: 8).
+
+    Returns:
+        An :class:`~dplens.auditing.games.AuditResult` (its ``mechanism`` describes the training and its
+        ``claim_source`` the accounting).
+    """
+    training = _check_training(training)
+    trials = check_count(trials, name="trials")
+    canary = _option(canary, CanaryKind, "canary")
+    input_canary = _option(input_canary, InputCanary, "input_canary")
+    score = _resolve_score(canary, score, multi_run=True)
+    norm = _check_norm(gradient_norm)
+    reference_trainings = _check_int("reference_trainings", reference_trainings, 2)
+    seed = _check_seed(seed)
+    delta = _check_delta(delta)
+    record = _check_records(canary_records, training, 1)
+    if record is not None and canary is CanaryKind.GRADIENT:
+        raise ValueError("canary_records are input canaries: use canary='input'")
+    claimed, source, _ = _claim(training, claim, delta)
+    require_torch()
+    options = dict(training=training, canary=canary, score=score, input_canary=input_canary, gradient_norm=norm)
+    game = OpacusCanaryGame(**options, canary_seed=seed, record=record)
+    if score is OpacusScore.REFERENCE_LIKELIHOOD_RATIO:
+        fit = _fit_reference(game, reference_trainings, seed)
+        game = OpacusCanaryGame(**options, canary_seed=seed, record=record, reference_fit=fit)
+    if pilot_trials is None:
+        pilot_trials = max(8, trials // 4)
+    if chunk_size is None:
+        chunk_size = max(1, math.ceil(trials / 8))
+    return games.audit(
+        game,
+        trials=trials,
+        delta=delta,
+        claimed_epsilon=claimed,
+        score=games.BlackBoxScore(_identity, name=f"canary score per training: {score.value.replace('_', ' ')}"),
+        confidence=confidence,
+        seed=seed,
+        workers=workers,
+        scheduler=scheduler,
+        checkpoint=checkpoint,
+        progress=progress,
+        pilot_trials=pilot_trials,
+        chunk_size=chunk_size,
+        claim_source=source,
+    )
+
+
+def _identity(outputs: Any) -> np.ndarray:
+    """The black-box score of the game: its outputs are already the canary's scores."""
+    return np.asarray(outputs, dtype=float).reshape(-1)
