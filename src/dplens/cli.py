@@ -682,6 +682,13 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``dplens`` command: the single source of the command-line reference (the docs
+    site generates its CLI page from it) and of ``dplens --help``.
+
+    Example:
+        >>> sorted(build_parser().parse_args(["account", "spec.toml", "--delta", "1e-5"]).__dict__)[:3]
+        ['command', 'conversion', 'delta']
+    """
     parser = _Parser(prog="dplens", description="Differential-privacy accounting, auditing and reports.")
     parser.add_argument("--version", action="version", version=f"dplens {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -889,6 +896,9 @@ def _interrupted(err: KeyboardInterrupt, args: argparse.Namespace | None) -> int
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``dplens`` with ``argv`` (default: the process's arguments) and return the exit status: 0 on success,
+    1 for a VIOLATION under ``--fail-on-violation``, 2 for invalid input (one line on stderr), 130 / 143 when
+    interrupted."""
     parser = build_parser()
     args: argparse.Namespace | None = None
     previous = signal.getsignal(signal.SIGTERM) if _in_main_thread() else None

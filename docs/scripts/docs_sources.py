@@ -1,0 +1,156 @@
+"""What the generated reference pages are made of, in one place (used by the mkdocs-gen-files scripts and by
+``tests/test_docs.py``): the public modules of dplens, the real home of every name in ``dplens.__all__``, and the
+command-line parser walked into Markdown. Nothing here is hand-listed: a new export, module or option appears by
+itself."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+from dataclasses import dataclass
+
+import dplens
+
+#: Modules whose members are not part of the documented surface (the console entry and the lazy export table).
+_SKIP = {"dplens.__main__"}
+
+
+def public_modules() -> list[str]:
+    """Every importable dplens module with no private component in its dotted name, in order."""
+    names = ["dplens"]
+    for info in pkgutil.walk_packages(dplens.__path__, "dplens."):
+        if any(part.startswith("_") for part in info.name.split(".")) or info.name in _SKIP:
+            continue
+        names.append(info.name)
+    return sorted(names)
+
+
+def export_homes() -> dict[str, str]:
+    """name → the dotted path of the object behind ``dplens.<name>`` (where its docstring lives)."""
+    homes: dict[str, str] = {}
+    for name in dplens.__all__:
+        obj = getattr(dplens, name)
+        module = getattr(obj, "__module__", None)
+        if module is None or not hasattr(obj, "__qualname__"):
+            homes[name] = f"dplens.{name}"  # a plain value such as __version__
+        else:
+            homes[name] = f"{module}.{obj.__qualname__}"
+    return homes
+
+
+def module_members(module_name: str) -> list[str]:
+    """The names a module documents: its ``__all__``, else its public callables and classes defined in it."""
+    module = importlib.import_module(module_name)
+    if hasattr(module, "__all__"):
+        return list(module.__all__)
+    return [
+        n
+        for n, v in vars(module).items()
+        if not n.startswith("_") and getattr(v, "__module__", None) == module_name and callable(v)
+    ]
+
+
+@dataclass(frozen=True)
+class Option:
+    flags: tuple[str, ...]
+    metavar: str
+    help: str
+    default: str
+    choices: tuple[str, ...]
+    required: bool
+    takes_value: bool
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    usage: str
+    description: str
+    positionals: tuple[Option, ...]
+    options: tuple[Option, ...]
+
+
+def _option(action: argparse.Action) -> Option:
+    default = action.default
+    shown = "" if default in (None, argparse.SUPPRESS, False) or isinstance(action, argparse._HelpAction) else default
+    return Option(
+        flags=tuple(action.option_strings) or (action.dest,),
+        metavar=str(action.metavar or (action.dest.upper() if action.option_strings else action.dest)),
+        help=(action.help or "").replace("%(default)s", str(default)).replace("%%", "%"),
+        default="" if shown == "" else str(shown),
+        choices=tuple(str(c) for c in action.choices) if action.choices else (),
+        required=bool(action.required),
+        takes_value=action.nargs != 0,
+    )
+
+
+def cli_commands() -> list[Command]:
+    """The subcommands of ``dplens`` as ``build_parser()`` defines them (the single source of truth)."""
+    from dplens.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {choice.dest: choice.help or "" for choice in sub._choices_actions}
+    commands = []
+    for name, subparser in sub.choices.items():
+        actions = [a for a in subparser._actions if not isinstance(a, argparse._HelpAction)]
+        commands.append(
+            Command(
+                name=name,
+                help=helps.get(name, ""),
+                usage=subparser.format_usage().strip().removeprefix("usage: "),
+                description=subparser.description or "",
+                positionals=tuple(_option(a) for a in actions if not a.option_strings),
+                options=tuple(_option(a) for a in actions if a.option_strings),
+            )
+        )
+    return commands
+
+
+def cli_option_names() -> dict[str, set[str]]:
+    """subcommand → every option string it accepts (for the stale-option check of the guides)."""
+    return {c.name: {f for o in c.options for f in o.flags} | {"-h", "--help"} for c in cli_commands()}
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def cli_markdown() -> str:
+    """The CLI reference page."""
+    from dplens.cli import build_parser
+
+    top = build_parser()
+    lines = [
+        "# Command-line reference",
+        "",
+        "Generated from the argparse parser of `dplens.cli` (`build_parser()`) when the site is built: every",
+        "subcommand and option below is the one the installed `dplens` accepts. Invalid input prints one line on",
+        "stderr and exits with status 2; `--json` prints one JSON object on stdout.",
+        "",
+        "```text",
+        top.format_usage().strip().removeprefix("usage: "),
+        "```",
+        "",
+        "| command | what it does |",
+        "|---|---|",
+    ]
+    commands = cli_commands()
+    lines += [f"| [`dplens {c.name}`](#dplens-{c.name}) | {_cell(c.help)} |" for c in commands]
+    for c in commands:
+        lines += ["", f"## `dplens {c.name}` {{#dplens-{c.name}}}", "", _cell(c.help).capitalize() + ".", ""]
+        if c.description:
+            lines += [c.description, ""]
+        lines += ["```text", c.usage, "```", ""]
+        rows = [*c.positionals, *c.options]
+        if rows:
+            lines += ["| argument | meaning | choices | default |", "|---|---|---|---|"]
+            for o in rows:
+                value = f" {o.metavar}" if o.takes_value and o.flags[0].startswith("-") else ""
+                flags = ", ".join(f"`{f}{value}`" for f in o.flags)
+                choices = ", ".join(f"`{x}`" for x in o.choices)
+                required = " (required)" if o.required and o.flags[0].startswith("-") else ""
+                lines.append(f"| {flags}{required} | {_cell(o.help)} | {choices} | {_cell(o.default)} |")
+    return "\n".join(lines) + "\n"
