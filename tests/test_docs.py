@@ -9,6 +9,7 @@ skipped locally and fails under ``CI=true`` (CI installs ``[test]``, which pulls
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import io
 import os
@@ -212,6 +213,9 @@ def test_docstring_conventions_are_rewritten_for_the_parser():
         == "Run.\n\nArgs:\n    a: the two sides.\n    b: the two sides.\n    c: one.\n\nExamples:\n    >>> 1\n    1"
     )
     assert rewrite("Body.\n\n>>> [1]\n[1]\n") == "Body.\n\n```pycon\n>>> [1]\n[1]\n```"
+    assert rewrite("See :class:`~dplens.accountant.compose.Accountant` and :func:`dplens.audit`.") == (
+        "See `Accountant` and `dplens.audit`."
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -269,10 +273,20 @@ def test_the_stale_option_check_detects_one():
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _chromium():
-    from tests.reports.conftest import require_chromium
+def _browser_helpers():
+    """The Chromium harness of the report tests (tests/reports/conftest.py), loaded by path: a package named
+    ``tests`` elsewhere on sys.path must not shadow it."""
+    name = "dplens_report_browser_harness"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "reports" / "conftest.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
-    return require_chromium()
+
+def _chromium():
+    return _browser_helpers().require_chromium()
 
 
 def _pixels(png: bytes):
@@ -282,8 +296,7 @@ def _pixels(png: bytes):
 
 
 def test_start_page_and_an_api_page_in_chromium(site):
-    from tests.reports.conftest import render_page
-
+    render_page = _browser_helpers().render_page
     out, _, _ = site
     chromium = _chromium()
     start = render_page(chromium, out / "index.html")
@@ -313,8 +326,7 @@ def test_a_report_section_screenshot_in_chromium(tmp_path):
     """The accounting section of a rendered report, captured alone: its box is on screen and drawn."""
     import base64
 
-    from tests.reports.conftest import DevTools
-
+    DevTools = _browser_helpers().DevTools
     from dplens._api import report_summary
     from dplens.reports.build import build_report
     from dplens.reports.render import write_report

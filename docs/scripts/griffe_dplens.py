@@ -46,9 +46,19 @@ def _fence_bare_doctests(lines: list[str]) -> list[str]:
     return out
 
 
+_ROLE = re.compile(r":(?:class|func|meth|attr|data|mod|exc|obj):`(~?)([\w.]+)(\(\))?`")
+
+
+def _plain_role(match: re.Match[str]) -> str:
+    """A Sphinx role (``:class:`~dplens.x.Y```) as Markdown code (``Y``); ``~`` keeps the last component."""
+    name = match.group(2).rsplit(".", 1)[-1] if match.group(1) else match.group(2)
+    return f"`{name}{match.group(3) or ''}`"
+
+
 def rewrite(text: str) -> str:
     """``Example:`` → ``Examples:``; ``a, b: text`` in a parameter section → ``a: text`` and ``b: text``; bare
-    doctests fenced."""
+    doctests fenced; Sphinx roles as code."""
+    text = _ROLE.sub(_plain_role, text)
     lines = _fence_bare_doctests(text.splitlines())
     out: list[str] = []
     section_indent: int | None = None
