@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import pkgutil
 from dataclasses import dataclass
 
@@ -49,6 +50,28 @@ def module_members(module_name: str) -> list[str]:
         for n, v in vars(module).items()
         if not n.startswith("_") and getattr(v, "__module__", None) == module_name and callable(v)
     ]
+
+
+def own_docstring(obj: object) -> str:
+    """``obj``'s own docstring ('' when it has none: a dataclass's generated signature does not count)."""
+    doc = obj.__doc__ if isinstance(getattr(obj, "__doc__", None), str) else ""
+    if inspect.isclass(obj) and doc.startswith(f"{obj.__name__}("):
+        return ""
+    return doc.strip()
+
+
+def undocumented() -> list[str]:
+    """Public modules and callable public members (classes, functions) without a docstring of their own."""
+    missing = []
+    for module_name in public_modules():
+        module = importlib.import_module(module_name)
+        if not (module.__doc__ or "").strip():
+            missing.append(module_name)
+        for name in module_members(module_name):
+            obj = getattr(module, name)
+            if callable(obj) and not own_docstring(obj):
+                missing.append(f"{module_name}.{name}")
+    return missing
 
 
 @dataclass(frozen=True)
