@@ -6,9 +6,12 @@ itself."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import inspect
+import os
 import pkgutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import dplens
@@ -74,6 +77,20 @@ def undocumented() -> list[str]:
     return missing
 
 
+@contextlib.contextmanager
+def _columns(width: int = 100) -> Iterator[None]:
+    """argparse wraps usage lines at $COLUMNS: the same width on every machine, restored afterwards."""
+    saved = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(width)
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = saved
+
+
 @dataclass(frozen=True)
 class Option:
     flags: tuple[str, ...]
@@ -113,7 +130,11 @@ def cli_commands() -> list[Command]:
     """The subcommands of ``dplens`` as ``build_parser()`` defines them (the single source of truth)."""
     from dplens.cli import build_parser
 
-    parser = build_parser()
+    with _columns():
+        return _commands(build_parser())
+
+
+def _commands(parser: argparse.ArgumentParser) -> list[Command]:
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     helps = {choice.dest: choice.help or "" for choice in sub._choices_actions}
     commands = []
@@ -145,7 +166,8 @@ def cli_markdown() -> str:
     """The CLI reference page."""
     from dplens.cli import build_parser
 
-    top = build_parser()
+    with _columns():
+        top_usage = build_parser().format_usage()
     lines = [
         "# Command-line reference",
         "",
@@ -154,7 +176,7 @@ def cli_markdown() -> str:
         "stderr and exits with status 2; `--json` prints one JSON object on stdout.",
         "",
         "```text",
-        top.format_usage().strip().removeprefix("usage: "),
+        top_usage.strip().removeprefix("usage: "),
         "```",
         "",
         "| command | what it does |",
