@@ -236,6 +236,10 @@ def stale_options(text: str, known: dict[str, set[str]]) -> list[str]:
         for flag in re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", rest):
             if flag not in known[sub]:
                 stale.append(f"dplens {sub} {flag}")
+    every = set().union(*known.values())
+    stale += [
+        f"{flag} (no subcommand has it)" for flag in re.findall(r"`(--[a-z][\w-]*)[^`\n]*`", text) if flag not in every
+    ]
     return stale
 
 
@@ -253,6 +257,9 @@ def test_the_stale_option_check_detects_one():
     )
     assert stale_options(text, known) == ["dplens account --precision", "dplens audit --trialz"]
     assert stale_options("`dplens audit SPEC --trials 10 --json`", known) == []
+    assert stale_options("the unit of privacy (`--privacy-unit`), or `--trials N`", known) == [
+        "--privacy-unit (no subcommand has it)"
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------------
