@@ -418,3 +418,19 @@ def test_guide_python_example_runs(block, tmp_path, monkeypatch):
     (tmp_path / "examples").symlink_to(ROOT / "examples")  # the examples name files under examples/
     monkeypatch.chdir(tmp_path)  # and write their outputs (out/, grid.csv) here
     exec(compile(block, "docs python example", "exec"), {"__name__": "docs_example"})
+
+
+def test_a_module_needing_a_missing_optional_dependency_is_read_from_its_source(tmp_path, monkeypatch):
+    """e.g. a torch integration on a machine without torch: its members and docstrings are still checked."""
+    package = tmp_path / "dplens_docs_probe"
+    package.mkdir()
+    (package / "__init__.py").write_text('"""Probe."""\n')
+    (package / "needs_torch.py").write_text(
+        '"""Needs a framework."""\nimport not_installed_framework_xyz\n__all__ = ["Trainer", "train"]\n\n'
+        'class Trainer:\n    """Documented."""\n\n\ndef train():\n    pass\n'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert docs_sources._import("dplens_docs_probe.needs_torch") is None
+    assert docs_sources.module_members("dplens_docs_probe.needs_torch") == ["Trainer", "train"]
+    members = docs_sources._static_members(docs_sources._source_tree("dplens_docs_probe.needs_torch"))
+    assert members == {"Trainer": "Documented.", "train": ""}

@@ -6,13 +6,17 @@ itself."""
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import importlib
+import importlib.util
 import inspect
 import os
 import pkgutil
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import dplens
 
@@ -23,7 +27,7 @@ _SKIP = {"dplens.__main__"}
 def public_modules() -> list[str]:
     """Every importable dplens module with no private component in its dotted name, in order."""
     names = ["dplens"]
-    for info in pkgutil.walk_packages(dplens.__path__, "dplens."):
+    for info in pkgutil.walk_packages(dplens.__path__, "dplens.", onerror=lambda name: None):
         if any(part.startswith("_") for part in info.name.split(".")) or info.name in _SKIP:
             continue
         names.append(info.name)
@@ -43,9 +47,43 @@ def export_homes() -> dict[str, str]:
     return homes
 
 
+def _import(module_name: str) -> Any | None:
+    """The module, or None when importing it needs an optional dependency that is not installed (e.g. torch for
+    ``dplens.integrations``): such a module is then read statically, from its source."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name and not err.name.startswith("dplens"):
+            return None
+        raise
+
+
+def _source_tree(module_name: str) -> ast.Module:
+    spec = importlib.util.find_spec(module_name)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"cannot find the source of {module_name!r}")
+    return ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+
+
+def _static_members(tree: ast.Module) -> dict[str, str]:
+    """name → own docstring of the module's ``__all__`` (a literal), else its public top-level defs and classes."""
+    defs = {
+        n.name: ast.get_docstring(n) or ""
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    }
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            names = ast.literal_eval(node.value)
+            return {name: defs.get(name, "(re-exported)") for name in names}
+    return {name: doc for name, doc in defs.items() if not name.startswith("_")}
+
+
 def module_members(module_name: str) -> list[str]:
     """The names a module documents: its ``__all__``, else its public callables and classes defined in it."""
-    module = importlib.import_module(module_name)
+    module = _import(module_name)
+    if module is None:
+        return list(_static_members(_source_tree(module_name)))
     if hasattr(module, "__all__"):
         return list(module.__all__)
     return [
@@ -67,7 +105,13 @@ def undocumented() -> list[str]:
     """Public modules and callable public members (classes, functions) without a docstring of their own."""
     missing = []
     for module_name in public_modules():
-        module = importlib.import_module(module_name)
+        module = _import(module_name)
+        if module is None:  # an optional dependency is missing: check the source
+            tree = _source_tree(module_name)
+            if not ast.get_docstring(tree):
+                missing.append(module_name)
+            missing += [f"{module_name}.{n}" for n, doc in _static_members(tree).items() if not doc.strip()]
+            continue
         if not (module.__doc__ or "").strip():
             missing.append(module_name)
         for name in module_members(module_name):
