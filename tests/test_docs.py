@@ -398,7 +398,10 @@ def test_every_cli_argument_has_a_description():
 # The guides' Python examples run as written (the README's former examples live there now)
 # ---------------------------------------------------------------------------------------------------------------
 
-_PAGES = sorted((ROOT / "docs").rglob("*.md"))
+#: Guide pages written with the black-box audit and Opacus work (issues 23, 24): their examples name the user's model
+#: and data loader (sketches) and are exercised by tests/auditing and tests/integrations, not here.
+NOT_EXECUTED = {"guides/blackbox-audits.md", "guides/opacus-accountant.md", "guides/opacus-audits.md"}
+_PAGES = sorted(p for p in (ROOT / "docs").rglob("*.md") if p.relative_to(ROOT / "docs").as_posix() not in NOT_EXECUTED)
 _BLOCKS = [
     (page, i, block)
     for page in _PAGES
@@ -409,6 +412,7 @@ _BLOCKS = [
 
 def test_the_guides_have_runnable_python_examples():
     assert len(_BLOCKS) >= 5
+    assert all((ROOT / "docs" / page).is_file() for page in NOT_EXECUTED)  # the exemption list names real pages
 
 
 @pytest.mark.parametrize(
