@@ -351,10 +351,10 @@ def test_a_report_section_screenshot_in_chromium(tmp_path):
             "Runtime.evaluate",
             {
                 "expression": "(() => { const h = document.getElementById('accounting');"
-                " const t = document.getElementById('routes'); const a = h.getBoundingClientRect();"
-                " const b = t.getBoundingClientRect();"
-                " return {x: a.left + scrollX, y: a.top + scrollY, width: Math.max(a.width, b.width),"
-                " height: b.bottom - a.top, text: h.innerText}; })()",
+                " const t = document.getElementById('routes'); const n = t.nextElementSibling;"
+                " const a = h.getBoundingClientRect(); const b = n.getBoundingClientRect();"
+                " return {x: a.left + scrollX, y: a.top + scrollY, width: a.width,"
+                " height: b.bottom - a.top, text: h.innerText, after: n.innerText}; })()",
                 "returnByValue": True,
             },
             session=session,
@@ -371,6 +371,9 @@ def test_a_report_section_screenshot_in_chromium(tmp_path):
     finally:
         browser.close()
     assert box["text"] == "Accounting"
+    # the section ends with the routes that do not apply, in words (no Python repr)
+    assert box["after"].startswith("Routes that do not apply:") and "Poisson-sampled Gaussian" in box["after"]
+    assert "SelfComposed(" not in box["after"] and "NeighboringRelation" not in box["after"]
     assert box["width"] > 500 and 100 < box["height"] < 2000
     png = base64.b64decode(shot["data"])
     pixels = _pixels(png)
