@@ -23,11 +23,13 @@ def _module_name(path: Path) -> str:
 MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def _imports(path: Path, *, module_level_only: bool) -> set[str]:
-    """The dplens modules ``path`` imports (resolved to modules that exist), at module level or anywhere."""
+def _imports(path: Path, *, module_level_only: bool, type_checking: bool = False) -> set[str]:
+    """The dplens modules ``path`` imports (resolved to modules that exist), at module level or anywhere;
+    ``type_checking``: also the imports of ``if TYPE_CHECKING:`` blocks (which never run, but which a reader and a
+    documentation tool follow)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    # `if TYPE_CHECKING:` blocks never run
-    tree.body = [n for n in tree.body if not (isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test))]
+    if not type_checking:
+        tree.body = [n for n in tree.body if not (isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test))]
     nodes = tree.body if module_level_only else list(ast.walk(tree))
     found: set[str] = set()
     for node in nodes:
@@ -66,18 +68,47 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def _graph(*, module_level_only: bool) -> dict[str, set[str]]:
+def _graph(*, module_level_only: bool, type_checking: bool = False) -> dict[str, set[str]]:
     graph = {}
     for name, path in MODULES.items():
         # A package's __init__ may import its own submodules; the edge back from a submodule to its package is
         # implied by Python's import system and is not a cycle in the code.
-        graph[name] = {m for m in _imports(path, module_level_only=module_level_only) if not name.startswith(m + ".")}
+        imported = _imports(path, module_level_only=module_level_only, type_checking=type_checking)
+        graph[name] = {m for m in imported if not name.startswith(m + ".")}
     return graph
 
 
 def test_no_import_cycle_anywhere():
     """Not at module level and not through the deferred imports inside functions either."""
     assert _cycle(_graph(module_level_only=False)) is None
+
+
+def test_no_import_cycle_even_through_type_only_imports():
+    """Each module documents one layer: not even an ``if TYPE_CHECKING:`` import points back up (this once caught
+    ``accountant/compose.py`` <-> ``accountant/summary.py``)."""
+    assert _cycle(_graph(module_level_only=False, type_checking=True)) is None
+
+
+def test_cycle_detector_finds_a_cycle():
+    # negative control for the two tests above
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_every_research_folder_is_a_regular_package_with_a_docstring():
+    """``pkgutil`` (and documentation tools) list only regular packages."""
+    import pkgutil
+
+    import dplens.research
+
+    folders = sorted(p.name for p in (PACKAGE / "research").iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert folders, "no research folders"
+    listed = {m.name for m in pkgutil.iter_modules(dplens.research.__path__) if m.ispkg}
+    assert listed == set(folders)
+    for folder in folders:
+        init = PACKAGE / "research" / folder / "__init__.py"
+        assert init.is_file(), f"{folder} has no __init__.py"
+        assert ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))), f"{init} has no docstring"
 
 
 def _importers(prefix: str) -> dict[str, set[str]]:

@@ -682,6 +682,13 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``dplens`` command: the single source of the command-line reference (the docs
+    site generates its CLI page from it) and of ``dplens --help``.
+
+    Example:
+        >>> sorted(build_parser().parse_args(["account", "spec.toml", "--delta", "1e-5"]).__dict__)[:3]
+        ['command', 'conversion', 'delta']
+    """
     parser = _Parser(prog="dplens", description="Differential-privacy accounting, auditing and reports.")
     parser.add_argument("--version", action="version", version=f"dplens {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -692,7 +699,9 @@ def build_parser() -> argparse.ArgumentParser:
     target = account.add_mutually_exclusive_group(required=True)
     target.add_argument("--delta", type=_probability, help="report epsilon at this delta")
     target.add_argument("--epsilon", type=_non_negative, help="report delta at this epsilon")
-    account.add_argument("--method", choices=methods, default="best")
+    account.add_argument(
+        "--method", choices=methods, default="best", help="accounting route; best: the smallest valid epsilon"
+    )
     account.add_argument(
         "--conversion",
         choices=list(CONVERSIONS),
@@ -709,19 +718,23 @@ def build_parser() -> argparse.ArgumentParser:
     account.set_defaults(func=_cmd_account)
 
     cal = sub.add_parser("calibrate", help="smallest noise (or largest budget) meeting a target epsilon")
-    cal.add_argument("spec")
+    cal.add_argument("spec", help="TOML or JSON spec file")
     cal.add_argument("--param", required=True, help="parameter to calibrate, e.g. noise_multiplier, steps")
-    cal.add_argument("--target-epsilon", type=_non_negative, required=True)
-    cal.add_argument("--delta", type=_probability, required=True)
-    cal.add_argument("--method", choices=methods, default="pld")
-    cal.add_argument("--bracket", type=float, nargs=2, metavar=("LOW", "HIGH"))
+    cal.add_argument(
+        "--target-epsilon", type=_non_negative, required=True, help="the epsilon the answer must not exceed"
+    )
+    cal.add_argument("--delta", type=_probability, required=True, help="the delta of the target")
+    cal.add_argument("--method", choices=methods, default="pld", help="accounting route of the calibration")
+    cal.add_argument(
+        "--bracket", type=float, nargs=2, metavar=("LOW", "HIGH"), help="search the parameter in [LOW, HIGH]"
+    )
     cal.add_argument(
         "--tolerance",
         type=_probability,
         default=DEFAULT_TOLERANCE,
         help=f"PLD: relative width of the certified epsilon bracket at the answer (default {DEFAULT_TOLERANCE:g})",
     )
-    cal.add_argument("--json", action="store_true")
+    cal.add_argument("--json", action="store_true", help="print one JSON object")
     cal.set_defaults(func=_cmd_calibrate)
 
     swp = sub.add_parser("sweep", help="epsilon for every configuration of a grid of spec parameters (CSV or JSON)")
@@ -734,7 +747,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=LO:HI:N",
         help="a swept parameter: N values from LO to HI (':log' spaces them geometrically; or NAME=V1,V2,...)",
     )
-    swp.add_argument("--delta", type=_probability, required=True)
+    swp.add_argument("--delta", type=_probability, required=True, help="report epsilon at this delta")
     swp.add_argument("--method", choices=methods, default="rdp", help="rdp (vectorised, default), pld, exact or best")
     swp.add_argument(
         "--tolerance",
@@ -756,8 +769,10 @@ def build_parser() -> argparse.ArgumentParser:
     sgd_target = sgd.add_mutually_exclusive_group(required=True)
     sgd_target.add_argument("--noise-multiplier", type=_non_negative, help="noise std / clipping norm")
     sgd_target.add_argument("--target-epsilon", type=_non_negative, help="calibrate the noise multiplier instead")
-    sgd.add_argument("--delta", type=_probability, required=True)
-    sgd.add_argument("--method", choices=methods, default="best")
+    sgd.add_argument("--delta", type=_probability, required=True, help="the delta of the (epsilon, delta) statement")
+    sgd.add_argument(
+        "--method", choices=methods, default="best", help="accounting route; best: the smallest valid epsilon"
+    )
     sgd.add_argument("--json", action="store_true", help="print one JSON object")
     sgd.set_defaults(func=_cmd_dp_sgd)
 
@@ -889,6 +904,9 @@ def _interrupted(err: KeyboardInterrupt, args: argparse.Namespace | None) -> int
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``dplens`` with ``argv`` (default: the process's arguments) and return the exit status: 0 on success,
+    1 for a VIOLATION under ``--fail-on-violation``, 2 for invalid input (one line on stderr), 130 / 143 when
+    interrupted."""
     parser = build_parser()
     args: argparse.Namespace | None = None
     previous = signal.getsignal(signal.SIGTERM) if _in_main_thread() else None

@@ -13,22 +13,52 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from dplens.accountant import conversions, pld
 from dplens.accountant import events as ev
-from dplens.accountant.curves import RdpConversion
+from dplens.accountant.curves import PrivacyProfile, RdpConversion, RdpCurve, TradeOff
 from dplens.accountant.rdp import UnsupportedEventError
 from dplens.accountant.routes import Method
 
-if TYPE_CHECKING:  # pragma: no cover
-    from dplens.accountant.compose import Accountant
 
-__all__ = ["DELTA_GRID", "AccountingSummary", "RouteEpsilon", "summarise"]
+class LedgerAccounting(Protocol):
+    """What a summary reads from a ledger: the interface :class:`dplens.accountant.compose.Accountant` implements.
+
+    The summary layer sits above the composition layer and names it only through this protocol, so
+    ``compose`` (which offers :meth:`~dplens.accountant.compose.Accountant.summary` as a shortcut) and ``summary``
+    import each other in one direction only.
+    """
+
+    @property
+    def ledger(self) -> tuple[tuple[ev.Event, int], ...]: ...
+
+    @property
+    def neighboring(self) -> ev.NeighboringRelation: ...
+
+    def epsilon_result(self, delta: float, *, method: Method = ...) -> Any: ...
+
+    def epsilon(self, delta: float) -> float: ...
+
+    def pure_epsilon(self) -> float: ...
+
+    def rdp_curve(self) -> RdpCurve: ...
+
+    def pld_profile(self) -> PrivacyProfile: ...
+
+    def exact_profile(self) -> PrivacyProfile: ...
+
+    def trade_off(self) -> TradeOff: ...
+
+    def to_json(self) -> str: ...
+
+
+__all__ = ["DELTA_GRID", "AccountingSummary", "LedgerAccounting", "RouteEpsilon", "summarise"]
 
 #: δ grid of the ε(δ) table (each ε on it is an upper bound).
 DELTA_GRID = tuple(10.0**-k for k in range(12, 0, -1))
@@ -183,7 +213,50 @@ class AccountingSummary:
         )
 
 
-def _route_results(accountant: Accountant, delta: float) -> tuple[list[RouteEpsilon], list[dict[str, str]]]:
+_WRAPPERS = {"PoissonSampled": "Poisson-sampled", "SelfComposed": "repeated", "Composed": "composition of"}
+
+
+def _event_words(repr_text: str) -> str:
+    """'SelfComposed(event=PoissonSampled(…, event=Gaussian(…)), count=3)' → 'repeated Poisson-sampled Gaussian'."""
+    names = re.findall(r"\b([A-Z][A-Za-z0-9]*)\(", repr_text)
+    words = [_WRAPPERS.get(name, re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name)) for name in names]
+    return " ".join(words) or "event"
+
+
+def plain_reason(err: Exception) -> str:
+    """The first line of ``err`` for a reader: each event's Python repr (``Name(field=…, …)``, enum reprs inside)
+    replaced by the plain names of the mechanisms it wraps, so a report shows no Python syntax.
+
+    Example:
+        >>> plain_reason(UnsupportedEventError(
+        ...     "no exact privacy profile is known for event SelfComposed(event=PoissonSampled(sampling_rate=0.1, "
+        ...     "event=Gaussian(noise_multiplier=1.0, neighboring=<NeighboringRelation.ADD_OR_REMOVE_ONE: 'add_remove'>"
+        ...     ")), count=3)"))
+        'no exact privacy profile is known for event "repeated Poisson-sampled Gaussian"'
+    """
+    text = str(err).splitlines()[0] if str(err) else type(err).__name__
+    out: list[str] = []
+    i = 0
+    for match in re.finditer(r"\b[A-Z][A-Za-z0-9]*\(", text):
+        if match.start() < i:
+            continue
+        depth, j = 0, match.end() - 1
+        while j < len(text):  # the balanced end of this call-like repr
+            depth += {"(": 1, ")": -1}.get(text[j], 0)
+            if depth == 0:
+                break
+            j += 1
+        inner = text[match.start() : j + 1]
+        if "=" not in inner:  # not a dataclass repr (e.g. prose in parentheses)
+            continue
+        out.append(text[i : match.start()])
+        out.append(f'"{_event_words(inner)}"')
+        i = j + 1
+    out.append(text[i:])
+    return re.sub(r"<[A-Za-z_.]+: '([^']*)'>", r"\1", "".join(out))
+
+
+def _route_results(accountant: LedgerAccounting, delta: float) -> tuple[list[RouteEpsilon], list[dict[str, str]]]:
     routes: list[RouteEpsilon] = []
     unsupported: list[dict[str, str]] = []
     if delta > 0:
@@ -191,7 +264,7 @@ def _route_results(accountant: Accountant, delta: float) -> tuple[list[RouteEpsi
             try:
                 result = accountant.epsilon_result(delta, method=method)
             except UnsupportedEventError as err:
-                unsupported.append({"method": method.value, "reason": str(err).splitlines()[0]})
+                unsupported.append({"method": method.value, "reason": plain_reason(err)})
                 continue
             routes.append(
                 RouteEpsilon(
@@ -239,7 +312,7 @@ def _route_results(accountant: Accountant, delta: float) -> tuple[list[RouteEpsi
     return marked, unsupported
 
 
-def _epsilon_of_delta(accountant: Accountant, methods: Sequence[str], delta: float) -> list[dict[str, Any]]:
+def _epsilon_of_delta(accountant: LedgerAccounting, methods: Sequence[str], delta: float) -> list[dict[str, Any]]:
     grid = sorted(set(DELTA_GRID) | ({delta} if delta > 0 else set()))
     rows: list[dict[str, Any]] = []
     solvers: dict[str, Callable[[float], float]] = {}
@@ -259,7 +332,7 @@ def _epsilon_of_delta(accountant: Accountant, methods: Sequence[str], delta: flo
     return rows
 
 
-def _rdp_samples(accountant: Accountant, routes: Sequence[RouteEpsilon], delta: float) -> list[dict[str, float]]:
+def _rdp_samples(accountant: LedgerAccounting, routes: Sequence[RouteEpsilon], delta: float) -> list[dict[str, float]]:
     rdp_route = next((r for r in routes if r.method == "rdp"), None)
     if rdp_route is None:
         return []
@@ -284,7 +357,7 @@ def _rdp_samples(accountant: Accountant, routes: Sequence[RouteEpsilon], delta: 
     ]
 
 
-def _trade_off_samples(accountant: Accountant) -> tuple[list[dict[str, float]], str]:
+def _trade_off_samples(accountant: LedgerAccounting) -> tuple[list[dict[str, float]], str]:
     alphas = np.unique(np.asarray(_TRADE_OFF_ALPHAS))
     try:
         curve = accountant.trade_off()
@@ -312,7 +385,7 @@ def _claim_region(epsilon: float, delta: float) -> list[dict[str, float]]:
     return [{"alpha": float(a), "beta": float(b)} for a, b in zip(alphas, betas, strict=True)]
 
 
-def composed_mu(accountant: Accountant) -> float | None:
+def composed_mu(accountant: LedgerAccounting) -> float | None:
     """μ of the ledger when it is exactly μ-GDP (a composition of Gaussians), else None."""
     if not accountant.ledger:
         return None
@@ -321,7 +394,7 @@ def composed_mu(accountant: Accountant) -> float | None:
 
 
 def summarise(
-    accountant: Accountant,
+    accountant: LedgerAccounting,
     delta: float,
     *,
     claim: tuple[float, float] | None = None,

@@ -307,6 +307,8 @@ def common_checks(
     radius: Any,
     private_weight: Any = 1.0,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Validate the arguments shared by the DP-SGD trainers (``ValueError`` naming the argument and echoing the
+    value); returns the checked features, labels and a dict of the checked scalar options."""
     x, y = check_data(features, labels, model)
     rng = check_rng(rng)
     if not isinstance(schedule, LearningRateSchedule):

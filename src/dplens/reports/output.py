@@ -8,9 +8,9 @@ import os
 import secrets
 from pathlib import Path
 
-from dplens.reports.format import fmt_estimate, fmt_lower, fmt_upper, percent
+from dplens.reports.format import fmt_estimate, fmt_lower, fmt_upper, percent, readable
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "raw_number", "template_environment"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "raw_number", "significant", "template_environment"]
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> Path:
@@ -64,8 +64,24 @@ def template_environment():
     env.filters["percent"] = percent
     env.filters["g"] = lambda v: "n/a" if v is None else f"{v:g}"
     env.filters["raw_number"] = raw_number
+    env.filters["significant"] = significant
+    env.filters["readable"] = readable
     env.filters["to_json"] = lambda v: json.dumps(v, sort_keys=True, ensure_ascii=False, allow_nan=False)
     return env
+
+
+def significant(value: float | None, digits: int = 8) -> str:
+    """A parameter value (not a bound): integers as they are, reals to ``digits`` significant digits, as the command
+    line prints a calibrated value."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int) or (math.isfinite(value) and value == int(value) and abs(value) < 1e15):
+        return str(int(value))
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    return f"{value:.{digits}g}"
 
 
 def raw_number(value: float | None) -> str:

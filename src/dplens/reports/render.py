@@ -22,7 +22,7 @@ from typing import Any
 
 from dplens.reports.format import fmt_estimate, fmt_lower, fmt_upper, percent
 from dplens.reports.model import Figure, Report, Status, validate_report_dict
-from dplens.reports.output import atomic_write_bytes, atomic_write_text, raw_number, template_environment
+from dplens.reports.output import atomic_write_bytes, atomic_write_text, raw_number, significant, template_environment
 
 __all__ = [
     "ReportFiles",
@@ -174,7 +174,7 @@ def render_statement(report: Report) -> str:
     lines.append("")
     lines += _wrap(f"Mechanism: {mech.name}. Components (composed in order):")
     for component in mech.components:
-        params = ", ".join(f"{k} = {v}" for k, v in component.items() if k != "type")
+        params = ", ".join(f"{k} = {significant(v)}" for k, v in component.items() if k != "type")
         lines += _wrap(f"- {component.get('type', '?')}: {params}", "  ")
     lines.append("")
     lines += _wrap(f"Sampling assumption: {mech.sampling}.")

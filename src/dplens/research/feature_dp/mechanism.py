@@ -149,13 +149,13 @@ def feature_dp_sgd(
 
     ``public_batch=SHARED`` computes g_pub on B_priv instead (Σ/m); it reveals the sampling coins, so the returned
     event claims no amplification (P2). The run is f-DP_i^Ψ with the event :class:`FeatureDpSgd` (Theorem 5).
+    The arguments not listed below are those of :func:`dp_sgd`.
 
     Args:
         public: which part of each record is public (Ψ).
         public_batch_size: m′ (None: all records).
         public_batch: INDEPENDENT (Algorithm 1) or SHARED (accounted with p = 1).
         private_weight: α > 0 multiplying the noisy private gradient.
-        Other arguments: as :func:`dp_sgd`.
     """
     return _feature_dp_sgd(
         features,
