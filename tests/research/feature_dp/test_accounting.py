@@ -482,6 +482,13 @@ def test_property_euclidean_ball_is_an_upper_bound_on_every_centre(points, radiu
     assert bound >= mass.max() - 1e-12
 
 
+def test_absolute_ball_covers_two_points_closer_than_its_diameter():
+    # Found by the property below: the anchored centre v + r lies at a distance that rounds to just above r.
+    values, radius = [3.87109375, 4.6875], 0.4098212060635501
+    bound = f.baseline_success(np.array([0.5, 0.5]), values=values, metric=f.AttributeMetric.ABSOLUTE, radius=radius)
+    assert bound == pytest.approx(1.0)  # one interval of length 2r = 0.8196 covers both (0.8164 apart)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     values=st.lists(st.floats(-5, 5), min_size=1, max_size=8),
@@ -494,7 +501,8 @@ def test_property_absolute_ball_is_the_supremum(values, radius, data):
     bound = f.baseline_success(prior, values=values, metric=f.AttributeMetric.ABSOLUTE, radius=radius)
     v = np.asarray(values)
     centres = np.concatenate([v, v + radius, v - radius, np.linspace(-9, 9, 2001)])
-    mass = (np.abs(centres[:, None] - v[None, :]) <= radius) @ prior
+    # |(v + r) - v| can round to just above r; the anchored candidate must still count its own endpoint.
+    mass = (np.abs(centres[:, None] - v[None, :]) <= radius + 1e-12 * (1 + np.abs(v).max())) @ prior
     assert mass.max() - 1e-12 <= bound <= mass.max() + 1e-9  # attained at a support-anchored interval
 
 
