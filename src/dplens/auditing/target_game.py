@@ -30,6 +30,7 @@ the audit cannot be replayed from its seed.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -41,13 +42,30 @@ import numpy as np
 
 from dplens.auditing import bounds as bd
 from dplens.auditing import runner
+from dplens.auditing.blackbox import operating
+from dplens.auditing.blackbox.base import Binner as _Binner
+from dplens.auditing.blackbox.base import OutputKind, edge_binner, quantile_edges
+from dplens.auditing.blackbox.base import numeric as _numeric
+from dplens.auditing.blackbox.features import fit_feature_map
+from dplens.auditing.blackbox.frequency import JointFrequency, fit_joint_frequency, support_profile
+from dplens.auditing.blackbox.learned import (
+    MISSING_SKLEARN,
+    BoostedTrees,
+    LogisticRatio,
+    fit_boosted,
+    fit_logistic,
+    sklearn_available,
+)
 from dplens.auditing.floats import ProbeResult, SamplerModel, probe, reachable
-from dplens.auditing.games import Verdict, _fit_logistic, verdict_for
+from dplens.auditing.games import Verdict, verdict_for
 from dplens.auditing.targets import Target, TargetPair, as_pair, as_target, load_target
 
 __all__ = [
+    "PILOT_FRACTION",
+    "BoostedTrees",
     "FrequencyRatio",
     "HistogramRatio",
+    "JointFrequency",
     "LogisticRatio",
     "OutputKind",
     "Reachability",
@@ -59,19 +77,11 @@ __all__ = [
 RESULT_FORMAT = "dplens-target-audit"
 RESULT_FORMAT_VERSION = 1
 DEFAULT_PILOT_TRIALS = 4_000
-_MAX_PILOT_TRIALS = 40_000
+PILOT_FRACTION = 0.1  # pilot draws per side = 10 % of the counted trials (at least DEFAULT_PILOT_TRIALS)
+MAX_FIT_TRIALS = 200_000  # the fitting half is held in memory: at most this many draws per side
+MAX_SELECTION_TRIALS = 5_000_000  # the selection half is streamed (counts only)
 _REPRODUCIBILITY_TRIALS = 8
-_GRID_SIZE = 101  # thresholds of a continuous (logistic or user) score
 _FOCUS = 0.5
-
-
-class OutputKind:
-    """How the target's outputs were read (from the pilot)."""
-
-    CATEGORICAL = "categorical"
-    INTEGER = "integer"
-    REAL = "real"
-    VECTOR = "vector"
 
 
 # --------------------------------------------------------------------------------------------
@@ -97,14 +107,6 @@ class HistogramRatio:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LogisticRatio:
-    """Vectors (or scalars): ridge logistic regression on (o, o²), fitted on the pilot (a density-ratio
-    estimate; Bichsel et al. 2021)."""
-
-    ridge: float = 1e-3
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class UserScore:
     """A user score ``function(outputs) -> scores`` (higher = "from D"); ``path`` ``"module:name"`` lets worker
     processes import it."""
@@ -127,7 +129,7 @@ class Reachability:
     scale: float | None = None
 
 
-Score = FrequencyRatio | HistogramRatio | LogisticRatio | UserScore | Reachability
+Score = FrequencyRatio | HistogramRatio | JointFrequency | LogisticRatio | BoostedTrees | UserScore | Reachability
 
 
 # --------------------------------------------------------------------------------------------
@@ -136,29 +138,24 @@ Score = FrequencyRatio | HistogramRatio | LogisticRatio | UserScore | Reachabili
 
 
 def _classify(outputs: Any) -> tuple[str, int]:
-    """(kind, dimension) of a pilot batch."""
+    """(kind, dimension) of a pilot batch. Boolean vectors count as integer vectors; an object array of numbers
+    with ``None`` (an abort marker) is numeric with NaN for ``None``."""
     try:
         array = np.asarray(outputs)
     except (ValueError, TypeError):
         return OutputKind.CATEGORICAL, 0
-    if array.dtype.kind == "b" or array.dtype.kind not in "iuf":
-        return OutputKind.CATEGORICAL, 0
+    if array.dtype.kind == "O" and array.ndim >= 1 and len(array):
+        try:
+            array = _numeric(outputs, OutputKind.REAL, 1, array.size).reshape(array.shape)
+        except ValueError:
+            return OutputKind.CATEGORICAL, 0
+    if array.dtype.kind not in "iufb" or array.ndim == 0 or (array.dtype.kind == "b" and array.ndim == 1):
+        return OutputKind.CATEGORICAL, 0  # scalar booleans: two categories
     if array.ndim == 1 or (array.ndim == 2 and array.shape[1] == 1):
-        return (OutputKind.INTEGER if array.dtype.kind in "iu" else OutputKind.REAL), 1
+        return (OutputKind.INTEGER if array.dtype.kind in "iub" else OutputKind.REAL), 1
     if array.ndim == 2:
         return OutputKind.VECTOR, int(array.shape[1])
     return OutputKind.VECTOR, int(np.prod(array.shape[1:]))
-
-
-def _numeric(outputs: Any, kind: str, dimension: int, n: int) -> np.ndarray:
-    try:
-        array = np.asarray(outputs, dtype=float)
-    except (ValueError, TypeError):
-        raise ValueError(f"the target's outputs changed type during the audit (expected {kind} numbers)") from None
-    shape = (n,) if kind != OutputKind.VECTOR else (n, dimension)
-    if array.size != n * max(dimension, 1):
-        raise ValueError(f"the target's outputs changed shape during the audit (expected {shape})")
-    return array.reshape(shape)
 
 
 def _key(output: Any) -> Any:
@@ -181,31 +178,6 @@ def _key(output: Any) -> Any:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Binner:
-    """Raw bins (what is counted) mapped to ranks ordered by score (what the thresholds cut)."""
-
-    name: str
-    kind: str
-    rank: np.ndarray  # raw bin → rank in [0, B)
-    cut_scores: np.ndarray  # B − 1 score values at which ranks 1..B−1 start (reported thresholds)
-
-    @property
-    def raw_size(self) -> int:
-        return int(self.rank.size)
-
-    @property
-    def ranks(self) -> int:
-        return int(self.cut_scores.size) + 1
-
-    def rate_counts(self, raw: np.ndarray) -> bd.RateCounts:
-        """RateCounts from raw counts of shape (2, raw_size)."""
-        ranked = np.zeros((2, self.ranks), dtype=np.int64)
-        for side in range(2):
-            np.add.at(ranked[side], self.rank, raw[side])
-        return bd.RateCounts(thresholds=self.cut_scores, positives=ranked[0], negatives=ranked[1])
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class _CategoryBinner(_Binner):
     table: dict[Any, int]  # category → raw bin; unseen → len(table)
 
@@ -222,34 +194,6 @@ class _EdgeBinner(_Binner):
     def raw_bins(self, outputs: Any, n: int) -> np.ndarray:
         values = _numeric(outputs, OutputKind.REAL, 1, n)
         return np.searchsorted(self.edges, values, side="right").astype(np.int64)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _GridBinner(_Binner):
-    function: Any  # a fitted score, a UserScore with a path, or a callable
-    lower: float
-    step: float
-    size: int
-    numeric_kind: str | None  # None: hand the outputs over as they came (a user score on categories)
-    dimension: int = 1
-
-    def _scores(self, outputs: Any, n: int) -> np.ndarray:
-        values = outputs if self.numeric_kind is None else _numeric(outputs, self.numeric_kind, self.dimension, n)
-        function = self.function
-        if isinstance(function, UserScore):
-            function = _user_function(function)
-        try:
-            scores = np.asarray(function(values), dtype=float).reshape(-1)
-        except Exception as err:
-            raise ValueError(f"score {self.name} failed: {type(err).__name__}: {err}") from err
-        if scores.size != n or np.isnan(scores).any():
-            raise ValueError(f"score {self.name} must return one number (not NaN) per output; got {scores.size}")
-        return scores
-
-    def raw_bins(self, outputs: Any, n: int) -> np.ndarray:
-        scores = self._scores(outputs, n)
-        position = np.floor((scores - self.lower) / self.step) + 1.0
-        return np.clip(position, 0, self.size).astype(np.int64)
 
 
 _REACH_CACHE: dict[tuple[Any, float, float], dict[float, bool]] = {}
@@ -316,6 +260,20 @@ def _log_ratio(positive: np.ndarray, negative: np.ndarray) -> np.ndarray:
     return np.log(p) - np.log(q)
 
 
+_RERANKED = ("frequency-ratio", "histogram-ratio", "joint-frequency")
+
+
+def _rerank(binner: _Binner, raw: np.ndarray) -> _Binner:
+    """The same table ordered by the log frequency ratio of the whole pilot (fit + selection halves): a table's
+    order is only a function of pilot counts, so re-estimating it on more pilot draws keeps every bound valid and
+    halves the variance of the order (the selection half's predictions become in-sample, a mild optimism that
+    can only cost power)."""
+    estimate = _log_ratio(raw[0].astype(float), raw[1].astype(float))
+    estimate[(raw[0] + raw[1]) == 0] = 0.0  # bins the pilot never saw (pooled or empty): no evidence either way
+    ordered = _ordered(binner.name, binner.kind, estimate)
+    return dataclasses.replace(binner, rank=ordered["rank"], cut_scores=ordered["cut_scores"])
+
+
 def _ordered(name: str, kind: str, scores: np.ndarray, **extra: Any) -> dict[str, Any]:
     """rank and cut scores of raw bins with estimated ``scores`` (ascending; ties kept in raw order)."""
     order = np.argsort(scores, kind="stable")
@@ -331,6 +289,8 @@ def _build_binners(
     dimension: int,
     probe_result: ProbeResult | None,
     pair: TargetPair,
+    *,
+    seed: int = 0,
 ) -> tuple[list[_Binner], list[str]]:
     """Freeze every score on the fitting half of the pilot; returns the binners and notes on skipped scores."""
     n_fit = len(fit[0])
@@ -374,21 +334,50 @@ def _build_binners(
                 label = "per integer" if integral and high - low <= score.max_integer_bins else "pooled quantiles"
                 ordered = _ordered(f"histogram ratio ({label}, pilot)", "histogram-ratio", estimate)
                 binners.append(_EdgeBinner(**ordered, edges=edges))
-            case LogisticRatio():
+            case JointFrequency():
                 if kind == OutputKind.CATEGORICAL:
-                    notes.append("LogisticRatio needs numeric outputs")
+                    notes.append("JointFrequency needs numeric outputs; FrequencyRatio handles categories")
+                    continue
+                values = [_numeric(side, kind, dimension, n_fit) for side in fit]
+                binners.append(fit_joint_frequency(score, (values[0], values[1]), kind, dimension))
+            case LogisticRatio() | BoostedTrees():
+                if kind == OutputKind.CATEGORICAL:
+                    notes.append(f"{type(score).__name__} needs numeric outputs")
+                    continue
+                if isinstance(score, BoostedTrees) and not sklearn_available():
+                    notes.append(MISSING_SKLEARN)
                     continue
                 values = [_numeric(side, kind, dimension, n_fit).reshape(n_fit, -1) for side in fit]
-                features = [np.concatenate([v, v * v], axis=1) for v in values]
-                fitted = _fit_logistic(features[0], features[1], score.ridge)
-                binners.append(_continuous("logistic density ratio on (o, o^2), pilot", fitted, kind, dimension))
+                features = fit_feature_map(np.concatenate(values))
+                described = "values, squares" + (", atom indicators" if features.has_atoms else "")
+                described += ", neighbouring differences" if features.pairs.size else ""
+                if isinstance(score, LogisticRatio):
+                    fitted: Any = fit_logistic(score, features, (values[0], values[1]))
+                    name, family = f"logistic density ratio on ({described}), pilot", "logistic-ratio"
+                else:
+                    fitted = fit_boosted(score, features, (values[0], values[1]), seed=seed)
+                    name, family = "gradient-boosted trees (scikit-learn HistGradientBoosting), pilot", "boosted-trees"
+                fit_scores = np.concatenate([fitted(v) for v in values])
+                binners.append(edge_binner(name, family, fitted, quantile_edges(fit_scores), kind, dimension))
             case UserScore():
                 if score.function is None and score.path is None:
                     raise ValueError("UserScore needs a function or a path 'module:name'")
                 if score.function is not None and not callable(score.function):
                     raise ValueError(f"score function must be callable; got {score.function!r}")
                 numeric_kind = None if kind == OutputKind.CATEGORICAL else kind
-                binners.append(_continuous(f"user score {score.name}", score, numeric_kind, dimension, user=True))
+                call = _UserCall(score)
+                probe_binner = edge_binner(score.name, "user-score", call, np.zeros(0), numeric_kind, dimension)
+                fit_scores = np.concatenate([probe_binner.scores(side, n_fit) for side in fit])
+                binners.append(
+                    edge_binner(
+                        f"user score {score.name}",
+                        "user-score",
+                        call,
+                        quantile_edges(fit_scores),
+                        numeric_kind,
+                        dimension,
+                    )
+                )
             case Reachability():
                 if kind == OutputKind.CATEGORICAL:
                     notes.append("float checks need numeric outputs")
@@ -428,45 +417,14 @@ def _build_binners(
     return binners, notes
 
 
-def _continuous(name: str, function: Any, numeric_kind: str | None, dimension: int, *, user: bool = False) -> Any:
-    """A placeholder grid binner (its grid is placed on the second pilot half by :func:`_place`)."""
-    return _GridBinner(
-        name=name,
-        kind="user-score" if user else "logistic-ratio",
-        rank=np.arange(2),
-        cut_scores=np.zeros(1),
-        function=function,
-        lower=0.0,
-        step=1.0,
-        size=1,
-        numeric_kind=numeric_kind,
-        dimension=dimension,
-    )
+@dataclass(frozen=True, slots=True)
+class _UserCall:
+    """A user score as a picklable callable (a path is imported once per worker process)."""
 
+    score: UserScore
 
-def _place(binner: _Binner, focus_half: tuple[Any, Any], n: int) -> _Binner:
-    """Place a continuous score's uniform grid over its range on the second pilot half (extended by half)."""
-    if not isinstance(binner, _GridBinner):
-        return binner
-    scores = np.concatenate([binner._scores(side, n) for side in focus_half])
-    finite = scores[np.isfinite(scores)]
-    low, high = (float(finite.min()), float(finite.max())) if finite.size else (-1.0, 1.0)
-    width = max(high - low, 1e-9 * max(1.0, abs(low), abs(high)), 1e-12)
-    low, high = low - 0.5 * width, high + 0.5 * width
-    size = _GRID_SIZE
-    step = (high - low) / (size - 1)
-    return _GridBinner(
-        name=binner.name,
-        kind=binner.kind,
-        rank=np.arange(size + 1),
-        cut_scores=low + step * np.arange(size),
-        function=binner.function,
-        lower=low,
-        step=step,
-        size=size,
-        numeric_kind=binner.numeric_kind,
-        dimension=binner.dimension,
-    )
+    def __call__(self, values: Any) -> Any:
+        return _user_function(self.score)(values)
 
 
 def _queries(pair: TargetPair, probe_result: ProbeResult | None) -> tuple[Any, Any] | None:
@@ -580,6 +538,10 @@ class TargetAuditResult:
     pilot_trials: int
     elapsed_seconds: float
     pairs_tried: tuple[dict[str, Any], ...] = ()
+    pilot_fraction: float = 0.0
+    fit_trials: int = 0
+    selection_trials: int = 0
+    output_profile: dict[str, Any] = dataclasses.field(default_factory=dict)
     method: str = ""
     format_version: int = RESULT_FORMAT_VERSION
 
@@ -614,6 +576,10 @@ class TargetAuditResult:
             "pilot_trials": self.pilot_trials,
             "elapsed_seconds": self.elapsed_seconds,
             "pairs_tried": [dict(p) for p in self.pairs_tried],
+            "pilot_fraction": self.pilot_fraction,
+            "fit_trials": self.fit_trials,
+            "selection_trials": self.selection_trials,
+            "output_profile": dict(self.output_profile),
             "method": self.method,
         }
 
@@ -624,7 +590,8 @@ class TargetAuditResult:
             raise ValueError(f"not a dplens target audit result (format {RESULT_FORMAT!r})")
         if data.get("format_version") != RESULT_FORMAT_VERSION:
             raise ValueError(f"unsupported target audit format_version {data.get('format_version')!r}")
-        names = [n for n in cls.__dataclass_fields__ if n not in ("format_version", "pairs_tried", "method")]
+        optional = ("format_version", "pairs_tried", "method", "pilot_fraction", "fit_trials", "selection_trials")
+        names = [n for n in cls.__dataclass_fields__ if n not in (*optional, "output_profile")]
         missing = [n for n in names if n not in data]
         if missing:
             raise ValueError(f"target audit result is missing required field {missing[0]!r}")
@@ -633,7 +600,15 @@ class TargetAuditResult:
         kwargs["ceiling"] = math.inf if data["ceiling"] is None else data["ceiling"]
         for name in ("scores", "float_evidence", "notes"):
             kwargs[name] = tuple(data[name])
-        return cls(**kwargs, pairs_tried=tuple(data.get("pairs_tried", ())), method=data.get("method", ""))
+        return cls(
+            **kwargs,
+            pairs_tried=tuple(data.get("pairs_tried", ())),
+            pilot_fraction=float(data.get("pilot_fraction", 0.0)),
+            fit_trials=int(data.get("fit_trials", 0)),
+            selection_trials=int(data.get("selection_trials", 0)),
+            output_profile=dict(data.get("output_profile", {})),
+            method=data.get("method", ""),
+        )
 
     def __repr__(self) -> str:
         return (
@@ -697,23 +672,116 @@ def _pilot(target: Target, pair: TargetPair, seed: int, n: int, part: int) -> tu
     return out[0], out[1]
 
 
-def default_scores(kind: str, probe_result: ProbeResult | None, pair: TargetPair) -> tuple[Score, ...]:
-    """The scores tried by default for an output kind: a density/frequency ratio, plus a float check for every
-    sampler the probe saw (or the pair file states) on float outputs."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputProfile:
+    """What the fitting pilot showed about the outputs (chooses the default scores)."""
+
+    kind: str
+    dimension: int
+    distinct: int = 0  # distinct whole outputs (numeric kinds)
+    draws: int = 0  # pilot draws the profile was taken on (both sides)
+    coverage: float = 0.0  # share of the draws covered by the JointFrequency table
+    integral: bool = False  # every finite output value is an integer
+    has_atoms: bool = False  # some value repeats (sentinels, flags) or is non-finite
+    own_reachable: dict[str, float] | None = None  # per float model: share of D's outputs reachable from q
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "dimension": self.dimension,
+            "distinct_outputs": self.distinct,
+            "pilot_draws": self.draws,
+            "frequency_table_coverage": self.coverage,
+            "integral": self.integral,
+            "atoms": self.has_atoms,
+            "own_side_reachable": dict(self.own_reachable or {}),
+        }
+
+
+_SMALL_SUPPORT = JointFrequency()
+_REACH_SAMPLE = 256  # pilot outputs per side checked against their own query value
+_REACH_MIN_SHARE = 0.5
+
+
+def _profile(fit: tuple[Any, Any], kind: str, dimension: int) -> OutputProfile:
+    if kind == OutputKind.CATEGORICAL:
+        return OutputProfile(kind=kind, dimension=dimension)
+    n = len(fit[0])
+    values = np.concatenate([_numeric(side, kind, dimension, n) for side in fit])
+    distinct, coverage = support_profile(values, _SMALL_SUPPORT.max_categories)
+    finite = values[np.isfinite(values)]
+    integral = bool(np.all(finite == np.round(finite)))
+    has_atoms = bool(fit_feature_map(values.reshape(len(values), -1)).has_atoms)
+    return OutputProfile(
+        kind=kind,
+        dimension=dimension,
+        distinct=distinct,
+        draws=len(values),
+        coverage=coverage,
+        integral=integral,
+        has_atoms=has_atoms,
+    )
+
+
+def _own_reachable(
+    fit: tuple[Any, Any], kind: str, dimension: int, model: SamplerModel, scale: float, queries: tuple[Any, Any]
+) -> float:
+    """Share of a pilot sample of D's outputs reachable from D's own query value under the model (a model that
+    does not describe the outputs, e.g. sentinels or flags, gets a small share and is not tried)."""
+    n = min(len(fit[0]), _REACH_SAMPLE)
+    values = _numeric(fit[0][:n], kind, dimension, n)
+    query = np.asarray(queries[0], dtype=float).reshape(-1)
+    if values.ndim == 2 and query.size not in (1, values.shape[1]):
+        return 0.0
+    target = query if values.ndim == 2 else query.reshape(())
+    ok = reachable(values, np.broadcast_to(target, values.shape), model, scale)
+    if ok.ndim == 2:
+        ok = ok.all(axis=1)
+    return float(np.mean(ok))
+
+
+def default_scores(
+    kind: str, probe_result: ProbeResult | None, pair: TargetPair, *, profile: OutputProfile | None = None
+) -> tuple[Score, ...]:
+    """The scores tried by default, chosen from the fitting pilot (``profile``):
+
+    - categories → :class:`FrequencyRatio`; integer scalars → :class:`HistogramRatio` (one bin per integer);
+    - real scalars → :class:`HistogramRatio` and :class:`LogisticRatio` (tail and interval events);
+    - vectors with a small observed support (flags, bit vectors of few bits, indices) → :class:`JointFrequency`;
+    - other vectors (reals, reals with sentinels, long bit vectors) → :class:`LogisticRatio` and
+      :class:`BoostedTrees` (when scikit-learn is installed), both on the sentinel-aware features;
+    - float reachability for every sampler the probe saw (or the pair states), only on outputs that are
+      non-integral floats reachable from their own query value on the pilot (never on integers or flags).
+    """
+    if profile is None:
+        profile = OutputProfile(kind=kind, dimension=1 if kind != OutputKind.VECTOR else 2)
+    small = (
+        profile.distinct > 0
+        and profile.coverage >= _SMALL_SUPPORT.min_coverage
+        and profile.distinct * _SMALL_SUPPORT.min_draws_per_output <= profile.draws
+    )
     match kind:
         case OutputKind.CATEGORICAL:
             base: list[Score] = [FrequencyRatio()]
         case OutputKind.INTEGER:
             base = [HistogramRatio()]
         case OutputKind.REAL:
-            base = [HistogramRatio()]
+            base = [HistogramRatio()] if profile.integral and profile.distinct else [HistogramRatio(), LogisticRatio()]
         case _:
-            base = [LogisticRatio()]
-    if kind in (OutputKind.REAL, OutputKind.VECTOR):
+            if small:
+                base = [JointFrequency()]
+            else:
+                base = [LogisticRatio(), BoostedTrees()] if sklearn_available() else [LogisticRatio()]
+    if kind in (OutputKind.REAL, OutputKind.VECTOR) and not profile.integral:
+        candidates: list[tuple[SamplerModel, float | None]] = []
         if pair.noise is not None:
-            base.append(Reachability(sampler=SamplerModel(pair.noise[0]), scale=pair.noise[1]))
+            candidates = [(SamplerModel(pair.noise[0]), pair.noise[1])]
         elif probe_result is not None and probe_result.available:
-            base.extend(Reachability(sampler=model, scale=scale) for model, scale in probe_result.samplers)
+            candidates = list(probe_result.samplers)
+        for model, scale in candidates:
+            share = (profile.own_reachable or {}).get(model.value)
+            if share is None or share >= _REACH_MIN_SHARE:
+                base.append(Reachability(sampler=model, scale=scale))
     return tuple(base)
 
 
@@ -762,10 +830,11 @@ def audit_target(
     confidence: float = 0.95,
     scores: tuple[Score, ...] | Score | str | None = None,
     pilot_trials: int | None = None,
+    pilot_fraction: float = PILOT_FRACTION,
     chunk_size: int | None = None,
     progress: bool = False,
     search_budget: int = 24,
-    search_trials: int = 2_000,
+    search_trials: int | None = None,
 ) -> TargetAuditResult:
     """Audit a user's target on a neighbouring pair and bound its ε from below (see the module docstring).
 
@@ -782,8 +851,15 @@ def audit_target(
         confidence: 1 − α of the bound.
         scores: the scores to try (default :func:`default_scores`); a ``"module:name"`` string is a
             :class:`UserScore`, tried alongside the default ones.
-        pilot_trials: pilot draws per side (default max(4000, N/20), at most 40 000), split into a fitting half
-            and a half that places the thresholds.
+        pilot_trials: pilot draws per side (default: ``pilot_fraction`` of ``trials``, at least 4 000, at most
+            5.2·10⁶), drawn on their own seed stream and never counted: a fitting half (held in memory, at most
+            200 000 draws per side; the rest moves to the selection half) fits the scores, and a streamed
+            selection half predicts each threshold's bound and places the significance
+            (:mod:`dplens.auditing.blackbox.operating`).
+        pilot_fraction: the pilot's size as a fraction of ``trials`` (default 0.1, i.e. 10 %: a 10⁷-trial audit
+            fits on 2·10⁵ and selects on 8·10⁵ draws per side), so the scores learn from the budget.
+        search_budget, search_trials: candidates and draws per side per candidate of a pair search (default
+            draws: 10 % of ``trials`` spread over the candidates, at least 2 000 each).
 
     Returns:
         A frozen :class:`TargetAuditResult`.
@@ -828,18 +904,29 @@ def audit_target(
     probe_result = probe(target.call_once, pair.data, pair.neighbour)
     reproducible, reproducibility_note = _reproducibility(target, pair, seed)
 
-    pilot = (
-        min(max(DEFAULT_PILOT_TRIALS, trials // 20), _MAX_PILOT_TRIALS)
-        if pilot_trials is None
-        else _check_int("pilot_trials", pilot_trials, 20)
-    )
-    half = pilot // 2
-    fit = _pilot(target, pair, seed, half, 0)
-    focus_half = _pilot(target, pair, seed, half, 1)
+    fraction = pilot_fraction
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction <= 1:
+        raise ValueError(f"pilot_fraction must be in (0, 1]; got {pilot_fraction!r}")
+    if pilot_trials is None:
+        pilot = max(DEFAULT_PILOT_TRIALS, math.ceil(float(fraction) * trials))
+        pilot = min(pilot, MAX_FIT_TRIALS + MAX_SELECTION_TRIALS)
+    else:
+        pilot = _check_int("pilot_trials", pilot_trials, 20)
+    fit_trials = min(pilot // 2, MAX_FIT_TRIALS)
+    selection_trials = pilot - fit_trials
+    fit = _pilot(target, pair, seed, fit_trials, 0)
     kind, dimension = _classify(fit[0])
     kind_neighbour, dimension_neighbour = _classify(fit[1])
     if (kind, dimension) != (kind_neighbour, dimension_neighbour):
         kind, dimension = OutputKind.CATEGORICAL, 0  # the two inputs give different kinds: compare as categories
+    profile = _profile(fit, kind, dimension)
+    queries = _queries(pair, probe_result)
+    if queries is not None and kind in (OutputKind.REAL, OutputKind.VECTOR) and not profile.integral:
+        models = [(SamplerModel(pair.noise[0]), pair.noise[1])] if pair.noise is not None else []
+        if not models and probe_result is not None and probe_result.available:
+            models = list(probe_result.samplers)
+        shares = {m.value: _own_reachable(fit, kind, dimension, m, float(sc), queries) for m, sc in models}
+        profile = dataclasses.replace(profile, own_reachable=shares)
 
     user: list[Score] = []
     if isinstance(scores, str):
@@ -848,25 +935,39 @@ def audit_target(
     elif isinstance(scores, UserScore):
         user, scores = [scores], None
     if scores is None:
-        chosen = (*default_scores(kind, probe_result, pair), *user)
+        chosen = (*default_scores(kind, probe_result, pair, profile=profile), *user)
     else:
         chosen = tuple(scores) if isinstance(scores, tuple | list) else (scores,)
     if workers > 1 and any(isinstance(s, UserScore) and s.path is None for s in chosen):
         raise ValueError(f"workers={workers} needs user scores given by path ('module:name'), not as functions")
-    binners, notes = _build_binners(chosen, fit, kind, dimension, probe_result, pair)
-    binners = [_place(b, focus_half, half) for b in binners]
+    binners, notes = _build_binners(chosen, fit, kind, dimension, probe_result, pair, seed=seed)
     binners = [b for b in binners if b.ranks >= 2]
     if not binners:
         raise ValueError(f"no score can be applied to these outputs ({kind}): {'; '.join(notes) or 'none given'}")
+    # Ratio-ordered tables (frequency, histogram) are re-ranked on the whole pilot once the selection half is in.
+    fit_raw = [
+        np.stack([np.bincount(b.raw_bins(side, fit_trials), minlength=b.raw_size) for side in fit])
+        if b.kind in _RERANKED
+        else None
+        for b in binners
+    ]
+    del fit
     count = len(binners)
-    share = significance / count  # Bonferroni over the scores tried
 
-    weights = []
-    for binner in binners:
-        raw = np.stack([np.bincount(binner.raw_bins(side, half), minlength=binner.raw_size) for side in focus_half])
-        weights.append(
-            bd.focused_weights(binner.rate_counts(raw), trials=trials, delta=delta, significance=share, focus=_FOCUS)
-        )
+    # The selection half: streamed through the frozen scores (counts only), on its own seed stream.
+    selection_task = _TargetCountTask(target, pair.data, pair.neighbour, tuple(binners), os.getpid())
+    selection = np.zeros((2, sum(b.raw_size for b in binners)), dtype=np.int64)
+    step = max(1, min(selection_trials, 200_000))
+    for index, begin in enumerate(range(0, selection_trials, step)):
+        n = min(step, selection_trials - begin)
+        chunk_seed = np.random.SeedSequence(seed, spawn_key=(0, 22, index))
+        selection += selection_task(index, n, chunk_seed).reshape(2, -1)
+    offsets = np.concatenate([[0], np.cumsum([b.raw_size for b in binners])])
+    for i, b in enumerate(binners):
+        if fit_raw[i] is not None:
+            binners[i] = _rerank(b, fit_raw[i] + selection[:, offsets[i] : offsets[i + 1]])
+    pilot_counts = [b.rate_counts(selection[:, offsets[i] : offsets[i + 1]]) for i, b in enumerate(binners)]
+    allocation = operating.allocate(pilot_counts, trials=trials, delta=delta, significance=significance)
 
     size = chunk_size if chunk_size is not None else max(1, min(max(math.ceil(trials / 8), 4096), 50_000, trials))
     plan = runner.ChunkPlan(trials, _check_int("chunk_size", size, 1))
@@ -880,14 +981,15 @@ def audit_target(
     for b, binner in enumerate(binners):
         raw = total[:, offsets[b] : offsets[b + 1]]
         counts = binner.rate_counts(raw)
+        share = significance * allocation.shares[b]
         bound = bd.evaluate(
             counts,
             delta=delta,
             significance=share,
-            strategy=bd.BonferroniGrid(size=int(counts.thresholds.size), focus=_FOCUS),
-            weights=weights[b],
+            strategy=bd.BonferroniGrid(size=int(counts.thresholds.size), focus=0.0),
+            weights=allocation.weights[b],
         )
-        score_ceiling = bd.measurability_ceiling(trials, share, delta=delta, share=float(np.max(weights[b])))
+        score_ceiling = bd.measurability_ceiling(trials, share, delta=delta, share=float(np.max(allocation.weights[b])))
         ceiling = max(ceiling, score_ceiling)
         entry = {
             "name": binner.name,
@@ -898,6 +1000,9 @@ def audit_target(
             "direction": bound.direction,
             "operating_point": bound.operating_point(),
             "ceiling": score_ceiling,
+            "pilot_predicted_bound": allocation.predicted[b],
+            "pilot_predicted_bound_is_estimate": True,
+            "focused": b == allocation.focus_score,
         }
         results.append(entry)
         if isinstance(binner, _ReachBinner):
@@ -940,9 +1045,14 @@ def audit_target(
         pilot_trials=pilot,
         elapsed_seconds=round(time.perf_counter() - start, 3),
         pairs_tried=pairs_tried,
+        pilot_fraction=float(fraction) if pilot_trials is None else pilot / trials,
+        fit_trials=fit_trials,
+        selection_trials=selection_trials,
+        output_profile=profile.to_dict(),
         method=(
-            f"Clopper-Pearson per score, weighted Bonferroni over each score's thresholds (fixed on an independent "
-            f"pilot of {pilot} draws per side: half fits the score, half places the weights), significance split "
-            f"evenly over the {count} scores tried; both test directions"
+            f"Clopper-Pearson per (score, threshold), one weighted Bonferroni over every score tried ({count}) and "
+            f"all their thresholds, both test directions; the weights fixed on an independent pilot of {pilot} draws "
+            f"per side ({fit_trials} fit the scores, {selection_trials} predict each threshold's bound at N; "
+            f"{operating.FOCUS:.0%} of the significance on the best predicted test)"
         ),
     )
