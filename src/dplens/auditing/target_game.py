@@ -42,7 +42,7 @@ import numpy as np
 
 from dplens.auditing import bounds as bd
 from dplens.auditing import runner
-from dplens.auditing.blackbox import operating
+from dplens.auditing.blackbox import operating, poisson
 from dplens.auditing.blackbox.base import Binner as _Binner
 from dplens.auditing.blackbox.base import OutputKind, edge_binner, quantile_edges
 from dplens.auditing.blackbox.base import numeric as _numeric
@@ -68,10 +68,13 @@ __all__ = [
     "JointFrequency",
     "LogisticRatio",
     "OutputKind",
+    "OutputProfile",
     "Reachability",
     "TargetAuditResult",
     "UserScore",
     "audit_target",
+    "default_scores",
+    "pilot_sizes",
 ]
 
 RESULT_FORMAT = "dplens-target-audit"
@@ -196,6 +199,7 @@ class _EdgeBinner(_Binner):
         return np.searchsorted(self.edges, values, side="right").astype(np.int64)
 
 
+_REACH_COORDINATES = 4  # at most this many differing coordinates of a vector are checked (each decides ~all)
 _REACH_CACHE: dict[tuple[Any, float, float], dict[float, bool]] = {}
 _REACH_CACHE_LIMIT = 1 << 20  # decided outputs kept per process (memory stays bounded whatever the trials)
 _REACH_RANK = np.array([1, 0, 2, 1])  # raw = 2·reach(q) + reach(q′): FF → 0-score, FT → D′, TF → D, TT → 0
@@ -209,6 +213,7 @@ class _ReachBinner(_Binner):
     query_neighbour: np.ndarray
     dimension: int = 1
     numeric_kind: str = OutputKind.REAL
+    coordinates: np.ndarray | None = None  # vector outputs: the coordinates checked (queries differ there)
 
     def _reachable(self, values: np.ndarray, query: np.ndarray) -> np.ndarray:
         if values.ndim != 1:
@@ -229,11 +234,28 @@ class _ReachBinner(_Binner):
 
     def raw_bins(self, outputs: Any, n: int) -> np.ndarray:
         values = _numeric(outputs, self.numeric_kind, self.dimension, n)
-        from_data = self._reachable(values, self.query_data)
-        from_neighbour = self._reachable(values, self.query_neighbour)
-        if values.ndim == 2:  # a vector is reachable only if every coordinate is
-            from_data, from_neighbour = from_data.all(axis=1), from_neighbour.all(axis=1)
+        if values.ndim == 2:
+            # Only the coordinates whose query values differ can tell the inputs apart (the others are reachable
+            # from both or from neither); a vector counts as reachable from q if its checked coordinates all are,
+            # decided coordinate by coordinate on the rows still undecided.
+            columns = self.coordinates if self.coordinates is not None else np.arange(values.shape[1])
+            query_data = np.broadcast_to(self.query_data, (values.shape[1],))
+            query_neighbour = np.broadcast_to(self.query_neighbour, (values.shape[1],))
+            from_data = self._rows_reachable(values, columns, query_data)
+            from_neighbour = self._rows_reachable(values, columns, query_neighbour)
+        else:
+            from_data = self._reachable(values, self.query_data)
+            from_neighbour = self._reachable(values, self.query_neighbour)
         return 2 * from_data.astype(np.int64) + from_neighbour.astype(np.int64)
+
+    def _rows_reachable(self, values: np.ndarray, columns: np.ndarray, query: np.ndarray) -> np.ndarray:
+        alive = np.ones(len(values), dtype=bool)
+        for j in columns:
+            rows = np.flatnonzero(alive)
+            if rows.size == 0:
+                break
+            alive[rows] = reachable(values[rows, j], float(query[j]), self.sampler, self.scale)
+        return alive
 
 
 _USER_FUNCTIONS: dict[str, Callable[[Any], Any]] = {}
@@ -398,8 +420,16 @@ def _build_binners(
                 if qd.size not in (1, size) or qn.size not in (1, size):
                     notes.append(f"float check {score.sampler.value}: query values do not match the output shape")
                     continue
+                coordinates = None
+                if size > 1:
+                    differ = np.flatnonzero(np.broadcast_to(qd, (size,)) != np.broadcast_to(qn, (size,)))
+                    if differ.size == 0:
+                        notes.append(f"float check {score.sampler.value}: the query values of D and D' are equal")
+                        continue
+                    coordinates = differ[:_REACH_COORDINATES]
                 binners.append(
                     _ReachBinner(
+                        coordinates=coordinates,
                         name=f"float reachability ({score.sampler.value}, {score.sampler.parameter_name}={scale:.6g})",
                         kind="reachability",
                         rank=_REACH_RANK.copy(),
@@ -460,6 +490,8 @@ class _TargetCountTask:
     neighbour: Any
     binners: tuple[_Binner, ...]
     parent: int
+    limits: tuple[int, int] | None = None  # Poissonised trial counts per side (chunk i covers i·chunk_size …)
+    chunk_size: int = 0
 
     def __call__(self, index: int, trials: int, seed: np.random.SeedSequence) -> np.ndarray:
         if os.getpid() != self.parent and os.getpid() not in _RESEEDED:
@@ -474,8 +506,11 @@ class _TargetCountTask:
         for side, data in enumerate((self.data, self.neighbour)):
             rng = _side_rng(seed, side)
             label = "D" if side == 0 else "D'"
-            for start in range(0, trials, batch):
-                n = min(batch, trials - start)
+            side_trials = trials
+            if self.limits is not None:
+                side_trials = min(max(self.limits[side] - index * self.chunk_size, 0), trials)
+            for start in range(0, side_trials, batch):
+                n = min(batch, side_trials - start)
                 outputs = self.target.draw(data, n, rng, where=f"input {label}, chunk {index}, trials from {start + 1}")
                 for b, binner in enumerate(self.binners):
                     raw = binner.raw_bins(outputs, n)
@@ -539,6 +574,7 @@ class TargetAuditResult:
     elapsed_seconds: float
     pairs_tried: tuple[dict[str, Any], ...] = ()
     pilot_fraction: float = 0.0
+    side_trials: tuple[int, int] = (0, 0)
     fit_trials: int = 0
     selection_trials: int = 0
     output_profile: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -577,6 +613,7 @@ class TargetAuditResult:
             "elapsed_seconds": self.elapsed_seconds,
             "pairs_tried": [dict(p) for p in self.pairs_tried],
             "pilot_fraction": self.pilot_fraction,
+            "side_trials": list(self.side_trials),
             "fit_trials": self.fit_trials,
             "selection_trials": self.selection_trials,
             "output_profile": dict(self.output_profile),
@@ -591,7 +628,7 @@ class TargetAuditResult:
         if data.get("format_version") != RESULT_FORMAT_VERSION:
             raise ValueError(f"unsupported target audit format_version {data.get('format_version')!r}")
         optional = ("format_version", "pairs_tried", "method", "pilot_fraction", "fit_trials", "selection_trials")
-        names = [n for n in cls.__dataclass_fields__ if n not in (*optional, "output_profile")]
+        names = [n for n in cls.__dataclass_fields__ if n not in (*optional, "output_profile", "side_trials")]
         missing = [n for n in names if n not in data]
         if missing:
             raise ValueError(f"target audit result is missing required field {missing[0]!r}")
@@ -604,6 +641,7 @@ class TargetAuditResult:
             **kwargs,
             pairs_tried=tuple(data.get("pairs_tried", ())),
             pilot_fraction=float(data.get("pilot_fraction", 0.0)),
+            side_trials=tuple(data.get("side_trials", (0, 0))),
             fit_trials=int(data.get("fit_trials", 0)),
             selection_trials=int(data.get("selection_trials", 0)),
             output_profile=dict(data.get("output_profile", {})),
@@ -785,6 +823,37 @@ def default_scores(
     return tuple(base)
 
 
+def _conditional_bound(
+    counts: bd.RateCounts, delta: float, share: float, allocation: operating.Allocation, b: int, trials: int
+) -> tuple[bd.Bound, float]:
+    """The best exact conditional bound over a score's thresholds and both directions (threshold j tested at
+    significance ``share``·w_j), as a :class:`~dplens.auditing.bounds.Bound` (its rate bounds are the per-rate
+    Clopper–Pearson bounds at the same level, for reading the operating point; the ε comes from the ratio)."""
+    weights = allocation.weights[b]
+    levels = np.maximum(share * weights, 1e-300)
+    forward, reverse = poisson.conditional_bounds(counts, delta=delta, levels=levels, lam=float(trials))
+    f, r = int(np.argmax(forward)), int(np.argmax(reverse))
+    index, direction = (f, bd.FORWARD) if forward[f] >= reverse[r] else (r, bd.REVERSE)
+    value = float(forward[f] if direction == bd.FORWARD else reverse[r])
+    fn, fp = counts.false_negatives(), counts.false_positives()
+    fnr_u = float(bd.clopper_pearson_upper(int(fn[index]), counts.n_positives, levels[index] / 2))
+    fpr_u = float(bd.clopper_pearson_upper(int(fp[index]), counts.n_negatives, levels[index] / 2))
+    bound = bd.Bound(
+        epsilon=max(value, 0.0),
+        direction=direction,
+        threshold=float(counts.thresholds[index]),
+        false_positives=int(fp[index]),
+        false_negatives=int(fn[index]),
+        negatives=counts.n_negatives,
+        positives=counts.n_positives,
+        fpr_upper=fpr_u,
+        fnr_upper=fnr_u,
+        hypotheses=int(counts.thresholds.size),
+        significance=share,
+    )
+    return bound, (math.exp(value) if math.isfinite(value) and value < 700 else (0.0 if value < 0 else math.inf))
+
+
 def _evidence(binner: _ReachBinner, raw: np.ndarray) -> dict[str, Any]:
     positives, negatives = raw[0], raw[1]  # raw bins FF, FT, TF, TT (reach q, reach q′)
     n_d, n_n = int(positives.sum()), int(negatives.sum())
@@ -816,6 +885,24 @@ def _evidence(binner: _ReachBinner, raw: np.ndarray) -> dict[str, Any]:
         "own_side_misses_neighbour": own_n,
         "sentence": sentence,
     }
+
+
+def pilot_sizes(trials: int, *, pilot_fraction: float = PILOT_FRACTION, pilot_trials: int | None = None):
+    """(pilot, fit, selection) draws per side: the pilot is ``pilot_fraction`` of ``trials`` (at least
+    :data:`DEFAULT_PILOT_TRIALS`, at most :data:`MAX_FIT_TRIALS` + :data:`MAX_SELECTION_TRIALS`) unless
+    ``pilot_trials`` is given; half of it fits the scores (at most :data:`MAX_FIT_TRIALS`, held in memory) and the
+    rest, streamed, selects the operating point."""
+    trials = _check_int("trials", trials, 1)
+    fraction = pilot_fraction
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction <= 1:
+        raise ValueError(f"pilot_fraction must be in (0, 1]; got {pilot_fraction!r}")
+    if pilot_trials is None:
+        pilot = max(DEFAULT_PILOT_TRIALS, math.ceil(float(fraction) * trials))
+        pilot = min(pilot, MAX_FIT_TRIALS + MAX_SELECTION_TRIALS)
+    else:
+        pilot = _check_int("pilot_trials", pilot_trials, 20)
+    fit = min(pilot // 2, MAX_FIT_TRIALS)
+    return pilot, fit, pilot - fit
 
 
 def audit_target(
@@ -858,8 +945,10 @@ def audit_target(
             (:mod:`dplens.auditing.blackbox.operating`).
         pilot_fraction: the pilot's size as a fraction of ``trials`` (default 0.1, i.e. 10 %: a 10⁷-trial audit
             fits on 2·10⁵ and selects on 8·10⁵ draws per side), so the scores learn from the budget.
-        search_budget, search_trials: candidates and draws per side per candidate of a pair search (default
-            draws: 10 % of ``trials`` spread over the candidates, at least 2 000 each).
+        search_budget, search_trials: a pair search's candidates and draws. ``add_remove``/``replace_one``:
+            ``search_trials`` draws per side per candidate (default 2 000). ``query_vector``: at most 16
+            candidates and ``search_trials`` draws per side in all (default 10 % of ``trials``, at least 4 000),
+            spent by successive halving (:func:`~dplens.auditing.pairs.search_query_vector`).
 
     Returns:
         A frozen :class:`TargetAuditResult`.
@@ -898,22 +987,23 @@ def audit_target(
     if pair.neighbour is None:
         from dplens.auditing.pairs import search_pair
 
-        searched = search_pair(target, pair, seed=seed, budget=search_budget, trials=search_trials)
+        if pair.relation == "query_vector":
+            from dplens.auditing.pairs import search_query_vector
+
+            total = search_trials if search_trials is not None else max(4_000, math.ceil(0.1 * trials))
+            searched = search_query_vector(
+                target, pair, seed=seed, budget=min(search_budget, 16), trials=total, audit_trials=trials
+            )
+        else:
+            per_candidate = search_trials if search_trials is not None else 2_000
+            searched = search_pair(target, pair, seed=seed, budget=search_budget, trials=per_candidate)
         pair, pairs_tried = searched.pair, searched.tried
 
     probe_result = probe(target.call_once, pair.data, pair.neighbour)
     reproducible, reproducibility_note = _reproducibility(target, pair, seed)
 
+    pilot, fit_trials, selection_trials = pilot_sizes(trials, pilot_fraction=pilot_fraction, pilot_trials=pilot_trials)
     fraction = pilot_fraction
-    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction <= 1:
-        raise ValueError(f"pilot_fraction must be in (0, 1]; got {pilot_fraction!r}")
-    if pilot_trials is None:
-        pilot = max(DEFAULT_PILOT_TRIALS, math.ceil(float(fraction) * trials))
-        pilot = min(pilot, MAX_FIT_TRIALS + MAX_SELECTION_TRIALS)
-    else:
-        pilot = _check_int("pilot_trials", pilot_trials, 20)
-    fit_trials = min(pilot // 2, MAX_FIT_TRIALS)
-    selection_trials = pilot - fit_trials
     fit = _pilot(target, pair, seed, fit_trials, 0)
     kind, dimension = _classify(fit[0])
     kind_neighbour, dimension_neighbour = _classify(fit[1])
@@ -969,9 +1059,15 @@ def audit_target(
     pilot_counts = [b.rate_counts(selection[:, offsets[i] : offsets[i + 1]]) for i, b in enumerate(binners)]
     allocation = operating.allocate(pilot_counts, trials=trials, delta=delta, significance=significance)
 
-    size = chunk_size if chunk_size is not None else max(1, min(max(math.ceil(trials / 8), 4096), 50_000, trials))
-    plan = runner.ChunkPlan(trials, _check_int("chunk_size", size, 1))
-    task = _TargetCountTask(target, pair.data, pair.neighbour, tuple(binners), os.getpid())
+    # Poissonised trial counts (exact conditional bound, :mod:`dplens.auditing.blackbox.poisson`).
+    side_trials = poisson.poisson_trials(trials, seed)
+    longest = max(side_trials)
+    size = chunk_size if chunk_size is not None else max(1, min(max(math.ceil(longest / 8), 4096), 50_000, longest))
+    size = _check_int("chunk_size", size, 1)
+    plan = runner.ChunkPlan(longest, size)
+    task = _TargetCountTask(
+        target, pair.data, pair.neighbour, tuple(binners), os.getpid(), limits=side_trials, chunk_size=size
+    )
     done = runner.run_chunks(task, plan, seed=seed, workers=workers, progress=progress, description="target audit")
     total = np.sum([done[i] for i in range(plan.chunks)], axis=0).reshape(2, -1)
 
@@ -982,14 +1078,8 @@ def audit_target(
         raw = total[:, offsets[b] : offsets[b + 1]]
         counts = binner.rate_counts(raw)
         share = significance * allocation.shares[b]
-        bound = bd.evaluate(
-            counts,
-            delta=delta,
-            significance=share,
-            strategy=bd.BonferroniGrid(size=int(counts.thresholds.size), focus=0.0),
-            weights=allocation.weights[b],
-        )
-        score_ceiling = bd.measurability_ceiling(trials, share, delta=delta, share=float(np.max(allocation.weights[b])))
+        bound, ratio_lower = _conditional_bound(counts, delta, share, allocation, b, trials)
+        score_ceiling = poisson.ceiling(trials, share * float(np.max(allocation.weights[b])), delta)
         ceiling = max(ceiling, score_ceiling)
         entry = {
             "name": binner.name,
@@ -1000,6 +1090,7 @@ def audit_target(
             "direction": bound.direction,
             "operating_point": bound.operating_point(),
             "ceiling": score_ceiling,
+            "ratio_lower_bound": ratio_lower,
             "pilot_predicted_bound": allocation.predicted[b],
             "pilot_predicted_bound_is_estimate": True,
             "focused": b == allocation.focus_score,
@@ -1046,12 +1137,15 @@ def audit_target(
         elapsed_seconds=round(time.perf_counter() - start, 3),
         pairs_tried=pairs_tried,
         pilot_fraction=float(fraction) if pilot_trials is None else pilot / trials,
+        side_trials=side_trials,
         fit_trials=fit_trials,
         selection_trials=selection_trials,
         output_profile=profile.to_dict(),
         method=(
-            f"Clopper-Pearson per (score, threshold), one weighted Bonferroni over every score tried ({count}) and "
-            f"all their thresholds, both test directions; the weights fixed on an independent pilot of {pilot} draws "
+            f"exact conditional bound on the probability ratio per (score, threshold) with Poissonised trial counts "
+            f"(N_D, N_D' = {side_trials[0]}, {side_trials[1]} ~ Poisson({trials})), one weighted Bonferroni over "
+            f"every score tried ({count}) and all their thresholds, both test directions; the weights fixed on an "
+            f"independent pilot of {pilot} draws "
             f"per side ({fit_trials} fit the scores, {selection_trials} predict each threshold's bound at N; "
             f"{operating.FOCUS:.0%} of the significance on the best predicted test)"
         ),

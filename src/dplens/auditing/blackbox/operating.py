@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from dplens.auditing import bounds as bd
+from dplens.auditing.blackbox import poisson
 
 __all__ = ["Allocation", "allocate", "predicted_bounds"]
 
@@ -39,12 +40,14 @@ def predicted_bounds(
         return np.full(size, -np.inf)
     fn, fp = pilot.false_negatives(), pilot.false_positives()
     tp, tn = pilot.n_positives - fn, pilot.n_negatives - fp
-    projected_fn = np.round(fn / pilot.n_positives * trials).astype(np.int64)
-    projected_fp = np.round(fp / pilot.n_negatives * trials).astype(np.int64)
-    level = significance / 2
-    fnr_u = bd.clopper_pearson_upper(projected_fn, trials, level)
-    fpr_u = bd.clopper_pearson_upper(projected_fp, trials, level)
-    forward, reverse = bd.epsilon_lower_bounds(fpr_u, fnr_u, delta)
+    scale_d, scale_n = trials / pilot.n_positives, trials / pilot.n_negatives
+    projected = bd.RateCounts(
+        thresholds=pilot.thresholds,
+        positives=np.round(pilot.positives * scale_d).astype(np.int64),
+        negatives=np.round(pilot.negatives * scale_n).astype(np.int64),
+    )
+    levels = np.full(size, significance)
+    forward, reverse = poisson.conditional_bounds(projected, delta=delta, levels=levels, lam=float(trials))
     forward = np.where(tp >= floor, forward, -np.inf)  # forward: S = {score ≥ t}, numerator P[M(D) ∈ S]
     reverse = np.where(tn >= floor, reverse, -np.inf)  # reverse: the complement, numerator P[M(D′) ∉ S]
     return np.maximum(forward, reverse)
