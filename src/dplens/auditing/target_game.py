@@ -830,14 +830,18 @@ def _conditional_bound(
     significance ``share``·w_j), as a :class:`~dplens.auditing.bounds.Bound` (its rate bounds are the per-rate
     Clopper–Pearson bounds at the same level, for reading the operating point; the ε comes from the ratio)."""
     weights = allocation.weights[b]
-    levels = np.maximum(share * weights, 1e-300)
-    forward, reverse = poisson.conditional_bounds(counts, delta=delta, levels=levels, lam=float(trials))
+    size = counts.thresholds.size
+    levels = np.maximum(share * weights, 1e-300)  # a zero weight: "never tested" (its bound is useless, not invalid)
+    forward, reverse = poisson.conditional_bounds(
+        counts, delta=delta, levels=levels[:size], reverse_levels=levels[size:], lam=float(trials)
+    )
     f, r = int(np.argmax(forward)), int(np.argmax(reverse))
     index, direction = (f, bd.FORWARD) if forward[f] >= reverse[r] else (r, bd.REVERSE)
     value = float(forward[f] if direction == bd.FORWARD else reverse[r])
     fn, fp = counts.false_negatives(), counts.false_positives()
-    fnr_u = float(bd.clopper_pearson_upper(int(fn[index]), counts.n_positives, levels[index] / 2))
-    fpr_u = float(bd.clopper_pearson_upper(int(fp[index]), counts.n_negatives, levels[index] / 2))
+    level = float(levels[index] if direction == bd.FORWARD else levels[size + index])
+    fnr_u = float(bd.clopper_pearson_upper(int(fn[index]), counts.n_positives, level / 2))
+    fpr_u = float(bd.clopper_pearson_upper(int(fp[index]), counts.n_negatives, level / 2))
     bound = bd.Bound(
         epsilon=max(value, 0.0),
         direction=direction,
@@ -1084,7 +1088,7 @@ def audit_target(
         entry = {
             "name": binner.name,
             "kind": binner.kind,
-            "hypotheses": int(counts.thresholds.size),
+            "hypotheses": 2 * int(counts.thresholds.size),  # both directions of every threshold
             "significance": share,
             "epsilon_lower_bound": bound.epsilon,
             "direction": bound.direction,

@@ -44,9 +44,11 @@ class FeatureMap:
             is_atom = ~finite
             if self.nonfinite[j]:
                 columns.append(is_atom.astype(float))
-            for value in self.atoms[j]:
+            categorical = j not in self.real and not self.nonfinite[j]
+            for k, value in enumerate(self.atoms[j]):
                 hit = column == value
-                columns.append(hit.astype(float))
+                if not (categorical and k == 0):  # a categorical column's first indicator is implied by the rest
+                    columns.append(hit.astype(float))
                 is_atom |= hit
             cleaned[:, j] = np.where(is_atom, self.fill[j], column)
         real = cleaned[:, self.real]

@@ -1,8 +1,8 @@
 """The operating point: where the audit spends its significance, chosen on an independent pilot.
 
-Every score's thresholds are hypotheses of one weighted Bonferroni procedure over *all* scores: hypothesis h gets
-significance α·w_h with Σ_h w_h = 1 (split α·w_h/2 over its FPR and FNR bounds; both test directions use the same
-two rate bounds), so the largest bound over every score, threshold and direction is a valid (1 − α) lower bound
+Every (score, threshold, direction) is a hypothesis of one weighted Bonferroni procedure over *all* scores:
+hypothesis h gets significance α·w_h with Σ_h w_h = 1 (each tested by the exact conditional bound of
+:mod:`.poisson`), so the largest bound over every score, threshold and direction is a valid (1 − α) lower bound
 (Jagielski, Ullman, Oprea, NeurIPS 2020; Holm 1979 for weighted Bonferroni with data-independent weights). The
 weights come from the selection half of the pilot, never from the counted draws:
 
@@ -33,11 +33,12 @@ FLOOR = 20
 def predicted_bounds(
     pilot: bd.RateCounts, *, trials: int, delta: float, significance: float, floor: int = FLOOR
 ) -> np.ndarray:
-    """Per threshold, the bound the counted run would give if its rates equalled the pilot's (−∞ where the
-    numerator event has fewer than ``floor`` pilot draws)."""
+    """Per (direction, threshold), the bound the counted run would give if its rates equalled the pilot's:
+    2K values, the K forward tests then the K reverse ones (−∞ where the numerator event has fewer than
+    ``floor`` pilot draws)."""
     size = pilot.thresholds.size
     if size == 0 or pilot.n_positives == 0 or pilot.n_negatives == 0:
-        return np.full(size, -np.inf)
+        return np.full(2 * size, -np.inf)
     fn, fp = pilot.false_negatives(), pilot.false_positives()
     tp, tn = pilot.n_positives - fn, pilot.n_negatives - fp
     scale_d, scale_n = trials / pilot.n_positives, trials / pilot.n_negatives
@@ -50,11 +51,12 @@ def predicted_bounds(
     forward, reverse = poisson.conditional_bounds(projected, delta=delta, levels=levels, lam=float(trials))
     forward = np.where(tp >= floor, forward, -np.inf)  # forward: S = {score ≥ t}, numerator P[M(D) ∈ S]
     reverse = np.where(tn >= floor, reverse, -np.inf)  # reverse: the complement, numerator P[M(D′) ∉ S]
-    return np.maximum(forward, reverse)
+    return np.concatenate([forward, reverse])
 
 
 class Allocation:
-    """Per score: its share of α and its (normalised) threshold weights, plus the pilot's predictions."""
+    """Per score: its share of α and its normalised weights over 2K hypotheses (K forward thresholds, then the K
+    reverse ones), plus the pilot's best prediction."""
 
     def __init__(self, shares: list[float], weights: list[np.ndarray], predicted: list[float], focus_score: int):
         self.shares = shares
@@ -77,7 +79,7 @@ def allocate(
     predictions = [
         predicted_bounds(p, trials=trials, delta=delta, significance=significance * focus, floor=floor) for p in pilots
     ]
-    raw = [np.zeros(p.thresholds.size) for p in pilots]
+    raw = [np.zeros(2 * p.thresholds.size) for p in pilots]
     best_per = [float(np.max(pr)) if pr.size else -np.inf for pr in predictions]
     finite = [b for b in best_per if np.isfinite(b)]
     focus_score = -1

@@ -59,17 +59,21 @@ def _ratio_bound(a: np.ndarray, b: np.ndarray, level: np.ndarray, delta: float, 
 
 
 def conditional_bounds(
-    counts: bd.RateCounts, *, delta: float, levels: np.ndarray, lam: float
+    counts: bd.RateCounts, *, delta: float, levels: np.ndarray, lam: float, reverse_levels: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(forward, reverse) ε lower bounds per threshold, each valid at its own significance ``levels[j]``.
+    """(forward, reverse) ε lower bounds per threshold: forward j valid at significance ``levels[j]``, reverse j
+    at ``reverse_levels[j]`` (default ``levels``). The two directions are *different* statistics, so a procedure
+    that reports the larger must give each its own share of α (unlike two Clopper–Pearson rate bounds, which both
+    directions reuse).
 
     Forward (S = {rank ≥ j}, D against D′): A = #D in S, B = #D′ in S. Reverse (D′ against D, on the complement):
     A = #D′ outside S, B = #D outside S. ``lam`` is the Poisson mean of both sides' trial counts.
     """
     fn, fp = counts.false_negatives(), counts.false_positives()
     tp, tn = counts.n_positives - fn, counts.n_negatives - fp
-    forward = _ratio_bound(tp, fp, levels, delta, lam)
-    reverse = _ratio_bound(tn, fn, levels, delta, lam)
+    forward = _ratio_bound(tp, fp, np.asarray(levels, dtype=float), delta, lam)
+    back = levels if reverse_levels is None else reverse_levels
+    reverse = _ratio_bound(tn, fn, np.asarray(back, dtype=float), delta, lam)
     return forward, reverse
 
 
