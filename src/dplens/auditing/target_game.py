@@ -283,13 +283,14 @@ def _log_ratio(positive: np.ndarray, negative: np.ndarray) -> np.ndarray:
 
 
 _RERANKED = ("frequency-ratio", "histogram-ratio", "joint-frequency")
+_RERANK_MAX_BINS = 64  # larger tables are not re-ranked: in-sample predictions over many bins are too optimistic
 
 
 def _rerank(binner: _Binner, raw: np.ndarray) -> _Binner:
     """The same table ordered by the log frequency ratio of the whole pilot (fit + selection halves): a table's
     order is only a function of pilot counts, so re-estimating it on more pilot draws keeps every bound valid and
-    halves the variance of the order (the selection half's predictions become in-sample, a mild optimism that
-    can only cost power)."""
+    halves the variance of the order. The selection half's predictions become in-sample, an optimism that can
+    only cost power and stays mild for tables of at most 64 bins (larger ones are not re-ranked)."""
     estimate = _log_ratio(raw[0].astype(float), raw[1].astype(float))
     estimate[(raw[0] + raw[1]) == 0] = 0.0  # bins the pilot never saw (pooled or empty): no evidence either way
     ordered = _ordered(binner.name, binner.kind, estimate)
@@ -737,6 +738,7 @@ class OutputProfile:
 
 
 _SMALL_SUPPORT = JointFrequency()
+_TABLE_ONLY = 64  # at most this many distinct outputs: the frequency table alone
 _REACH_SAMPLE = 256  # pilot outputs per side checked against their own query value
 _REACH_MIN_SHARE = 0.5
 
@@ -785,7 +787,8 @@ def default_scores(
 
     - categories → :class:`FrequencyRatio`; integer scalars → :class:`HistogramRatio` (one bin per integer);
     - real scalars → :class:`HistogramRatio` and :class:`LogisticRatio` (tail and interval events);
-    - vectors with a small observed support (flags, bit vectors of few bits, indices) → :class:`JointFrequency`;
+    - vectors with a small observed support (flags, bit vectors of few bits, indices) → :class:`JointFrequency`
+      (and :class:`LogisticRatio` beside it when there are more than 64 distinct outputs);
     - other vectors (reals, reals with sentinels, long bit vectors) → :class:`LogisticRatio` and
       :class:`BoostedTrees` (when scikit-learn is installed), both on the sentinel-aware features;
     - float reachability for every sampler the probe saw (or the pair states), only on outputs that are
@@ -807,7 +810,9 @@ def default_scores(
             base = [HistogramRatio()] if profile.integral and profile.distinct else [HistogramRatio(), LogisticRatio()]
         case _:
             if small:
-                base = [JointFrequency()]
+                # the exact table, and a logistic score next to it: with hundreds of outputs (flags without a
+                # cutoff) the table's per-output ratios are noisy where a linear score on the flags is not
+                base = [JointFrequency(), LogisticRatio()] if profile.distinct > _TABLE_ONLY else [JointFrequency()]
             else:
                 base = [LogisticRatio(), BoostedTrees()] if sklearn_available() else [LogisticRatio()]
     if kind in (OutputKind.REAL, OutputKind.VECTOR) and not profile.integral:
@@ -1041,7 +1046,7 @@ def audit_target(
     # Ratio-ordered tables (frequency, histogram) are re-ranked on the whole pilot once the selection half is in.
     fit_raw = [
         np.stack([np.bincount(b.raw_bins(side, fit_trials), minlength=b.raw_size) for side in fit])
-        if b.kind in _RERANKED
+        if b.kind in _RERANKED and b.raw_size <= _RERANK_MAX_BINS
         else None
         for b in binners
     ]
