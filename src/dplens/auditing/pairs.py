@@ -263,7 +263,7 @@ def search_query_vector(
     pair: TargetPair,
     *,
     seed: int,
-    budget: int = 16,
+    budget: int = 12,
     trials: int = 100_000,
     audit_trials: int = 1_000_000,
     random_patterns: int | None = None,
@@ -284,7 +284,7 @@ def search_query_vector(
     x = _query_vector(pair.data)
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2,)))
     candidates = query_vector_patterns(x.size)[:budget]
-    extra = budget - len(candidates) if random_patterns is None else random_patterns
+    extra = budget - len(candidates) if random_patterns is None else min(random_patterns, budget - len(candidates))
     attempts = 0
     while extra > 0 and attempts < 50 * budget:
         attempts += 1

@@ -83,6 +83,7 @@ DEFAULT_PILOT_TRIALS = 4_000
 PILOT_FRACTION = 0.1  # pilot draws per side = 10 % of the counted trials (at least DEFAULT_PILOT_TRIALS)
 MAX_FIT_TRIALS = 200_000  # the fitting half is held in memory: at most this many draws per side
 MAX_SELECTION_TRIALS = 5_000_000  # the selection half is streamed (counts only)
+SEARCH_FRACTION = 0.25  # a query_vector pair search spends 25 % of the trials (per side, in all)
 _REPRODUCIBILITY_TRIALS = 8
 _FOCUS = 0.5
 
@@ -955,9 +956,10 @@ def audit_target(
         pilot_fraction: the pilot's size as a fraction of ``trials`` (default 0.1, i.e. 10 %: a 10⁷-trial audit
             fits on 2·10⁵ and selects on 8·10⁵ draws per side), so the scores learn from the budget.
         search_budget, search_trials: a pair search's candidates and draws. ``add_remove``/``replace_one``:
-            ``search_trials`` draws per side per candidate (default 2 000). ``query_vector``: at most 16
-            candidates and ``search_trials`` draws per side in all (default 10 % of ``trials``, at least 4 000),
-            spent by successive halving (:func:`~dplens.auditing.pairs.search_query_vector`).
+            ``search_trials`` draws per side per candidate (default 2 000). ``query_vector``: at most 12
+            candidates (10 standard patterns, 2 random) and ``search_trials`` draws per side in all (default 25 %
+            of ``trials``, at least 4 000), spent by successive halving
+            (:func:`~dplens.auditing.pairs.search_query_vector`).
 
     Returns:
         A frozen :class:`TargetAuditResult`.
@@ -999,9 +1001,9 @@ def audit_target(
         if pair.relation == "query_vector":
             from dplens.auditing.pairs import search_query_vector
 
-            total = search_trials if search_trials is not None else max(4_000, math.ceil(0.1 * trials))
+            total = search_trials if search_trials is not None else max(4_000, math.ceil(SEARCH_FRACTION * trials))
             searched = search_query_vector(
-                target, pair, seed=seed, budget=min(search_budget, 16), trials=total, audit_trials=trials
+                target, pair, seed=seed, budget=min(search_budget, 12), trials=total, audit_trials=trials
             )
         else:
             per_candidate = search_trials if search_trials is not None else 2_000
