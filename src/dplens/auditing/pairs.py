@@ -218,37 +218,6 @@ def _query_vector(data: Any) -> np.ndarray:
     return x
 
 
-def _strength(first: Any, second: Any, audit_trials: int) -> float:
-    """An *estimate* of the bound an audit of ``audit_trials`` per side would reach on this pair: a quick score
-    (frequency table, histogram or logistic regression) fitted on one half of the draws, the best threshold's
-    bound predicted on the other half (:func:`dplens.auditing.blackbox.operating.predicted_bounds`)."""
-    from dplens.auditing import target_game as tg
-    from dplens.auditing.blackbox.operating import predicted_bounds
-
-    n = min(len(first), len(second))
-    half = n // 2
-    if half < 10:
-        return 0.0
-    fit = (first[:half], second[:half])
-    rest = (first[half : 2 * half], second[half : 2 * half])
-    kind, dimension = tg._classify(fit[0])
-    if (kind, dimension) != tg._classify(fit[1]):
-        kind, dimension = tg.OutputKind.CATEGORICAL, 0
-    profile = tg._profile(fit, kind, dimension)
-    scores = [s for s in tg.default_scores(kind, None, TargetPair(data=0, neighbour=0), profile=profile)]
-    scores = [s for s in scores if not isinstance(s, tg.BoostedTrees)] or [tg.FrequencyRatio()]
-    binners, _ = tg._build_binners(tuple(scores), fit, kind, dimension, None, TargetPair(data=0, neighbour=0))
-    best = 0.0
-    for binner in binners:
-        if binner.ranks < 2:
-            continue
-        raw = np.stack([np.bincount(binner.raw_bins(side, half), minlength=binner.raw_size) for side in rest])
-        predicted = predicted_bounds(binner.rate_counts(raw), trials=audit_trials, delta=0.0, significance=0.05)
-        if predicted.size and np.isfinite(predicted).any():
-            best = max(best, float(np.max(predicted[np.isfinite(predicted)])))
-    return best
-
-
 def _concat(parts: list[Any]) -> Any:
     if all(isinstance(p, np.ndarray) for p in parts):
         return np.concatenate(parts)
@@ -267,14 +236,16 @@ def search_query_vector(
     trials: int = 100_000,
     audit_trials: int = 1_000_000,
     random_patterns: int | None = None,
+    strength: Any = None,
 ) -> PairSearchResult:
     """Search neighbours D′ = D + Δ of a vector D of sensitivity-1 query answers (Δ ∈ {−1, 0, 1}^d) among
     :func:`query_vector_patterns` and random patterns (``budget`` candidates in all), spending ``trials`` draws
     per side by successive halving (Jamieson & Talwalkar, AISTATS 2016; Karnin, Koren, Somekh, ICML 2013): every
-    round gives the surviving candidates equal new draws, scores each by an estimate of the bound an audit of
-    ``audit_trials`` per side would reach (:func:`_strength`; an *estimate*, reported as such), and keeps the
-    better half. The draws come from the search's own seed stream (spawn key (2, …)); the final audit runs on
-    fresh trials of the chosen pair only, so its bound stays valid."""
+    round gives the surviving candidates equal new draws, scores each by ``strength(outputs_D, outputs_D′,
+    audit_trials)`` (an *estimate*, reported as such; the audit passes the bound an audit of ``audit_trials``
+    per side is predicted to reach, :func:`dplens.auditing.target_game.search_strength`; default: the plug-in
+    :func:`estimated_divergence`), and keeps the better half. The draws come from the search's own seed stream
+    (spawn key (2, …)); the final audit runs on fresh trials of the chosen pair only, so its bound stays valid."""
     if pair.relation != "query_vector":
         raise ValueError(f"search_query_vector needs relation 'query_vector'; got {pair.relation!r}")
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
@@ -282,6 +253,7 @@ def search_query_vector(
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 20:
         raise ValueError(f"search trials must be an integer >= 20; got {trials!r}")
     x = _query_vector(pair.data)
+    measure = strength if strength is not None else (lambda a, b, _n: estimated_divergence(a, b))
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2,)))
     candidates = query_vector_patterns(x.size)[:budget]
     extra = budget - len(candidates) if random_patterns is None else min(random_patterns, budget - len(candidates))
@@ -321,7 +293,7 @@ def search_query_vector(
             base_drawn = needed
         first = _concat(base)
         for i in alive:
-            estimates[i] = _strength(first[: draws[i]], _concat(outputs[i]), audit_trials)
+            estimates[i] = measure(first[: draws[i]], _concat(outputs[i]), audit_trials)
         if len(alive) > 1 and r < rounds - 1:
             alive = sorted(alive, key=lambda i: -estimates[i])[: max(1, math.ceil(len(alive) / 2))]
     best = max(alive, key=lambda i: estimates[i])

@@ -897,6 +897,36 @@ def _evidence(binner: _ReachBinner, raw: np.ndarray) -> dict[str, Any]:
     }
 
 
+def search_strength(first: Any, second: Any, audit_trials: int) -> float:
+    """An *estimate* of the bound an audit of ``audit_trials`` per side would reach on this pair: a quick score
+    (frequency table, histogram or logistic regression) fitted on one half of the draws, the best threshold's
+    bound predicted on the other half (:func:`dplens.auditing.blackbox.operating.predicted_bounds`)."""
+    n = min(len(first), len(second))
+    half = n // 2
+    if half < 10:
+        return 0.0
+    fit = (first[:half], second[:half])
+    rest = (first[half : 2 * half], second[half : 2 * half])
+    kind, dimension = _classify(fit[0])
+    if (kind, dimension) != _classify(fit[1]):
+        kind, dimension = OutputKind.CATEGORICAL, 0
+    profile = _profile(fit, kind, dimension)
+    scores = [s for s in default_scores(kind, None, TargetPair(data=0, neighbour=0), profile=profile)]
+    scores = [s for s in scores if not isinstance(s, BoostedTrees)] or [FrequencyRatio()]
+    binners, _ = _build_binners(tuple(scores), fit, kind, dimension, None, TargetPair(data=0, neighbour=0))
+    best = 0.0
+    for binner in binners:
+        if binner.ranks < 2:
+            continue
+        raw = np.stack([np.bincount(binner.raw_bins(side, half), minlength=binner.raw_size) for side in rest])
+        predicted = operating.predicted_bounds(
+            binner.rate_counts(raw), trials=audit_trials, delta=0.0, significance=0.05
+        )
+        if predicted.size and np.isfinite(predicted).any():
+            best = max(best, float(np.max(predicted[np.isfinite(predicted)])))
+    return best
+
+
 def pilot_sizes(trials: int, *, pilot_fraction: float = PILOT_FRACTION, pilot_trials: int | None = None):
     """(pilot, fit, selection) draws per side: the pilot is ``pilot_fraction`` of ``trials`` (at least
     :data:`DEFAULT_PILOT_TRIALS`, at most :data:`MAX_FIT_TRIALS` + :data:`MAX_SELECTION_TRIALS`) unless
@@ -1003,7 +1033,13 @@ def audit_target(
 
             total = search_trials if search_trials is not None else max(4_000, math.ceil(SEARCH_FRACTION * trials))
             searched = search_query_vector(
-                target, pair, seed=seed, budget=min(search_budget, 12), trials=total, audit_trials=trials
+                target,
+                pair,
+                seed=seed,
+                budget=min(search_budget, 12),
+                trials=total,
+                audit_trials=trials,
+                strength=search_strength,
             )
         else:
             per_candidate = search_trials if search_trials is not None else 2_000
