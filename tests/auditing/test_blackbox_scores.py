@@ -329,3 +329,23 @@ def test_float_check_skips_sentinel_outputs_but_keeps_its_power_on_float_vectors
     result = tg.audit_target(float_histogram, ([1, 1, 1], [2, 1, 1]), claim_epsilon=0.1, trials=20_000, seed=0)
     assert result.best_score.startswith("float reachability") and result.epsilon_lower_bound > 8
     assert result.verdict.value == "VIOLATION"
+
+
+# --------------------------------------------------------------------------------------------
+# Validity over many seeds (slow)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("target", "pair"),
+    [(two_bit_rr, ([1, 1], [0, 0])), (mixed_sentinel, (0, 1)), (first_query_geometric, ([3], [4]))],
+    ids=["joint-frequency", "sentinel", "integer"],
+)
+def test_bound_exceeds_the_true_epsilon_at_most_alpha_of_the_time(target, pair):
+    """True ε = 1 for all three pairs; 200 seeded audits at 95 %: P[Bin(200, 0.05) ≥ 20] < 0.5 %."""
+    over = sum(
+        tg.audit_target(target, pair, claim_epsilon=1.0, trials=4_000, seed=seed).epsilon_lower_bound > 1.0
+        for seed in range(1000, 1200)
+    )
+    assert over < 20

@@ -7,19 +7,28 @@ A target (:mod:`dplens.auditing.targets`) is run N times on each of D and D′. 
   ratio of a discrete mechanism; unseen categories share one bin);
 - :class:`HistogramRatio` — numeric scalars: the pilot's log ratio per histogram bin (one bin per integer for
   integer outputs with a small range, else bins at pooled pilot quantiles);
-- :class:`LogisticRatio` — vectors: a logistic-regression density-ratio estimate on (o, o²) (DP-Sniper's recipe,
+- :class:`JointFrequency` — discrete vectors with a small observed support (sparse-vector flag patterns, short bit
+  vectors): the frequency ratio of whole outputs, unseen outputs pooled (:mod:`dplens.auditing.blackbox.frequency`);
+- :class:`LogisticRatio` / :class:`BoostedTrees` — real vectors, reals with sentinels, long bit vectors: ridge
+  logistic regression and scikit-learn's gradient-boosted trees on sentinel-aware features
+  (:mod:`dplens.auditing.blackbox.learned`, :mod:`dplens.auditing.blackbox.features`; DP-Sniper's learned attack,
   Bichsel et al., S&P 2021);
 - :class:`UserScore` — a user function of the outputs (``--score MODULE:NAME``);
 - :class:`Reachability` — floating-point reachability from the noise-free query values under a named sampler
-  model (:mod:`dplens.auditing.floats`): an output unreachable from q′ but reachable from q points to D.
+  model (:mod:`dplens.auditing.floats`): an output unreachable from q′ but reachable from q points to D. Only on
+  non-integral float outputs most of which are reachable from their own query value (never on integers or flags).
 
-Each score fixes a finite ordered set of bins before the counted draws; the counted trials are binned (memory
-does not grow with N) and each score's bins give a Clopper–Pearson bound with a weighted Bonferroni correction
-over its thresholds (:mod:`dplens.auditing.bounds`; Jagielski, Ullman, Oprea 2020). The significance α is split
-evenly over the S scores tried (a union bound), so the largest of the S bounds is a valid (1 − α) lower bound on
-the ε of the audited pair. The pilot is split in two: one half fits the scores, the other places the Bonferroni
-weights. Every score's result is reported, with the float evidence in words ("k of N outputs unreachable from the
-neighbour").
+Which scores run is decided on the pilot (:func:`default_scores`, :class:`OutputProfile`). The pilot grows with
+the budget: ``pilot_fraction`` (10 %) of the counted trials per side, at least 4 000 (:func:`pilot_sizes`); half
+fits the scores (at most 200 000 draws per side in memory), the rest is streamed through them to predict every
+threshold's bound (:mod:`dplens.auditing.blackbox.operating`). Every score is a binner
+(:mod:`dplens.auditing.blackbox.base`): the counted trials are binned (memory does not grow with N), and every
+(score, threshold, direction) is one hypothesis of a single weighted Bonferroni procedure whose weights the pilot
+fixes (most of α on the best predicted test; Jagielski, Ullman, Oprea 2020 for fixed-threshold validity). Each
+hypothesis is tested with the exact conditional bound on the probability ratio, the trial counts of both sides
+being Poisson-drawn (:mod:`dplens.auditing.blackbox.poisson`), so the largest bound is a valid (1 − α) lower
+bound on the ε of the audited pair. Every score's result is reported, with the float evidence in words ("k of N
+outputs unreachable from the neighbour").
 
 Reproducibility: every chunk draws from a ``numpy.random.Generator`` derived from the root seed
 (:func:`dplens.auditing.runner.chunk_seed`); a small batch is drawn twice from the same seeds, and the result says
