@@ -908,14 +908,15 @@ def _evidence(binner: _ReachBinner, raw: np.ndarray) -> dict[str, Any]:
 
 def search_strength(first: Any, second: Any, audit_trials: int) -> float:
     """An *estimate* of the bound an audit of ``audit_trials`` per side would reach on this pair: a quick score
-    (frequency table, histogram or logistic regression) fitted on one half of the draws, the best threshold's
-    bound predicted on the other half (:func:`dplens.auditing.blackbox.operating.predicted_bounds`)."""
+    (frequency table, histogram or logistic regression) fitted on the draws, the best threshold's bound predicted
+    from them (:func:`dplens.auditing.blackbox.operating.predicted_bounds`). For ranking pair candidates only."""
     n = min(len(first), len(second))
-    half = n // 2
-    if half < 10:
+    if n < 20:
         return 0.0
-    fit = (first[:half], second[:half])
-    rest = (first[half : 2 * half], second[half : 2 * half])
+    # In-sample (fit and predict on the same draws): biased upwards alike for every candidate of one output space,
+    # with half the variance of a split; only the ranking of candidates matters here.
+    half = n
+    fit = rest = (first[:n], second[:n])
     kind, dimension = _classify(fit[0])
     if (kind, dimension) != _classify(fit[1]):
         kind, dimension = OutputKind.CATEGORICAL, 0
