@@ -290,6 +290,16 @@ def test_query_vector_from_the_cli(tmp_path, monkeypatch):
     assert out["verdict"] == "VIOLATION" and out["pair"]["relation"] == "query_vector" and out["pairs_tried"]
 
 
+def test_query_vector_bad_data_from_the_cli_is_one_line(tmp_path):
+    pair = tmp_path / "pair.json"
+    pair.write_text(json.dumps({"data": "abc", "relation": "query_vector"}))
+    command = [sys.executable, "-m", "dplens.cli", "audit", "--target", "numpy:sum", "--pair", str(pair)]
+    command += ["--claim-epsilon", "0.5", "--trials", "100"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1 and "query_vector" in done.stderr
+
+
 # --------------------------------------------------------------------------------------------
 # The float check's scope
 # --------------------------------------------------------------------------------------------
