@@ -59,6 +59,7 @@ def _one_thread() -> Any:
 
 
 def sklearn_available() -> bool:
+    """Whether scikit-learn (the ``[learned]`` extra) can be imported; without it the boosted-trees score is skipped."""
     try:
         import sklearn  # noqa: F401
     except ImportError:
