@@ -314,7 +314,7 @@ def laplace_flags(data, rng, size):
 
 @batched
 def laplace_with_sentinels(data, rng, size):
-    """Noisy values or −1000 (SVT3-like): the outputs are not 'floats drawn around the query value'."""
+    """Noisy values or −1000 (SVT3-like): the noisy values are floats drawn around the inputs, the −1000 are not."""
     x = np.asarray(data, dtype=float)
     noisy = x + rng.laplace(0.0, 2.0, size=(size, x.size))
     return np.where(noisy >= 1.0, noisy, -1000.0)
@@ -333,9 +333,29 @@ def test_float_check_never_runs_on_flags_or_integers():
     assert result.scores[0]["kind"] == "joint-frequency"
 
 
-def test_float_check_skips_sentinel_outputs_but_keeps_its_power_on_float_vectors():
+def test_float_check_judges_the_real_entries_beside_sentinels_and_keeps_its_power_on_float_vectors():
+    # The zero-noise output is −1000 where the answer is "below": the inputs are the query values of the noisy
+    # answers, the sentinels decide nothing, and the float leak of the answers is found (SVT3 of the suite).
     result = tg.audit_target(laplace_with_sentinels, ([0, 1, 1], [1, 0, 0]), claim_epsilon=1.0, trials=5_000, seed=0)
-    assert all(s["kind"] != "reachability" for s in result.scores)
+    assert any(s["kind"] == "reachability" for s in result.scores)
+    assert any("inputs are the query values" in note for note in result.notes)
+    assert result.best_score.startswith("float reachability") and result.verdict.value == "VIOLATION"
+    binner = tg._ReachBinner(
+        name="reach",
+        kind="reachability",
+        rank=tg._REACH_RANK.copy(),
+        cut_scores=np.array([-0.5, 0.5]),
+        sampler=tg.SamplerModel("numpy-laplace"),
+        scale=2.0,
+        query_data=np.array([0.0, 1.0]),
+        query_neighbour=np.array([1.0, 0.0]),
+        dimension=2,
+        numeric_kind=tg.OutputKind.VECTOR,
+        coordinates=np.array([0, 1]),
+        sentinels=(np.array([-1000.0]), np.array([-1000.0])),
+    )
+    only_sentinels = np.full((4, 2), -1000.0)
+    assert np.all(binner.raw_bins(only_sentinels, 4) == 3)  # reachable from both: no evidence either way
     result = tg.audit_target(float_histogram, ([1, 1, 1], [2, 1, 1]), claim_epsilon=0.1, trials=20_000, seed=0)
     assert result.best_score.startswith("float reachability") and result.epsilon_lower_bound > 8
     assert result.verdict.value == "VIOLATION"

@@ -224,6 +224,9 @@ class _ReachBinner(_Binner):
     dimension: int = 1
     numeric_kind: str = OutputKind.REAL
     coordinates: np.ndarray | None = None  # vector outputs: the coordinates checked (queries differ there)
+    # Per coordinate, the pilot's atoms (sentinels such as -1000 for "below"): not drawn around a query value, so
+    # they decide nothing (counted reachable from both); the real entries beside them are still checked.
+    sentinels: tuple[np.ndarray, ...] | None = None
 
     def _reachable(self, values: np.ndarray, query: np.ndarray) -> np.ndarray:
         if values.ndim != 1:
@@ -262,8 +265,10 @@ class _ReachBinner(_Binner):
         alive = np.ones(len(values), dtype=bool)
         for j in columns:
             rows = np.flatnonzero(alive)
+            if self.sentinels is not None and self.sentinels[j].size:
+                rows = rows[~np.isin(values[rows, j], self.sentinels[j])]
             if rows.size == 0:
-                break
+                continue
             alive[rows] = reachable(values[rows, j], float(query[j]), self.sampler, self.scale)
         return alive
 
@@ -432,12 +437,19 @@ def _build_binners(
                     notes.append(f"float check {score.sampler.value}: query values do not match the output shape")
                     continue
                 coordinates = None
+                sentinels = None
                 if size > 1:
                     differ = np.flatnonzero(np.broadcast_to(qd, (size,)) != np.broadcast_to(qn, (size,)))
                     if differ.size == 0:
                         notes.append(f"float check {score.sampler.value}: the query values of D and D' are equal")
                         continue
-                    coordinates = differ[:_REACH_COORDINATES]
+                    sentinels = _sentinels(fit, kind, dimension)
+                    if any(a.size for a in sentinels):
+                        # Rows whose checked entries are sentinels decide nothing: check every differing
+                        # coordinate (only the real entries cost a reachability search).
+                        coordinates = differ
+                    else:
+                        coordinates, sentinels = differ[:_REACH_COORDINATES], None
                 binners.append(
                     _ReachBinner(
                         coordinates=coordinates,
@@ -451,6 +463,7 @@ def _build_binners(
                         query_neighbour=qn if size > 1 else qn.reshape(()),
                         dimension=size,
                         numeric_kind=kind,
+                        sentinels=sentinels,
                     )
                 )
             case _:
@@ -466,6 +479,20 @@ class _UserCall:
 
     def __call__(self, values: Any) -> Any:
         return _user_function(self.score)(values)
+
+
+def _inputs_as_queries(pair: TargetPair, kind: str, dimension: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The pair's inputs as candidate query values of a vector output of the same length (else ``None``)."""
+    if kind != OutputKind.VECTOR:
+        return None
+    try:
+        data = np.asarray(pair.data, dtype=float).reshape(-1)
+        neighbour = np.asarray(pair.neighbour, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        return None
+    if data.size != dimension or neighbour.size != dimension:
+        return None
+    return data, neighbour
 
 
 def _queries(pair: TargetPair, probe_result: ProbeResult | None) -> tuple[Any, Any] | None:
@@ -784,10 +811,25 @@ def _own_reachable(
     if values.ndim == 2 and query.size not in (1, values.shape[1]):
         return 0.0
     target = query if values.ndim == 2 else query.reshape(())
+    if values.ndim == 2:
+        # Sentinels (-1000 for "below", abort markers) are not noisy answers: judge the real entries only.
+        sentinels = _sentinels(fit, kind, dimension)
+        real = ~np.stack([np.isin(values[:, j], sentinels[j]) for j in range(values.shape[1])], axis=1)
+        real &= np.isfinite(values)
+        if not real.any():
+            return 0.0
+        ok = reachable(values[real], np.broadcast_to(target, values.shape)[real], model, scale)
+        return float(np.mean(ok))
     ok = reachable(values, np.broadcast_to(target, values.shape), model, scale)
-    if ok.ndim == 2:
-        ok = ok.all(axis=1)
     return float(np.mean(ok))
+
+
+def _sentinels(fit: tuple[Any, Any], kind: str, dimension: int) -> tuple[np.ndarray, ...]:
+    """Per coordinate of a vector output, the finite atoms of the pooled pilot (values repeated in at least 0.5 %
+    of the draws: sentinels, flags), as the learned scores' feature map finds them."""
+    n = len(fit[0])
+    values = np.concatenate([_numeric(side, kind, dimension, n) for side in fit])
+    return fit_feature_map(values.reshape(len(values), -1)).atoms
 
 
 def default_scores(
@@ -1067,12 +1109,24 @@ def audit_target(
     if (kind, dimension) != (kind_neighbour, dimension_neighbour):
         kind, dimension = OutputKind.CATEGORICAL, 0  # the two inputs give different kinds: compare as categories
     profile = _profile(fit, kind, dimension)
+    query_notes: list[str] = []
+    stated_query = pair.query is not None
     queries = _queries(pair, probe_result)
     if queries is not None and kind in (OutputKind.REAL, OutputKind.VECTOR) and not profile.integral:
         models = [(SamplerModel(pair.noise[0]), pair.noise[1])] if pair.noise is not None else []
         if not models and probe_result is not None and probe_result.available:
             models = list(probe_result.samplers)
         shares = {m.value: _own_reachable(fit, kind, dimension, m, float(sc), queries) for m, sc in models}
+        inputs = _inputs_as_queries(pair, kind, dimension)
+        if models and inputs is not None and pair.query is None:
+            # The probe's zero-noise run gives the output, which is a sentinel wherever a sparse vector answers
+            # "below": the inputs themselves may be the query values (noisy answers x_j + noise). Whichever
+            # describes the pilot better is used (a pilot-only choice: the bound stays valid either way).
+            tried = {m.value: _own_reachable(fit, kind, dimension, m, float(sc), inputs) for m, sc in models}
+            if max(tried.values()) > max(shares.values()):
+                shares = tried
+                pair = dataclasses.replace(pair, query=inputs)
+                query_notes.append("float check: the inputs are the query values (the zero-noise output has sentinels)")
         profile = dataclasses.replace(profile, own_reachable=shares)
 
     user: list[Score] = []
@@ -1088,6 +1142,7 @@ def audit_target(
     if workers > 1 and any(isinstance(s, UserScore) and s.path is None for s in chosen):
         raise ValueError(f"workers={workers} needs user scores given by path ('module:name'), not as functions")
     binners, notes = _build_binners(chosen, fit, kind, dimension, probe_result, pair, seed=seed)
+    notes = [*query_notes, *notes]
     binners = [b for b in binners if b.ranks >= 2]
     if not binners:
         raise ValueError(f"no score can be applied to these outputs ({kind}): {'; '.join(notes) or 'none given'}")
@@ -1165,8 +1220,10 @@ def audit_target(
     if not reproducible:
         notes.append(reproducibility_note)
     probe_dict = probe_result.to_dict()
-    if pair.query is not None:
+    if stated_query:
         probe_dict["note"] += "; query values stated in the pair"
+    elif pair.query is not None:
+        probe_dict["note"] += "; query values: the inputs (the zero-noise output has sentinels)"
     return TargetAuditResult(
         epsilon_lower_bound=bound.epsilon,
         bound_direction=bound.direction,
