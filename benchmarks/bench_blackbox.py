@@ -27,6 +27,7 @@ import math
 import os
 import platform
 import resource
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -186,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     write_path = Path(args.write).resolve() if args.write else None
     os.chdir(EXAMPLES)  # worker processes import blackbox_suite:NAME from the current directory
 
-    command = "python benchmarks/bench_blackbox.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = shlex.join(["python", "benchmarks/bench_blackbox.py", *(argv if argv is not None else sys.argv[1:])])
     sections: list[str] = []
     raw: dict[str, Any] = {"command": command, "confidence": args.confidence, "runs": {}}
     for trials in args.trials:
