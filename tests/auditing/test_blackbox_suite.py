@@ -384,7 +384,7 @@ def _pair_epsilon(suite, name):
 @pytest.mark.parametrize("name", ["TruncatedGeometric", "OneTimeRappor", "ReportNoisyMax1"])
 def test_violation_rate_at_the_true_epsilon(in_examples, name):
     """Over 100 seeded audits at the true ε of the pair, VIOLATION (a bound above the truth) happens at most at
-    rate 1 − confidence = 0.05. Allowance: the 0.999 quantile of Binomial(100, 0.05), i.e. at most 12 of 100
+    rate 1 − confidence = 0.05. Allowance: the 0.999 quantile of Binomial(100, 0.05), i.e. at most 13 of 100
     (a correct audit fails this test with probability < 0.001)."""
     from scipy import stats
 
@@ -394,10 +394,10 @@ def test_violation_rate_at_the_true_epsilon(in_examples, name):
     truth = _pair_epsilon(in_examples, name)
     repetitions, confidence = 100, 0.95
     allowance = int(stats.binom.ppf(0.999, repetitions, 1 - confidence))
-    assert allowance == 12
+    assert allowance == 13
     violations = 0
     for seed in range(repetitions):
-        result = audit_target(row.target, row.pair(), claim_epsilon=truth, trials=20_000, seed=1000 + seed,
+        result = audit_target(row.target, row.pair(), claim_epsilon=truth, trials=100_000, seed=1000 + seed,
                               confidence=confidence)  # fmt: skip
         violations += result.verdict.value == "VIOLATION"
     assert violations <= allowance, (name, violations)
