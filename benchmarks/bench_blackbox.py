@@ -69,8 +69,9 @@ def audit_row(row: Any, *, trials: int, seed: int, workers: int, confidence: flo
             workers=workers,
             confidence=confidence,
         )
-    except ValueError as err:  # e.g. a relation this dplens does not know yet
-        return {"error": str(err).splitlines()[0], "seconds": time.perf_counter() - start}
+    except Exception as err:  # e.g. a relation this dplens does not know yet: one row's failure is reported
+        message = str(err).splitlines()[0] if str(err) else ""
+        return {"error": f"{type(err).__name__}: {message}", "seconds": time.perf_counter() - start}
     out = {
         "bound": result.epsilon_lower_bound,
         "verdict": result.verdict.value,
