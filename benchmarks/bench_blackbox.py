@@ -148,9 +148,28 @@ def table(rows: list[Any], results: dict[str, dict[str, Any]], trials: int, befo
                 cells += [_fmt(searched["bound"]), _ratio(searched["bound"], bound), f"{searched['seconds']:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
+    done = [row for row in rows if "bound" in results[row.name]["fixed"]]
+    near = [row for row in done if results[row.name]["fixed"]["bound"] >= 0.9 * row.published_bound]
+    below = ", ".join(row.name for row in done if row not in near)
     lines.append(
-        f"Behind the best published bound on {behind} of {len(rows)} mechanisms at {trials:,} trials per side."
+        f"Behind the best published bound on {behind} of {len(rows)} mechanisms at {trials:,} trials per side; "
+        f"≥ 0.9× of it on {len(near)} of {len(done)}" + (f" (below 0.9×: {below})." if below else ".")
     )
+    if relation:
+        searched = [
+            row
+            for row in done
+            if row.name.startswith(("SVT", "ReportNoisyMax")) and "bound" in results[row.name].get("relation", {})
+        ]
+        good = [
+            row
+            for row in searched
+            if results[row.name]["relation"]["bound"] >= 0.8 * results[row.name]["fixed"]["bound"]
+        ]
+        lines.append(
+            "query_vector on the sparse-vector and report-noisy-max rows: ≥ 0.8× of the fixed best pair on "
+            f"{len(good)} of {len(searched)}."
+        )
     return lines
 
 
