@@ -133,7 +133,7 @@ def table(rows: list[Any], results: dict[str, dict[str, Any]], trials: int, befo
             cells.append(_fmt(old) if old is not None else "—")
         cells += [
             f"**{_fmt(bound)}**" if bound >= row.published_bound else _fmt(bound),
-            f"{row.published_bound:.4g} ({_short_source(row.published_source)})",
+            f"{row.published_bound:.4g}{'' if row.reachable() else ' †'} ({_short_source(row.published_source)})",
             _ratio(bound, row.published_bound),
             res["verdict"],
             f"{res['seconds']:.1f}",
@@ -155,6 +155,13 @@ def table(rows: list[Any], results: dict[str, dict[str, Any]], trials: int, befo
         f"Behind the best published bound on {behind} of {len(rows)} mechanisms at {trials:,} trials per side; "
         f"≥ 0.9× of it on {len(near)} of {len(done)}" + (f" (below 0.9×: {below})." if below else ".")
     )
+    unreachable = [row for row in rows if not row.reachable()]
+    if unreachable:
+        lines.append(
+            "† above the exact ε of the audited pair ("
+            + ", ".join(f"{row.name}: {row.pair_epsilon:.5f}" for row in unreachable)
+            + "): a valid bound reaches it only by chance."
+        )
     if relation:
         searched = [
             row

@@ -94,6 +94,25 @@ def test_suite_table_is_complete_and_consistent(suite):
         assert row.to_dict()["name"] == row.name and row.pair()["data"] == list(row.data)
 
 
+def test_pair_epsilons(suite):
+    rows = suite.BY_NAME
+    for row in suite.SUITE:
+        if row.pair_epsilon is not None:
+            assert 0 < row.pair_epsilon <= row.true_epsilon + 1e-12, row.name
+    # GeoSample on counts 1 and 0: the exact pmfs' largest log ratio
+    (f1, _), (f0, _) = suite.geometric_cdf_numerators(1), suite.geometric_cdf_numerators(0)
+    p1, p0 = np.diff([0, *f1]), np.diff([0, *f0])
+    worst = max(abs(math.log(int(a) / int(b))) for a, b in zip(p1, p0, strict=True))
+    assert rows["TruncatedGeometric"].pair_epsilon == pytest.approx(worst, rel=1e-12)
+    # RAPPOR: the pair's filters differ in m bits; each differing bit carries ln(q*/p*) (or ln((1 − f/2)/(f/2)))
+    m = int(np.sum(suite.bloom_filter(1) != suite.bloom_filter(0)))
+    assert 1 <= m <= 8
+    assert rows["Rappor"].pair_epsilon == pytest.approx(m * math.log(0.5125 / 0.4875))
+    assert rows["OneTimeRappor"].pair_epsilon == pytest.approx(m * math.log(0.525 / 0.475))
+    # DP-Sniper's 0.9-confidence RAPPOR bound overshoots the pair's exact ε: no valid bound need reach it
+    assert not rows["Rappor"].reachable() and rows["OneTimeRappor"].reachable()
+
+
 def test_published_claims_follow_their_formulas(suite):
     rows = suite.BY_NAME
     assert rows["TruncatedGeometric"].claim_epsilon == pytest.approx(math.log(9 / 8), abs=1e-15)  # k = 3
@@ -374,10 +393,8 @@ def test_private_is_consistent_at_its_true_epsilon(in_examples, name):
 
 def _pair_epsilon(suite, name):
     """The exact ε of the audited pair (tighter than the mechanism's): what a valid bound must not exceed."""
-    if name == "OneTimeRappor":
-        row = suite.BY_NAME[name]
-        return suite.bloom_difference(row.data[0], row.neighbour[0]) * suite.ONE_TIME_RAPPOR_BIT_EPSILON
-    return suite.BY_NAME[name].true_epsilon
+    row = suite.BY_NAME[name]
+    return row.pair_epsilon if row.pair_epsilon is not None else row.true_epsilon
 
 
 @pytest.mark.slow
