@@ -6,7 +6,8 @@ evaluate, written from the papers' definitions with the published parameters (ε
 otherwise), each as a batched target ``f(data, rng, size)`` that dplens imports by path
 (``blackbox_suite:NAME`` from this directory), e.g.::
 
-    dplens audit --target blackbox_suite:svt4 --pair pair_svt4.json --claim-epsilon 0.1 --trials 1000000
+    python -c "import json, blackbox_suite as b; json.dump(b.BY_NAME['SVT4'].pair(), open('/tmp/svt4.json', 'w'))"
+    dplens audit --target blackbox_suite:svt4 --pair /tmp/svt4.json --claim-epsilon 0.1 --trials 1000000
 
 Inputs are lists of query answers (sensitivity 1 in every coordinate: neighbours differ by at most 1 in each
 coordinate; the histograms and the scalar mechanisms differ in one coordinate). Outputs have a leading axis

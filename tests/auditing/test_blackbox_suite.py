@@ -318,6 +318,37 @@ def test_report_noisy_max_frequencies_against_the_integral(suite):
         assert abs(np.mean(values <= t) - p) < 5 * math.sqrt(p * (1 - p) / n) + 1e-9
 
 
+def test_sparse_vector_pattern_probabilities_against_the_integral(suite):
+    """P(every answer ⊥) = ∫ f_ρ(r) Πᵢ F_ν(T + r − qᵢ) dr and P(first answer ⊤, then stop) = ∫ f_ρ(r)(1 −
+    F_ν(T + r − q₀)) dr, with the papers' scales (Lyu et al. 2017, Alg. 1, 4, 6; c = 1)."""
+    from scipy import integrate
+
+    x = np.array([1.0, 0.0, 2.0, 1.0, 0.0, 1.0, 2.0, 0.0, 1.0, 1.0])
+    n = 100_000
+    for f, threshold, rho_scale, nu_scale, cutoff in (
+        (suite.svt1, 0.5, 20.0, 40.0, True),
+        (suite.svt4, 1.0, 40.0, 1 / 0.075, True),
+        (suite.svt6, 1.0, 20.0, 20.0, False),
+    ):
+
+        def none_above(r, rho_scale=rho_scale, nu_scale=nu_scale, threshold=threshold):
+            return _laplace_pdf(r, rho_scale) * np.prod(_laplace_cdf(threshold + r - x, nu_scale))
+
+        def first_above(r, rho_scale=rho_scale, nu_scale=nu_scale, threshold=threshold):
+            return _laplace_pdf(r, rho_scale) * (1 - _laplace_cdf(threshold + r - x[0], nu_scale))
+
+        p_none = integrate.quad(none_above, -np.inf, np.inf, limit=200)[0]
+        p_first = integrate.quad(first_above, -np.inf, np.inf, limit=200)[0]
+        out = f(list(x), np.random.default_rng(29), n)
+        seen_none = np.mean(np.all(out == 0, axis=1))
+        seen_first = np.mean(out[:, 0] == 1)
+        for seen, p in ((seen_none, p_none), (seen_first, p_first)):
+            assert abs(seen - p) < 5 * math.sqrt(p * (1 - p) / n), (f.__name__, seen, p)
+        if cutoff:  # c = 1: everything after the first ⊤ is −1
+            first = out[out[:, 0] == 1]
+            assert np.all(first[:, 1:] == -1)
+
+
 def test_svt5_distinguishing_event(suite):
     # SVT5 on (2,2,2,2,2,0,0,0,0,0) answers exactly (1,1,1,1,1,0,0,0,0,0) iff ρ ∈ (−1, 1]: P = 1 − e^(−1/20);
     # on (1,…,1) every answer is equal, so that pattern is impossible there (the mechanism is not DP)
