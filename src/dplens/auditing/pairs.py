@@ -19,7 +19,7 @@ import numpy as np
 
 from dplens.auditing.targets import Target, TargetPair, _short
 
-__all__ = ["PairSearchResult", "estimated_divergence", "search_pair"]
+__all__ = ["PairSearchResult", "estimated_divergence", "query_vector_patterns", "search_pair", "search_query_vector"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -173,3 +173,150 @@ def search_pair(
     for entry in public:
         entry["estimate"] = entry["estimate"] if math.isfinite(entry["estimate"]) else None
     return PairSearchResult(pair=chosen, tried=public)
+
+
+# --------------------------------------------------------------------------------------------
+# Query vectors: StatDP's patterns and random ones, by successive halving
+# --------------------------------------------------------------------------------------------
+
+
+def query_vector_patterns(dimension: int) -> list[tuple[str, np.ndarray]]:
+    """The standard neighbour patterns of a vector of sensitivity-1 query answers (Ding et al., CCS 2018, §5.1:
+    one above / one below / one above rest below / one below rest above / half up half down / all up / all
+    down), as changes Δ ∈ {−1, 0, 1}^d with D′ = D + Δ."""
+    d = int(dimension)
+    half = d // 2 if d > 1 else 1
+    e0 = np.zeros(d)
+    e0[0] = 1.0
+    up_down = np.concatenate([np.ones(half), -np.ones(d - half)])
+    patterns = [
+        ("one up", e0),
+        ("one down", -e0),
+        ("all up", np.ones(d)),
+        ("all down", -np.ones(d)),
+        ("half up, half down", up_down),
+        ("half down, half up", -up_down),
+        ("one up, rest down", np.where(e0 > 0, 1.0, -1.0)),
+        ("one down, rest up", np.where(e0 > 0, -1.0, 1.0)),
+        ("half up", np.concatenate([np.ones(half), np.zeros(d - half)])),
+        ("half down", np.concatenate([-np.ones(half), np.zeros(d - half)])),
+    ]
+    unique: list[tuple[str, np.ndarray]] = []
+    for name, delta in patterns:
+        if delta.any() and not any(np.array_equal(delta, u) for _, u in unique):
+            unique.append((name, delta))
+    return unique
+
+
+def _query_vector(data: Any) -> np.ndarray:
+    try:
+        x = np.asarray(data, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"relation 'query_vector' needs a vector of numbers as data; got {_short(data)}") from None
+    if x.ndim != 1 or x.size == 0 or not np.all(np.isfinite(x)):
+        raise ValueError(f"relation 'query_vector' needs a non-empty vector of finite numbers; got {_short(data)}")
+    return x
+
+
+def _concat(parts: list[Any]) -> Any:
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.concatenate(parts)
+    out: list[Any] = []
+    for p in parts:
+        out.extend(list(p))
+    return out
+
+
+def search_query_vector(
+    target: Target,
+    pair: TargetPair,
+    *,
+    seed: int,
+    budget: int = 12,
+    trials: int = 100_000,
+    audit_trials: int = 1_000_000,
+    random_patterns: int | None = None,
+    strength: Any = None,
+) -> PairSearchResult:
+    """Search neighbours D′ = D + Δ of a vector D of sensitivity-1 query answers (Δ ∈ {−1, 0, 1}^d) among
+    :func:`query_vector_patterns` and random patterns (``budget`` candidates in all), spending ``trials`` draws
+    per side by successive halving (Jamieson & Talwalkar, AISTATS 2016; Karnin, Koren, Somekh, ICML 2013): every
+    round gives the surviving candidates equal new draws, scores each by ``strength(outputs_D, outputs_D′,
+    audit_trials)`` (an *estimate*, reported as such; the audit passes the bound an audit of ``audit_trials``
+    per side is predicted to reach, :func:`dplens.auditing.target_game.search_strength`; default: the plug-in
+    :func:`estimated_divergence`), and keeps the better half. The draws come from the search's own seed stream
+    (spawn key (2, …)); the final audit runs on fresh trials of the chosen pair only, so its bound stays valid."""
+    if pair.relation != "query_vector":
+        raise ValueError(f"search_query_vector needs relation 'query_vector'; got {pair.relation!r}")
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise ValueError(f"search budget must be an integer >= 1; got {budget!r}")
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 20:
+        raise ValueError(f"search trials must be an integer >= 20; got {trials!r}")
+    x = _query_vector(pair.data)
+    measure = strength if strength is not None else (lambda a, b, _n: estimated_divergence(a, b))
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2,)))
+    candidates = query_vector_patterns(x.size)[:budget]
+    extra = budget - len(candidates) if random_patterns is None else min(random_patterns, budget - len(candidates))
+    attempts = 0
+    while extra > 0 and attempts < 50 * budget:
+        attempts += 1
+        delta = rng.integers(-1, 2, size=x.size).astype(float)
+        if delta.any() and not any(np.array_equal(delta, c) for _, c in candidates):
+            candidates.append((f"random {''.join('+-0'[int(v == -1) + 2 * int(v == 0)] for v in delta)}", delta))
+            extra -= 1
+    as_list = isinstance(pair.data, list | tuple)
+
+    def neighbour_of(delta: np.ndarray) -> Any:
+        values = x + delta
+        if as_list and np.all(values == np.round(values)) and all(isinstance(v, int) for v in pair.data):
+            return [int(v) for v in values]
+        return values.tolist() if as_list else values
+
+    alive = list(range(len(candidates)))
+    rounds = max(1, math.ceil(math.log2(len(candidates)))) if len(candidates) > 1 else 1
+    per_round = max(trials // rounds, 20)
+    outputs: dict[int, list[Any]] = {i: [] for i in range(len(candidates))}
+    base: list[Any] = []
+    base_drawn = 0
+    estimates: dict[int, float] = {}
+    draws: dict[int, int] = dict.fromkeys(range(len(candidates)), 0)
+    for r in range(rounds):
+        new = max(per_round // len(alive), 10)
+        for i in alive:
+            side_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2, 1 + i, r)))
+            outputs[i].append(target.draw(neighbour_of(candidates[i][1]), new, side_rng, where="pair search"))
+            draws[i] += new
+        needed = max(draws[i] for i in alive)
+        if needed > base_drawn:
+            base_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2, 0, r)))
+            base.append(target.draw(pair.data, needed - base_drawn, base_rng, where="pair search on D"))
+            base_drawn = needed
+        first = _concat(base)
+        for i in alive:
+            estimates[i] = measure(first[: draws[i]], _concat(outputs[i]), audit_trials)
+        if len(alive) > 1 and r < rounds - 1:
+            alive = sorted(alive, key=lambda i: -estimates[i])[: max(1, math.ceil(len(alive) / 2))]
+    best = max(alive, key=lambda i: estimates[i])
+    tried = []
+    for i, (name, delta) in enumerate(candidates):
+        tried.append(
+            {
+                "change": name,
+                "neighbour": _short(neighbour_of(delta)),
+                "estimate": estimates.get(i),
+                "is_estimate": True,
+                "draws": draws[i],
+                "phase": "pattern" if not name.startswith("random") else "random",
+                "kept": i in alive,
+            }
+        )
+    chosen = TargetPair(
+        data=pair.data,
+        neighbour=neighbour_of(candidates[best][1]),
+        query=None,
+        description=f"searched (query_vector, {len(candidates)} candidates, successive halving): {candidates[best][0]}",
+        relation=pair.relation,
+        noise=pair.noise,
+        source=pair.source,
+    )
+    return PairSearchResult(pair=chosen, tried=tuple(tried))

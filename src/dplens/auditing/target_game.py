@@ -7,19 +7,28 @@ A target (:mod:`dplens.auditing.targets`) is run N times on each of D and D′. 
   ratio of a discrete mechanism; unseen categories share one bin);
 - :class:`HistogramRatio` — numeric scalars: the pilot's log ratio per histogram bin (one bin per integer for
   integer outputs with a small range, else bins at pooled pilot quantiles);
-- :class:`LogisticRatio` — vectors: a logistic-regression density-ratio estimate on (o, o²) (DP-Sniper's recipe,
+- :class:`JointFrequency` — discrete vectors with a small observed support (sparse-vector flag patterns, short bit
+  vectors): the frequency ratio of whole outputs, unseen outputs pooled (:mod:`dplens.auditing.blackbox.frequency`);
+- :class:`LogisticRatio` / :class:`BoostedTrees` — real vectors, reals with sentinels, long bit vectors: ridge
+  logistic regression and scikit-learn's gradient-boosted trees on sentinel-aware features
+  (:mod:`dplens.auditing.blackbox.learned`, :mod:`dplens.auditing.blackbox.features`; DP-Sniper's learned attack,
   Bichsel et al., S&P 2021);
 - :class:`UserScore` — a user function of the outputs (``--score MODULE:NAME``);
 - :class:`Reachability` — floating-point reachability from the noise-free query values under a named sampler
-  model (:mod:`dplens.auditing.floats`): an output unreachable from q′ but reachable from q points to D.
+  model (:mod:`dplens.auditing.floats`): an output unreachable from q′ but reachable from q points to D. Only on
+  non-integral float outputs most of which are reachable from their own query value (never on integers or flags).
 
-Each score fixes a finite ordered set of bins before the counted draws; the counted trials are binned (memory
-does not grow with N) and each score's bins give a Clopper–Pearson bound with a weighted Bonferroni correction
-over its thresholds (:mod:`dplens.auditing.bounds`; Jagielski, Ullman, Oprea 2020). The significance α is split
-evenly over the S scores tried (a union bound), so the largest of the S bounds is a valid (1 − α) lower bound on
-the ε of the audited pair. The pilot is split in two: one half fits the scores, the other places the Bonferroni
-weights. Every score's result is reported, with the float evidence in words ("k of N outputs unreachable from the
-neighbour").
+Which scores run is decided on the pilot (:func:`default_scores`, :class:`OutputProfile`). The pilot grows with
+the budget: ``pilot_fraction`` (10 %) of the counted trials per side, at least 4 000 (:func:`pilot_sizes`); half
+fits the scores (at most 200 000 draws per side in memory), the rest is streamed through them to predict every
+threshold's bound (:mod:`dplens.auditing.blackbox.operating`). Every score is a binner
+(:mod:`dplens.auditing.blackbox.base`): the counted trials are binned (memory does not grow with N), and every
+(score, threshold, direction) is one hypothesis of a single weighted Bonferroni procedure whose weights the pilot
+fixes (most of α on the best predicted test; Jagielski, Ullman, Oprea 2020 for fixed-threshold validity). Each
+hypothesis is tested with the exact conditional bound on the probability ratio, the trial counts of both sides
+being Poisson-drawn (:mod:`dplens.auditing.blackbox.poisson`), so the largest bound is a valid (1 − α) lower
+bound on the ε of the audited pair. Every score's result is reported, with the float evidence in words ("k of N
+outputs unreachable from the neighbour").
 
 Reproducibility: every chunk draws from a ``numpy.random.Generator`` derived from the root seed
 (:func:`dplens.auditing.runner.chunk_seed`); a small batch is drawn twice from the same seeds, and the result says
@@ -30,6 +39,7 @@ the audit cannot be replayed from its seed.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -41,37 +51,50 @@ import numpy as np
 
 from dplens.auditing import bounds as bd
 from dplens.auditing import runner
+from dplens.auditing.blackbox import operating, poisson
+from dplens.auditing.blackbox.base import Binner as _Binner
+from dplens.auditing.blackbox.base import OutputKind, edge_binner, quantile_edges
+from dplens.auditing.blackbox.base import numeric as _numeric
+from dplens.auditing.blackbox.features import fit_feature_map
+from dplens.auditing.blackbox.frequency import JointFrequency, fit_joint_frequency, support_profile
+from dplens.auditing.blackbox.learned import (
+    MISSING_SKLEARN,
+    BoostedTrees,
+    LogisticRatio,
+    fit_boosted,
+    fit_logistic,
+    sklearn_available,
+)
 from dplens.auditing.floats import ProbeResult, SamplerModel, probe, reachable
-from dplens.auditing.games import Verdict, _fit_logistic, verdict_for
+from dplens.auditing.games import Verdict, verdict_for
 from dplens.auditing.targets import Target, TargetPair, as_pair, as_target, load_target
 
 __all__ = [
+    "PILOT_FRACTION",
+    "BoostedTrees",
     "FrequencyRatio",
     "HistogramRatio",
+    "JointFrequency",
     "LogisticRatio",
     "OutputKind",
+    "OutputProfile",
     "Reachability",
     "TargetAuditResult",
     "UserScore",
     "audit_target",
+    "default_scores",
+    "pilot_sizes",
 ]
 
 RESULT_FORMAT = "dplens-target-audit"
 RESULT_FORMAT_VERSION = 1
 DEFAULT_PILOT_TRIALS = 4_000
-_MAX_PILOT_TRIALS = 40_000
+PILOT_FRACTION = 0.1  # pilot draws per side = 10 % of the counted trials (at least DEFAULT_PILOT_TRIALS)
+MAX_FIT_TRIALS = 200_000  # the fitting half is held in memory: at most this many draws per side
+MAX_SELECTION_TRIALS = 5_000_000  # the selection half is streamed (counts only)
+SEARCH_FRACTION = 0.25  # a query_vector pair search spends 25 % of the trials (per side, in all)
 _REPRODUCIBILITY_TRIALS = 8
-_GRID_SIZE = 101  # thresholds of a continuous (logistic or user) score
 _FOCUS = 0.5
-
-
-class OutputKind:
-    """How the target's outputs were read (from the pilot)."""
-
-    CATEGORICAL = "categorical"
-    INTEGER = "integer"
-    REAL = "real"
-    VECTOR = "vector"
 
 
 # --------------------------------------------------------------------------------------------
@@ -97,14 +120,6 @@ class HistogramRatio:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LogisticRatio:
-    """Vectors (or scalars): ridge logistic regression on (o, o²), fitted on the pilot (a density-ratio
-    estimate; Bichsel et al. 2021)."""
-
-    ridge: float = 1e-3
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class UserScore:
     """A user score ``function(outputs) -> scores`` (higher = "from D"); ``path`` ``"module:name"`` lets worker
     processes import it."""
@@ -127,7 +142,7 @@ class Reachability:
     scale: float | None = None
 
 
-Score = FrequencyRatio | HistogramRatio | LogisticRatio | UserScore | Reachability
+Score = FrequencyRatio | HistogramRatio | JointFrequency | LogisticRatio | BoostedTrees | UserScore | Reachability
 
 
 # --------------------------------------------------------------------------------------------
@@ -136,29 +151,24 @@ Score = FrequencyRatio | HistogramRatio | LogisticRatio | UserScore | Reachabili
 
 
 def _classify(outputs: Any) -> tuple[str, int]:
-    """(kind, dimension) of a pilot batch."""
+    """(kind, dimension) of a pilot batch. Boolean vectors count as integer vectors; an object array of numbers
+    with ``None`` (an abort marker) is numeric with NaN for ``None``."""
     try:
         array = np.asarray(outputs)
     except (ValueError, TypeError):
         return OutputKind.CATEGORICAL, 0
-    if array.dtype.kind == "b" or array.dtype.kind not in "iuf":
-        return OutputKind.CATEGORICAL, 0
+    if array.dtype.kind == "O" and array.ndim >= 1 and len(array):
+        try:
+            array = _numeric(outputs, OutputKind.REAL, 1, array.size).reshape(array.shape)
+        except ValueError:
+            return OutputKind.CATEGORICAL, 0
+    if array.dtype.kind not in "iufb" or array.ndim == 0 or (array.dtype.kind == "b" and array.ndim == 1):
+        return OutputKind.CATEGORICAL, 0  # scalar booleans: two categories
     if array.ndim == 1 or (array.ndim == 2 and array.shape[1] == 1):
-        return (OutputKind.INTEGER if array.dtype.kind in "iu" else OutputKind.REAL), 1
+        return (OutputKind.INTEGER if array.dtype.kind in "iub" else OutputKind.REAL), 1
     if array.ndim == 2:
         return OutputKind.VECTOR, int(array.shape[1])
     return OutputKind.VECTOR, int(np.prod(array.shape[1:]))
-
-
-def _numeric(outputs: Any, kind: str, dimension: int, n: int) -> np.ndarray:
-    try:
-        array = np.asarray(outputs, dtype=float)
-    except (ValueError, TypeError):
-        raise ValueError(f"the target's outputs changed type during the audit (expected {kind} numbers)") from None
-    shape = (n,) if kind != OutputKind.VECTOR else (n, dimension)
-    if array.size != n * max(dimension, 1):
-        raise ValueError(f"the target's outputs changed shape during the audit (expected {shape})")
-    return array.reshape(shape)
 
 
 def _key(output: Any) -> Any:
@@ -181,31 +191,6 @@ def _key(output: Any) -> Any:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Binner:
-    """Raw bins (what is counted) mapped to ranks ordered by score (what the thresholds cut)."""
-
-    name: str
-    kind: str
-    rank: np.ndarray  # raw bin → rank in [0, B)
-    cut_scores: np.ndarray  # B − 1 score values at which ranks 1..B−1 start (reported thresholds)
-
-    @property
-    def raw_size(self) -> int:
-        return int(self.rank.size)
-
-    @property
-    def ranks(self) -> int:
-        return int(self.cut_scores.size) + 1
-
-    def rate_counts(self, raw: np.ndarray) -> bd.RateCounts:
-        """RateCounts from raw counts of shape (2, raw_size)."""
-        ranked = np.zeros((2, self.ranks), dtype=np.int64)
-        for side in range(2):
-            np.add.at(ranked[side], self.rank, raw[side])
-        return bd.RateCounts(thresholds=self.cut_scores, positives=ranked[0], negatives=ranked[1])
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class _CategoryBinner(_Binner):
     table: dict[Any, int]  # category → raw bin; unseen → len(table)
 
@@ -224,34 +209,7 @@ class _EdgeBinner(_Binner):
         return np.searchsorted(self.edges, values, side="right").astype(np.int64)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _GridBinner(_Binner):
-    function: Any  # a fitted score, a UserScore with a path, or a callable
-    lower: float
-    step: float
-    size: int
-    numeric_kind: str | None  # None: hand the outputs over as they came (a user score on categories)
-    dimension: int = 1
-
-    def _scores(self, outputs: Any, n: int) -> np.ndarray:
-        values = outputs if self.numeric_kind is None else _numeric(outputs, self.numeric_kind, self.dimension, n)
-        function = self.function
-        if isinstance(function, UserScore):
-            function = _user_function(function)
-        try:
-            scores = np.asarray(function(values), dtype=float).reshape(-1)
-        except Exception as err:
-            raise ValueError(f"score {self.name} failed: {type(err).__name__}: {err}") from err
-        if scores.size != n or np.isnan(scores).any():
-            raise ValueError(f"score {self.name} must return one number (not NaN) per output; got {scores.size}")
-        return scores
-
-    def raw_bins(self, outputs: Any, n: int) -> np.ndarray:
-        scores = self._scores(outputs, n)
-        position = np.floor((scores - self.lower) / self.step) + 1.0
-        return np.clip(position, 0, self.size).astype(np.int64)
-
-
+_REACH_COORDINATES = 4  # at most this many differing coordinates of a vector are checked (each decides ~all)
 _REACH_CACHE: dict[tuple[Any, float, float], dict[float, bool]] = {}
 _REACH_CACHE_LIMIT = 1 << 20  # decided outputs kept per process (memory stays bounded whatever the trials)
 _REACH_RANK = np.array([1, 0, 2, 1])  # raw = 2·reach(q) + reach(q′): FF → 0-score, FT → D′, TF → D, TT → 0
@@ -265,6 +223,7 @@ class _ReachBinner(_Binner):
     query_neighbour: np.ndarray
     dimension: int = 1
     numeric_kind: str = OutputKind.REAL
+    coordinates: np.ndarray | None = None  # vector outputs: the coordinates checked (queries differ there)
 
     def _reachable(self, values: np.ndarray, query: np.ndarray) -> np.ndarray:
         if values.ndim != 1:
@@ -285,11 +244,28 @@ class _ReachBinner(_Binner):
 
     def raw_bins(self, outputs: Any, n: int) -> np.ndarray:
         values = _numeric(outputs, self.numeric_kind, self.dimension, n)
-        from_data = self._reachable(values, self.query_data)
-        from_neighbour = self._reachable(values, self.query_neighbour)
-        if values.ndim == 2:  # a vector is reachable only if every coordinate is
-            from_data, from_neighbour = from_data.all(axis=1), from_neighbour.all(axis=1)
+        if values.ndim == 2:
+            # Only the coordinates whose query values differ can tell the inputs apart (the others are reachable
+            # from both or from neither); a vector counts as reachable from q if its checked coordinates all are,
+            # decided coordinate by coordinate on the rows still undecided.
+            columns = self.coordinates if self.coordinates is not None else np.arange(values.shape[1])
+            query_data = np.broadcast_to(self.query_data, (values.shape[1],))
+            query_neighbour = np.broadcast_to(self.query_neighbour, (values.shape[1],))
+            from_data = self._rows_reachable(values, columns, query_data)
+            from_neighbour = self._rows_reachable(values, columns, query_neighbour)
+        else:
+            from_data = self._reachable(values, self.query_data)
+            from_neighbour = self._reachable(values, self.query_neighbour)
         return 2 * from_data.astype(np.int64) + from_neighbour.astype(np.int64)
+
+    def _rows_reachable(self, values: np.ndarray, columns: np.ndarray, query: np.ndarray) -> np.ndarray:
+        alive = np.ones(len(values), dtype=bool)
+        for j in columns:
+            rows = np.flatnonzero(alive)
+            if rows.size == 0:
+                break
+            alive[rows] = reachable(values[rows, j], float(query[j]), self.sampler, self.scale)
+        return alive
 
 
 _USER_FUNCTIONS: dict[str, Callable[[Any], Any]] = {}
@@ -316,6 +292,21 @@ def _log_ratio(positive: np.ndarray, negative: np.ndarray) -> np.ndarray:
     return np.log(p) - np.log(q)
 
 
+_RERANKED = ("frequency-ratio", "histogram-ratio", "joint-frequency")
+_RERANK_MAX_BINS = 64  # larger tables are not re-ranked: in-sample predictions over many bins are too optimistic
+
+
+def _rerank(binner: _Binner, raw: np.ndarray) -> _Binner:
+    """The same table ordered by the log frequency ratio of the whole pilot (fit + selection halves): a table's
+    order is only a function of pilot counts, so re-estimating it on more pilot draws keeps every bound valid and
+    halves the variance of the order. The selection half's predictions become in-sample, an optimism that can
+    only cost power and stays mild for tables of at most 64 bins (larger ones are not re-ranked)."""
+    estimate = _log_ratio(raw[0].astype(float), raw[1].astype(float))
+    estimate[(raw[0] + raw[1]) == 0] = 0.0  # bins the pilot never saw (pooled or empty): no evidence either way
+    ordered = _ordered(binner.name, binner.kind, estimate)
+    return dataclasses.replace(binner, rank=ordered["rank"], cut_scores=ordered["cut_scores"])
+
+
 def _ordered(name: str, kind: str, scores: np.ndarray, **extra: Any) -> dict[str, Any]:
     """rank and cut scores of raw bins with estimated ``scores`` (ascending; ties kept in raw order)."""
     order = np.argsort(scores, kind="stable")
@@ -331,6 +322,8 @@ def _build_binners(
     dimension: int,
     probe_result: ProbeResult | None,
     pair: TargetPair,
+    *,
+    seed: int = 0,
 ) -> tuple[list[_Binner], list[str]]:
     """Freeze every score on the fitting half of the pilot; returns the binners and notes on skipped scores."""
     n_fit = len(fit[0])
@@ -374,21 +367,50 @@ def _build_binners(
                 label = "per integer" if integral and high - low <= score.max_integer_bins else "pooled quantiles"
                 ordered = _ordered(f"histogram ratio ({label}, pilot)", "histogram-ratio", estimate)
                 binners.append(_EdgeBinner(**ordered, edges=edges))
-            case LogisticRatio():
+            case JointFrequency():
                 if kind == OutputKind.CATEGORICAL:
-                    notes.append("LogisticRatio needs numeric outputs")
+                    notes.append("JointFrequency needs numeric outputs; FrequencyRatio handles categories")
+                    continue
+                values = [_numeric(side, kind, dimension, n_fit) for side in fit]
+                binners.append(fit_joint_frequency(score, (values[0], values[1]), kind, dimension))
+            case LogisticRatio() | BoostedTrees():
+                if kind == OutputKind.CATEGORICAL:
+                    notes.append(f"{type(score).__name__} needs numeric outputs")
+                    continue
+                if isinstance(score, BoostedTrees) and not sklearn_available():
+                    notes.append(MISSING_SKLEARN)
                     continue
                 values = [_numeric(side, kind, dimension, n_fit).reshape(n_fit, -1) for side in fit]
-                features = [np.concatenate([v, v * v], axis=1) for v in values]
-                fitted = _fit_logistic(features[0], features[1], score.ridge)
-                binners.append(_continuous("logistic density ratio on (o, o^2), pilot", fitted, kind, dimension))
+                features = fit_feature_map(np.concatenate(values))
+                described = "values, squares" + (", atom indicators" if features.has_atoms else "")
+                described += ", neighbouring differences" if features.pairs.size else ""
+                if isinstance(score, LogisticRatio):
+                    fitted: Any = fit_logistic(score, features, (values[0], values[1]))
+                    name, family = f"logistic density ratio on ({described}), pilot", "logistic-ratio"
+                else:
+                    fitted = fit_boosted(score, features, (values[0], values[1]), seed=seed)
+                    name, family = "gradient-boosted trees (scikit-learn HistGradientBoosting), pilot", "boosted-trees"
+                fit_scores = np.concatenate([fitted(v) for v in values])
+                binners.append(edge_binner(name, family, fitted, quantile_edges(fit_scores), kind, dimension))
             case UserScore():
                 if score.function is None and score.path is None:
                     raise ValueError("UserScore needs a function or a path 'module:name'")
                 if score.function is not None and not callable(score.function):
                     raise ValueError(f"score function must be callable; got {score.function!r}")
                 numeric_kind = None if kind == OutputKind.CATEGORICAL else kind
-                binners.append(_continuous(f"user score {score.name}", score, numeric_kind, dimension, user=True))
+                call = _UserCall(score)
+                probe_binner = edge_binner(score.name, "user-score", call, np.zeros(0), numeric_kind, dimension)
+                fit_scores = np.concatenate([probe_binner.scores(side, n_fit) for side in fit])
+                binners.append(
+                    edge_binner(
+                        f"user score {score.name}",
+                        "user-score",
+                        call,
+                        quantile_edges(fit_scores),
+                        numeric_kind,
+                        dimension,
+                    )
+                )
             case Reachability():
                 if kind == OutputKind.CATEGORICAL:
                     notes.append("float checks need numeric outputs")
@@ -409,8 +431,16 @@ def _build_binners(
                 if qd.size not in (1, size) or qn.size not in (1, size):
                     notes.append(f"float check {score.sampler.value}: query values do not match the output shape")
                     continue
+                coordinates = None
+                if size > 1:
+                    differ = np.flatnonzero(np.broadcast_to(qd, (size,)) != np.broadcast_to(qn, (size,)))
+                    if differ.size == 0:
+                        notes.append(f"float check {score.sampler.value}: the query values of D and D' are equal")
+                        continue
+                    coordinates = differ[:_REACH_COORDINATES]
                 binners.append(
                     _ReachBinner(
+                        coordinates=coordinates,
                         name=f"float reachability ({score.sampler.value}, {score.sampler.parameter_name}={scale:.6g})",
                         kind="reachability",
                         rank=_REACH_RANK.copy(),
@@ -428,45 +458,14 @@ def _build_binners(
     return binners, notes
 
 
-def _continuous(name: str, function: Any, numeric_kind: str | None, dimension: int, *, user: bool = False) -> Any:
-    """A placeholder grid binner (its grid is placed on the second pilot half by :func:`_place`)."""
-    return _GridBinner(
-        name=name,
-        kind="user-score" if user else "logistic-ratio",
-        rank=np.arange(2),
-        cut_scores=np.zeros(1),
-        function=function,
-        lower=0.0,
-        step=1.0,
-        size=1,
-        numeric_kind=numeric_kind,
-        dimension=dimension,
-    )
+@dataclass(frozen=True, slots=True)
+class _UserCall:
+    """A user score as a picklable callable (a path is imported once per worker process)."""
 
+    score: UserScore
 
-def _place(binner: _Binner, focus_half: tuple[Any, Any], n: int) -> _Binner:
-    """Place a continuous score's uniform grid over its range on the second pilot half (extended by half)."""
-    if not isinstance(binner, _GridBinner):
-        return binner
-    scores = np.concatenate([binner._scores(side, n) for side in focus_half])
-    finite = scores[np.isfinite(scores)]
-    low, high = (float(finite.min()), float(finite.max())) if finite.size else (-1.0, 1.0)
-    width = max(high - low, 1e-9 * max(1.0, abs(low), abs(high)), 1e-12)
-    low, high = low - 0.5 * width, high + 0.5 * width
-    size = _GRID_SIZE
-    step = (high - low) / (size - 1)
-    return _GridBinner(
-        name=binner.name,
-        kind=binner.kind,
-        rank=np.arange(size + 1),
-        cut_scores=low + step * np.arange(size),
-        function=binner.function,
-        lower=low,
-        step=step,
-        size=size,
-        numeric_kind=binner.numeric_kind,
-        dimension=binner.dimension,
-    )
+    def __call__(self, values: Any) -> Any:
+        return _user_function(self.score)(values)
 
 
 def _queries(pair: TargetPair, probe_result: ProbeResult | None) -> tuple[Any, Any] | None:
@@ -502,6 +501,8 @@ class _TargetCountTask:
     neighbour: Any
     binners: tuple[_Binner, ...]
     parent: int
+    limits: tuple[int, int] | None = None  # Poissonised trial counts per side (chunk i covers i·chunk_size …)
+    chunk_size: int = 0
 
     def __call__(self, index: int, trials: int, seed: np.random.SeedSequence) -> np.ndarray:
         if os.getpid() != self.parent and os.getpid() not in _RESEEDED:
@@ -516,8 +517,11 @@ class _TargetCountTask:
         for side, data in enumerate((self.data, self.neighbour)):
             rng = _side_rng(seed, side)
             label = "D" if side == 0 else "D'"
-            for start in range(0, trials, batch):
-                n = min(batch, trials - start)
+            side_trials = trials
+            if self.limits is not None:
+                side_trials = min(max(self.limits[side] - index * self.chunk_size, 0), trials)
+            for start in range(0, side_trials, batch):
+                n = min(batch, side_trials - start)
                 outputs = self.target.draw(data, n, rng, where=f"input {label}, chunk {index}, trials from {start + 1}")
                 for b, binner in enumerate(self.binners):
                     raw = binner.raw_bins(outputs, n)
@@ -580,6 +584,11 @@ class TargetAuditResult:
     pilot_trials: int
     elapsed_seconds: float
     pairs_tried: tuple[dict[str, Any], ...] = ()
+    pilot_fraction: float = 0.0
+    side_trials: tuple[int, int] = (0, 0)
+    fit_trials: int = 0
+    selection_trials: int = 0
+    output_profile: dict[str, Any] = dataclasses.field(default_factory=dict)
     method: str = ""
     format_version: int = RESULT_FORMAT_VERSION
 
@@ -614,6 +623,11 @@ class TargetAuditResult:
             "pilot_trials": self.pilot_trials,
             "elapsed_seconds": self.elapsed_seconds,
             "pairs_tried": [dict(p) for p in self.pairs_tried],
+            "pilot_fraction": self.pilot_fraction,
+            "side_trials": list(self.side_trials),
+            "fit_trials": self.fit_trials,
+            "selection_trials": self.selection_trials,
+            "output_profile": dict(self.output_profile),
             "method": self.method,
         }
 
@@ -624,7 +638,8 @@ class TargetAuditResult:
             raise ValueError(f"not a dplens target audit result (format {RESULT_FORMAT!r})")
         if data.get("format_version") != RESULT_FORMAT_VERSION:
             raise ValueError(f"unsupported target audit format_version {data.get('format_version')!r}")
-        names = [n for n in cls.__dataclass_fields__ if n not in ("format_version", "pairs_tried", "method")]
+        optional = ("format_version", "pairs_tried", "method", "pilot_fraction", "fit_trials", "selection_trials")
+        names = [n for n in cls.__dataclass_fields__ if n not in (*optional, "output_profile", "side_trials")]
         missing = [n for n in names if n not in data]
         if missing:
             raise ValueError(f"target audit result is missing required field {missing[0]!r}")
@@ -633,7 +648,16 @@ class TargetAuditResult:
         kwargs["ceiling"] = math.inf if data["ceiling"] is None else data["ceiling"]
         for name in ("scores", "float_evidence", "notes"):
             kwargs[name] = tuple(data[name])
-        return cls(**kwargs, pairs_tried=tuple(data.get("pairs_tried", ())), method=data.get("method", ""))
+        return cls(
+            **kwargs,
+            pairs_tried=tuple(data.get("pairs_tried", ())),
+            pilot_fraction=float(data.get("pilot_fraction", 0.0)),
+            side_trials=tuple(data.get("side_trials", (0, 0))),
+            fit_trials=int(data.get("fit_trials", 0)),
+            selection_trials=int(data.get("selection_trials", 0)),
+            output_profile=dict(data.get("output_profile", {})),
+            method=data.get("method", ""),
+        )
 
     def __repr__(self) -> str:
         return (
@@ -697,24 +721,156 @@ def _pilot(target: Target, pair: TargetPair, seed: int, n: int, part: int) -> tu
     return out[0], out[1]
 
 
-def default_scores(kind: str, probe_result: ProbeResult | None, pair: TargetPair) -> tuple[Score, ...]:
-    """The scores tried by default for an output kind: a density/frequency ratio, plus a float check for every
-    sampler the probe saw (or the pair file states) on float outputs."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputProfile:
+    """What the fitting pilot showed about the outputs (chooses the default scores)."""
+
+    kind: str
+    dimension: int
+    distinct: int = 0  # distinct whole outputs (numeric kinds)
+    draws: int = 0  # pilot draws the profile was taken on (both sides)
+    coverage: float = 0.0  # share of the draws covered by the JointFrequency table
+    integral: bool = False  # every finite output value is an integer
+    has_atoms: bool = False  # some value repeats (sentinels, flags) or is non-finite
+    own_reachable: dict[str, float] | None = None  # per float model: share of D's outputs reachable from q
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "dimension": self.dimension,
+            "distinct_outputs": self.distinct,
+            "pilot_draws": self.draws,
+            "frequency_table_coverage": self.coverage,
+            "integral": self.integral,
+            "atoms": self.has_atoms,
+            "own_side_reachable": dict(self.own_reachable or {}),
+        }
+
+
+_SMALL_SUPPORT = JointFrequency()
+_TABLE_ONLY = 64  # at most this many distinct outputs: the frequency table alone
+_REACH_SAMPLE = 256  # pilot outputs per side checked against their own query value
+_REACH_MIN_SHARE = 0.5
+
+
+def _profile(fit: tuple[Any, Any], kind: str, dimension: int) -> OutputProfile:
+    if kind == OutputKind.CATEGORICAL:
+        return OutputProfile(kind=kind, dimension=dimension)
+    n = len(fit[0])
+    values = np.concatenate([_numeric(side, kind, dimension, n) for side in fit])
+    distinct, coverage = support_profile(values, _SMALL_SUPPORT.max_categories)
+    finite = values[np.isfinite(values)]
+    integral = bool(np.all(finite == np.round(finite)))
+    has_atoms = bool(fit_feature_map(values.reshape(len(values), -1)).has_atoms)
+    return OutputProfile(
+        kind=kind,
+        dimension=dimension,
+        distinct=distinct,
+        draws=len(values),
+        coverage=coverage,
+        integral=integral,
+        has_atoms=has_atoms,
+    )
+
+
+def _own_reachable(
+    fit: tuple[Any, Any], kind: str, dimension: int, model: SamplerModel, scale: float, queries: tuple[Any, Any]
+) -> float:
+    """Share of a pilot sample of D's outputs reachable from D's own query value under the model (a model that
+    does not describe the outputs, e.g. sentinels or flags, gets a small share and is not tried)."""
+    n = min(len(fit[0]), _REACH_SAMPLE)
+    values = _numeric(fit[0][:n], kind, dimension, n)
+    query = np.asarray(queries[0], dtype=float).reshape(-1)
+    if values.ndim == 2 and query.size not in (1, values.shape[1]):
+        return 0.0
+    target = query if values.ndim == 2 else query.reshape(())
+    ok = reachable(values, np.broadcast_to(target, values.shape), model, scale)
+    if ok.ndim == 2:
+        ok = ok.all(axis=1)
+    return float(np.mean(ok))
+
+
+def default_scores(
+    kind: str, probe_result: ProbeResult | None, pair: TargetPair, *, profile: OutputProfile | None = None
+) -> tuple[Score, ...]:
+    """The scores tried by default, chosen from the fitting pilot (``profile``):
+
+    - categories → :class:`FrequencyRatio`; integer scalars → :class:`HistogramRatio` (one bin per integer);
+    - real scalars → :class:`HistogramRatio` and :class:`LogisticRatio` (tail and interval events);
+    - vectors with a small observed support (flags, bit vectors of few bits, indices) → :class:`JointFrequency`
+      (and :class:`LogisticRatio` beside it when there are more than 64 distinct outputs);
+    - other vectors (reals, reals with sentinels, long bit vectors) → :class:`LogisticRatio` and
+      :class:`BoostedTrees` (when scikit-learn is installed), both on the sentinel-aware features;
+    - float reachability for every sampler the probe saw (or the pair states), only on outputs that are
+      non-integral floats reachable from their own query value on the pilot (never on integers or flags).
+    """
+    if profile is None:
+        profile = OutputProfile(kind=kind, dimension=1 if kind != OutputKind.VECTOR else 2)
+    small = (
+        profile.distinct > 0
+        and profile.coverage >= _SMALL_SUPPORT.min_coverage
+        and profile.distinct * _SMALL_SUPPORT.min_draws_per_output <= profile.draws
+    )
     match kind:
         case OutputKind.CATEGORICAL:
             base: list[Score] = [FrequencyRatio()]
         case OutputKind.INTEGER:
             base = [HistogramRatio()]
         case OutputKind.REAL:
-            base = [HistogramRatio()]
+            base = [HistogramRatio()] if profile.integral and profile.distinct else [HistogramRatio(), LogisticRatio()]
         case _:
-            base = [LogisticRatio()]
-    if kind in (OutputKind.REAL, OutputKind.VECTOR):
+            if small:
+                # the exact table, and a logistic score next to it: with hundreds of outputs (flags without a
+                # cutoff) the table's per-output ratios are noisy where a linear score on the flags is not
+                base = [JointFrequency(), LogisticRatio()] if profile.distinct > _TABLE_ONLY else [JointFrequency()]
+            else:
+                base = [LogisticRatio(), BoostedTrees()] if sklearn_available() else [LogisticRatio()]
+    if kind in (OutputKind.REAL, OutputKind.VECTOR) and not profile.integral:
+        candidates: list[tuple[SamplerModel, float | None]] = []
         if pair.noise is not None:
-            base.append(Reachability(sampler=SamplerModel(pair.noise[0]), scale=pair.noise[1]))
+            candidates = [(SamplerModel(pair.noise[0]), pair.noise[1])]
         elif probe_result is not None and probe_result.available:
-            base.extend(Reachability(sampler=model, scale=scale) for model, scale in probe_result.samplers)
+            candidates = list(probe_result.samplers)
+        for model, scale in candidates:
+            share = (profile.own_reachable or {}).get(model.value)
+            if share is None or share >= _REACH_MIN_SHARE:
+                base.append(Reachability(sampler=model, scale=scale))
     return tuple(base)
+
+
+def _conditional_bound(
+    counts: bd.RateCounts, delta: float, share: float, allocation: operating.Allocation, b: int, trials: int
+) -> tuple[bd.Bound, float]:
+    """The best exact conditional bound over a score's thresholds and both directions (threshold j tested at
+    significance ``share``·w_j), as a :class:`~dplens.auditing.bounds.Bound` (its rate bounds are the per-rate
+    Clopper–Pearson bounds at the same level, for reading the operating point; the ε comes from the ratio)."""
+    weights = allocation.weights[b]
+    size = counts.thresholds.size
+    levels = np.maximum(share * weights, 1e-300)  # a zero weight: "never tested" (its bound is useless, not invalid)
+    forward, reverse = poisson.conditional_bounds(
+        counts, delta=delta, levels=levels[:size], reverse_levels=levels[size:], lam=float(trials)
+    )
+    f, r = int(np.argmax(forward)), int(np.argmax(reverse))
+    index, direction = (f, bd.FORWARD) if forward[f] >= reverse[r] else (r, bd.REVERSE)
+    value = float(forward[f] if direction == bd.FORWARD else reverse[r])
+    fn, fp = counts.false_negatives(), counts.false_positives()
+    level = float(levels[index] if direction == bd.FORWARD else levels[size + index])
+    fnr_u = float(bd.clopper_pearson_upper(int(fn[index]), counts.n_positives, level / 2))
+    fpr_u = float(bd.clopper_pearson_upper(int(fp[index]), counts.n_negatives, level / 2))
+    bound = bd.Bound(
+        epsilon=max(value, 0.0),
+        direction=direction,
+        threshold=float(counts.thresholds[index]),
+        false_positives=int(fp[index]),
+        false_negatives=int(fn[index]),
+        negatives=counts.n_negatives,
+        positives=counts.n_positives,
+        fpr_upper=fpr_u,
+        fnr_upper=fnr_u,
+        hypotheses=int(counts.thresholds.size),
+        significance=share,
+    )
+    return bound, (math.exp(value) if math.isfinite(value) and value < 700 else (0.0 if value < 0 else math.inf))
 
 
 def _evidence(binner: _ReachBinner, raw: np.ndarray) -> dict[str, Any]:
@@ -750,6 +906,55 @@ def _evidence(binner: _ReachBinner, raw: np.ndarray) -> dict[str, Any]:
     }
 
 
+def search_strength(first: Any, second: Any, audit_trials: int) -> float:
+    """An *estimate* of the bound an audit of ``audit_trials`` per side would reach on this pair: a quick score
+    (frequency table, histogram or logistic regression) fitted on the draws, the best threshold's bound predicted
+    from them (:func:`dplens.auditing.blackbox.operating.predicted_bounds`). For ranking pair candidates only."""
+    n = min(len(first), len(second))
+    if n < 20:
+        return 0.0
+    # In-sample (fit and predict on the same draws): biased upwards alike for every candidate of one output space,
+    # with half the variance of a split; only the ranking of candidates matters here.
+    half = n
+    fit = rest = (first[:n], second[:n])
+    kind, dimension = _classify(fit[0])
+    if (kind, dimension) != _classify(fit[1]):
+        kind, dimension = OutputKind.CATEGORICAL, 0
+    profile = _profile(fit, kind, dimension)
+    scores = [s for s in default_scores(kind, None, TargetPair(data=0, neighbour=0), profile=profile)]
+    scores = [s for s in scores if not isinstance(s, BoostedTrees)] or [FrequencyRatio()]
+    binners, _ = _build_binners(tuple(scores), fit, kind, dimension, None, TargetPair(data=0, neighbour=0))
+    best = 0.0
+    for binner in binners:
+        if binner.ranks < 2:
+            continue
+        raw = np.stack([np.bincount(binner.raw_bins(side, half), minlength=binner.raw_size) for side in rest])
+        predicted = operating.predicted_bounds(
+            binner.rate_counts(raw), trials=audit_trials, delta=0.0, significance=0.05
+        )
+        if predicted.size and np.isfinite(predicted).any():
+            best = max(best, float(np.max(predicted[np.isfinite(predicted)])))
+    return best
+
+
+def pilot_sizes(trials: int, *, pilot_fraction: float = PILOT_FRACTION, pilot_trials: int | None = None):
+    """(pilot, fit, selection) draws per side: the pilot is ``pilot_fraction`` of ``trials`` (at least
+    :data:`DEFAULT_PILOT_TRIALS`, at most :data:`MAX_FIT_TRIALS` + :data:`MAX_SELECTION_TRIALS`) unless
+    ``pilot_trials`` is given; half of it fits the scores (at most :data:`MAX_FIT_TRIALS`, held in memory) and the
+    rest, streamed, selects the operating point."""
+    trials = _check_int("trials", trials, 1)
+    fraction = pilot_fraction
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction <= 1:
+        raise ValueError(f"pilot_fraction must be in (0, 1]; got {pilot_fraction!r}")
+    if pilot_trials is None:
+        pilot = max(DEFAULT_PILOT_TRIALS, math.ceil(float(fraction) * trials))
+        pilot = min(pilot, MAX_FIT_TRIALS + MAX_SELECTION_TRIALS)
+    else:
+        pilot = _check_int("pilot_trials", pilot_trials, 20)
+    fit = min(pilot // 2, MAX_FIT_TRIALS)
+    return pilot, fit, pilot - fit
+
+
 def audit_target(
     target: Any,
     pair: Any,
@@ -762,10 +967,11 @@ def audit_target(
     confidence: float = 0.95,
     scores: tuple[Score, ...] | Score | str | None = None,
     pilot_trials: int | None = None,
+    pilot_fraction: float = PILOT_FRACTION,
     chunk_size: int | None = None,
     progress: bool = False,
     search_budget: int = 24,
-    search_trials: int = 2_000,
+    search_trials: int | None = None,
 ) -> TargetAuditResult:
     """Audit a user's target on a neighbouring pair and bound its ε from below (see the module docstring).
 
@@ -782,8 +988,18 @@ def audit_target(
         confidence: 1 − α of the bound.
         scores: the scores to try (default :func:`default_scores`); a ``"module:name"`` string is a
             :class:`UserScore`, tried alongside the default ones.
-        pilot_trials: pilot draws per side (default max(4000, N/20), at most 40 000), split into a fitting half
-            and a half that places the thresholds.
+        pilot_trials: pilot draws per side (default: ``pilot_fraction`` of ``trials``, at least 4 000, at most
+            5.2·10⁶), drawn on their own seed stream and never counted: a fitting half (held in memory, at most
+            200 000 draws per side; the rest moves to the selection half) fits the scores, and a streamed
+            selection half predicts each threshold's bound and places the significance
+            (:mod:`dplens.auditing.blackbox.operating`).
+        pilot_fraction: the pilot's size as a fraction of ``trials`` (default 0.1, i.e. 10 %: a 10⁷-trial audit
+            fits on 2·10⁵ and selects on 8·10⁵ draws per side), so the scores learn from the budget.
+        search_budget, search_trials: a pair search's candidates and draws. ``add_remove``/``replace_one``:
+            ``search_trials`` draws per side per candidate (default 2 000). ``query_vector``: at most 12
+            candidates (10 standard patterns, 2 random) and ``search_trials`` draws per side in all (default 25 %
+            of ``trials``, at least 4 000), spent by successive halving
+            (:func:`~dplens.auditing.pairs.search_query_vector`).
 
     Returns:
         A frozen :class:`TargetAuditResult`.
@@ -822,24 +1038,42 @@ def audit_target(
     if pair.neighbour is None:
         from dplens.auditing.pairs import search_pair
 
-        searched = search_pair(target, pair, seed=seed, budget=search_budget, trials=search_trials)
+        if pair.relation == "query_vector":
+            from dplens.auditing.pairs import search_query_vector
+
+            total = search_trials if search_trials is not None else max(4_000, math.ceil(SEARCH_FRACTION * trials))
+            searched = search_query_vector(
+                target,
+                pair,
+                seed=seed,
+                budget=min(search_budget, 12),
+                trials=total,
+                audit_trials=trials,
+                strength=search_strength,
+            )
+        else:
+            per_candidate = search_trials if search_trials is not None else 2_000
+            searched = search_pair(target, pair, seed=seed, budget=search_budget, trials=per_candidate)
         pair, pairs_tried = searched.pair, searched.tried
 
     probe_result = probe(target.call_once, pair.data, pair.neighbour)
     reproducible, reproducibility_note = _reproducibility(target, pair, seed)
 
-    pilot = (
-        min(max(DEFAULT_PILOT_TRIALS, trials // 20), _MAX_PILOT_TRIALS)
-        if pilot_trials is None
-        else _check_int("pilot_trials", pilot_trials, 20)
-    )
-    half = pilot // 2
-    fit = _pilot(target, pair, seed, half, 0)
-    focus_half = _pilot(target, pair, seed, half, 1)
+    pilot, fit_trials, selection_trials = pilot_sizes(trials, pilot_fraction=pilot_fraction, pilot_trials=pilot_trials)
+    fraction = pilot_fraction
+    fit = _pilot(target, pair, seed, fit_trials, 0)
     kind, dimension = _classify(fit[0])
     kind_neighbour, dimension_neighbour = _classify(fit[1])
     if (kind, dimension) != (kind_neighbour, dimension_neighbour):
         kind, dimension = OutputKind.CATEGORICAL, 0  # the two inputs give different kinds: compare as categories
+    profile = _profile(fit, kind, dimension)
+    queries = _queries(pair, probe_result)
+    if queries is not None and kind in (OutputKind.REAL, OutputKind.VECTOR) and not profile.integral:
+        models = [(SamplerModel(pair.noise[0]), pair.noise[1])] if pair.noise is not None else []
+        if not models and probe_result is not None and probe_result.available:
+            models = list(probe_result.samplers)
+        shares = {m.value: _own_reachable(fit, kind, dimension, m, float(sc), queries) for m, sc in models}
+        profile = dataclasses.replace(profile, own_reachable=shares)
 
     user: list[Score] = []
     if isinstance(scores, str):
@@ -848,29 +1082,49 @@ def audit_target(
     elif isinstance(scores, UserScore):
         user, scores = [scores], None
     if scores is None:
-        chosen = (*default_scores(kind, probe_result, pair), *user)
+        chosen = (*default_scores(kind, probe_result, pair, profile=profile), *user)
     else:
         chosen = tuple(scores) if isinstance(scores, tuple | list) else (scores,)
     if workers > 1 and any(isinstance(s, UserScore) and s.path is None for s in chosen):
         raise ValueError(f"workers={workers} needs user scores given by path ('module:name'), not as functions")
-    binners, notes = _build_binners(chosen, fit, kind, dimension, probe_result, pair)
-    binners = [_place(b, focus_half, half) for b in binners]
+    binners, notes = _build_binners(chosen, fit, kind, dimension, probe_result, pair, seed=seed)
     binners = [b for b in binners if b.ranks >= 2]
     if not binners:
         raise ValueError(f"no score can be applied to these outputs ({kind}): {'; '.join(notes) or 'none given'}")
+    # Ratio-ordered tables (frequency, histogram) are re-ranked on the whole pilot once the selection half is in.
+    fit_raw = [
+        np.stack([np.bincount(b.raw_bins(side, fit_trials), minlength=b.raw_size) for side in fit])
+        if b.kind in _RERANKED and b.raw_size <= _RERANK_MAX_BINS
+        else None
+        for b in binners
+    ]
+    del fit
     count = len(binners)
-    share = significance / count  # Bonferroni over the scores tried
 
-    weights = []
-    for binner in binners:
-        raw = np.stack([np.bincount(binner.raw_bins(side, half), minlength=binner.raw_size) for side in focus_half])
-        weights.append(
-            bd.focused_weights(binner.rate_counts(raw), trials=trials, delta=delta, significance=share, focus=_FOCUS)
-        )
+    # The selection half: streamed through the frozen scores (counts only), on its own seed stream.
+    selection_task = _TargetCountTask(target, pair.data, pair.neighbour, tuple(binners), os.getpid())
+    selection = np.zeros((2, sum(b.raw_size for b in binners)), dtype=np.int64)
+    step = max(1, min(selection_trials, 200_000))
+    for index, begin in enumerate(range(0, selection_trials, step)):
+        n = min(step, selection_trials - begin)
+        chunk_seed = np.random.SeedSequence(seed, spawn_key=(0, 22, index))
+        selection += selection_task(index, n, chunk_seed).reshape(2, -1)
+    offsets = np.concatenate([[0], np.cumsum([b.raw_size for b in binners])])
+    for i, b in enumerate(binners):
+        if fit_raw[i] is not None:
+            binners[i] = _rerank(b, fit_raw[i] + selection[:, offsets[i] : offsets[i + 1]])
+    pilot_counts = [b.rate_counts(selection[:, offsets[i] : offsets[i + 1]]) for i, b in enumerate(binners)]
+    allocation = operating.allocate(pilot_counts, trials=trials, delta=delta, significance=significance)
 
-    size = chunk_size if chunk_size is not None else max(1, min(max(math.ceil(trials / 8), 4096), 50_000, trials))
-    plan = runner.ChunkPlan(trials, _check_int("chunk_size", size, 1))
-    task = _TargetCountTask(target, pair.data, pair.neighbour, tuple(binners), os.getpid())
+    # Poissonised trial counts (exact conditional bound, :mod:`dplens.auditing.blackbox.poisson`).
+    side_trials = poisson.poisson_trials(trials, seed)
+    longest = max(side_trials)
+    size = chunk_size if chunk_size is not None else max(1, min(max(math.ceil(longest / 8), 4096), 50_000, longest))
+    size = _check_int("chunk_size", size, 1)
+    plan = runner.ChunkPlan(longest, size)
+    task = _TargetCountTask(
+        target, pair.data, pair.neighbour, tuple(binners), os.getpid(), limits=side_trials, chunk_size=size
+    )
     done = runner.run_chunks(task, plan, seed=seed, workers=workers, progress=progress, description="target audit")
     total = np.sum([done[i] for i in range(plan.chunks)], axis=0).reshape(2, -1)
 
@@ -880,24 +1134,23 @@ def audit_target(
     for b, binner in enumerate(binners):
         raw = total[:, offsets[b] : offsets[b + 1]]
         counts = binner.rate_counts(raw)
-        bound = bd.evaluate(
-            counts,
-            delta=delta,
-            significance=share,
-            strategy=bd.BonferroniGrid(size=int(counts.thresholds.size), focus=_FOCUS),
-            weights=weights[b],
-        )
-        score_ceiling = bd.measurability_ceiling(trials, share, delta=delta, share=float(np.max(weights[b])))
+        share = significance * allocation.shares[b]
+        bound, ratio_lower = _conditional_bound(counts, delta, share, allocation, b, trials)
+        score_ceiling = poisson.ceiling(trials, share * float(np.max(allocation.weights[b])), delta)
         ceiling = max(ceiling, score_ceiling)
         entry = {
             "name": binner.name,
             "kind": binner.kind,
-            "hypotheses": int(counts.thresholds.size),
+            "hypotheses": 2 * int(counts.thresholds.size),  # both directions of every threshold
             "significance": share,
             "epsilon_lower_bound": bound.epsilon,
             "direction": bound.direction,
             "operating_point": bound.operating_point(),
             "ceiling": score_ceiling,
+            "ratio_lower_bound": ratio_lower,
+            "pilot_predicted_bound": allocation.predicted[b],
+            "pilot_predicted_bound_is_estimate": True,
+            "focused": b == allocation.focus_score,
         }
         results.append(entry)
         if isinstance(binner, _ReachBinner):
@@ -940,9 +1193,17 @@ def audit_target(
         pilot_trials=pilot,
         elapsed_seconds=round(time.perf_counter() - start, 3),
         pairs_tried=pairs_tried,
+        pilot_fraction=float(fraction) if pilot_trials is None else pilot / trials,
+        side_trials=side_trials,
+        fit_trials=fit_trials,
+        selection_trials=selection_trials,
+        output_profile=profile.to_dict(),
         method=(
-            f"Clopper-Pearson per score, weighted Bonferroni over each score's thresholds (fixed on an independent "
-            f"pilot of {pilot} draws per side: half fits the score, half places the weights), significance split "
-            f"evenly over the {count} scores tried; both test directions"
+            f"exact conditional bound on the probability ratio per (score, threshold) with Poissonised trial counts "
+            f"(N_D, N_D' = {side_trials[0]}, {side_trials[1]} ~ Poisson({trials})), one weighted Bonferroni over "
+            f"every score tried ({count}) and all their thresholds, both test directions; the weights fixed on an "
+            f"independent pilot of {pilot} draws "
+            f"per side ({fit_trials} fit the scores, {selection_trials} predict each threshold's bound at N; "
+            f"{operating.FOCUS:.0%} of the significance on the best predicted test)"
         ),
     )

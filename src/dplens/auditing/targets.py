@@ -323,7 +323,8 @@ def load_target(path: str) -> Target:
 class TargetPair:
     """The neighbouring inputs of a target audit (D, D′), optional noise-free query values, and provenance.
 
-    ``relation`` (``"add_remove"`` / ``"replace_one"``) without a neighbour asks for a pair search;
+    ``relation`` (``"add_remove"`` / ``"replace_one"`` / ``"query_vector"``: D is a vector of query answers of
+    sensitivity 1, neighbours differ by at most 1 in every coordinate) without a neighbour asks for a pair search;
     ``noise`` = (sampler name, scale) states the sampler for the float checks when the probe cannot see it.
     """
 
@@ -362,7 +363,7 @@ def _short(value: Any, limit: int = 200) -> str:
 
 _PAIR_KEYS = {"data", "neighbour", "query", "description", "relation", "noise"}
 _MAX_PAIR_BYTES = 256 * 2**20  # a pair file holds data inline; larger data sets go in .npy / .csv files beside it
-RELATIONS = ("add_remove", "replace_one")
+RELATIONS = ("add_remove", "replace_one", "query_vector")
 
 
 def _load_value(value: Any, base: Path, key: str, source: str) -> Any:

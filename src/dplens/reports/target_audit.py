@@ -73,9 +73,10 @@ def render_target_audit(result: dict[str, Any]) -> str:
     if scores:
         parts += [
             "<h3>Scores tried</h3>",
-            "<p>Each score was fixed on an independent pilot before the counted trials; the significance is split "
-            "evenly over them (Bonferroni), so the largest bound is valid.</p>",
-            "<table><thead><tr><th>score</th><th>thresholds</th><th>significance</th><th>ε lower bound</th>"
+            "<p>Each score was fixed on an independent pilot before the counted trials. Every (score, threshold, "
+            "direction) is one hypothesis of a single weighted Bonferroni procedure whose weights the pilot fixed "
+            "(the shares below add up to the significance), so the largest bound is valid.</p>",
+            "<table><thead><tr><th>score</th><th>tests</th><th>share of α</th><th>ε lower bound</th>"
             "<th>direction</th></tr></thead><tbody>",
         ]
         for score in scores:
