@@ -11,7 +11,8 @@ checks, scoring and counting included). Progress goes to stderr, one line per au
 
 ``--relation-search`` adds, for every mechanism whose input is a vector of query answers, an audit with
 ``{"data": …, "relation": "query_vector"}`` instead of the fixed neighbour (searched pairs, final audit on fresh
-trials) and reports its bound next to the fixed pair's; when the installed dplens does not know that relation the
+trials) at the same total budget (the search's share, ``SEARCH_FRACTION`` of the final trials, is taken out of
+``--trials``) and reports its bound next to the fixed pair's; when the installed dplens does not know that relation the
 column says so. ``--json FILE`` saves the raw numbers; ``--compare FILE`` adds a column with an earlier run's bound
 (the "before" column of issue 23). ``--write`` appends the section to ``benchmarks/RESULTS.md`` (or PATH).
 
@@ -58,6 +59,10 @@ def audit_row(row: Any, *, trials: int, seed: int, workers: int, confidence: flo
     from dplens.auditing.target_game import audit_target
 
     pair = {"data": list(row.data), "relation": QUERY_VECTOR} if relation else row.pair()
+    if relation:  # the same total budget: the search's share (25 % of the counted trials) comes out of the trials
+        from dplens.auditing import target_game
+
+        trials = max(1, round(trials / (1.0 + getattr(target_game, "SEARCH_FRACTION", 0.0))))
     start = time.perf_counter()
     try:
         result = audit_target(
@@ -79,6 +84,7 @@ def audit_row(row: Any, *, trials: int, seed: int, workers: int, confidence: flo
         "ceiling": result.ceiling,
         "seconds": time.perf_counter() - start,
         "pilot_trials": result.pilot_trials,
+        "trials": trials,
     }
     if relation and result.pairs_tried:
         out["pairs_tried"] = len(result.pairs_tried)
