@@ -7,7 +7,7 @@ hypothesis h gets significance α·w_h with Σ_h w_h = 1 (each tested by the exa
 weights come from the selection half of the pilot, never from the counted draws:
 
 - each hypothesis's bound at the final trial count is *predicted* by projecting the pilot's rates to N draws,
-  minus one standard deviation of the pilot's own log-ratio estimate (the best of many noisy predictions is
+  minus two standard deviations of the pilot's own log-ratio estimate (the best of many noisy predictions is
   biased upwards);
 - a hypothesis is a candidate only if its numerator event was seen at least ``floor`` times in the pilot (the
   analogue of DP-Sniper's probability floor c, Bichsel et al., S&P 2021, §5.2: never rely on a probability the
@@ -30,6 +30,7 @@ __all__ = ["Allocation", "allocate", "predicted_bounds"]
 
 FOCUS = 0.8
 FLOOR = 20
+SD_PENALTY = 2.0  # standard deviations of the pilot estimate subtracted from each prediction
 
 
 def predicted_bounds(
@@ -51,10 +52,10 @@ def predicted_bounds(
     )
     levels = np.full(size, significance)
     forward, reverse = poisson.conditional_bounds(projected, delta=delta, levels=levels, lam=float(trials))
-    # One standard deviation of the pilot's own log-ratio estimate is subtracted: the best of many noisy
+    # Two standard deviations of the pilot's own log-ratio estimate are subtracted: the best of many noisy
     # predictions is biased upwards (winner's curse), most for rare events and for scores with many thresholds.
-    forward = forward - np.sqrt(1.0 / (tp + 1.0) + 1.0 / (fp + 1.0))
-    reverse = reverse - np.sqrt(1.0 / (tn + 1.0) + 1.0 / (fn + 1.0))
+    forward = forward - SD_PENALTY * np.sqrt(1.0 / (tp + 1.0) + 1.0 / (fp + 1.0))
+    reverse = reverse - SD_PENALTY * np.sqrt(1.0 / (tn + 1.0) + 1.0 / (fn + 1.0))
     forward = np.where(tp >= floor, forward, -np.inf)  # forward: S = {score ≥ t}, numerator P[M(D) ∈ S]
     reverse = np.where(tn >= floor, reverse, -np.inf)  # reverse: the complement, numerator P[M(D′) ∉ S]
     return np.concatenate([forward, reverse])
