@@ -55,7 +55,7 @@ from dplens.auditing.blackbox import operating, poisson
 from dplens.auditing.blackbox.base import Binner as _Binner
 from dplens.auditing.blackbox.base import OutputKind, edge_binner, quantile_edges
 from dplens.auditing.blackbox.base import numeric as _numeric
-from dplens.auditing.blackbox.features import fit_feature_map
+from dplens.auditing.blackbox.features import FeatureMap, fit_feature_map
 from dplens.auditing.blackbox.frequency import JointFrequency, fit_joint_frequency, support_profile
 from dplens.auditing.blackbox.learned import (
     MISSING_SKLEARN,
@@ -329,8 +329,10 @@ def _build_binners(
     pair: TargetPair,
     *,
     seed: int = 0,
+    features: FeatureMap | None = None,
 ) -> tuple[list[_Binner], list[str]]:
-    """Freeze every score on the fitting half of the pilot; returns the binners and notes on skipped scores."""
+    """Freeze every score on the fitting half of the pilot; returns the binners and notes on skipped scores.
+    ``features`` is the pooled pilot's feature map when the caller has it (:func:`_profile`), else fitted here."""
     n_fit = len(fit[0])
     binners: list[_Binner] = []
     notes: list[str] = []
@@ -386,7 +388,8 @@ def _build_binners(
                     notes.append(MISSING_SKLEARN)
                     continue
                 values = [_numeric(side, kind, dimension, n_fit).reshape(n_fit, -1) for side in fit]
-                features = fit_feature_map(np.concatenate(values))
+                if features is None:
+                    features = _pooled_features(fit, kind, dimension)
                 described = "values, squares" + (", atom indicators" if features.has_atoms else "")
                 described += ", neighbouring differences" if features.pairs.size else ""
                 if isinstance(score, LogisticRatio):
@@ -443,7 +446,9 @@ def _build_binners(
                     if differ.size == 0:
                         notes.append(f"float check {score.sampler.value}: the query values of D and D' are equal")
                         continue
-                    sentinels = _sentinels(fit, kind, dimension)
+                    if features is None:
+                        features = _pooled_features(fit, kind, dimension)
+                    sentinels = features.atoms
                     if any(a.size for a in sentinels):
                         # Rows whose checked entries are sentinels decide nothing: check every differing
                         # coordinate (only the real entries cost a reachability search).
@@ -759,6 +764,8 @@ class OutputProfile:
     coverage: float = 0.0  # share of the draws covered by the JointFrequency table
     integral: bool = False  # every finite output value is an integer
     has_atoms: bool = False  # some value repeats (sentinels, flags) or is non-finite
+    # The pooled pilot's feature map (atoms per coordinate), fitted once and shared by the scores that need it.
+    features: FeatureMap | None = dataclasses.field(default=None, compare=False, repr=False)
     own_reachable: dict[str, float] | None = None  # per float model: share of D's outputs reachable from q
 
     def to_dict(self) -> dict[str, Any]:
@@ -788,7 +795,7 @@ def _profile(fit: tuple[Any, Any], kind: str, dimension: int) -> OutputProfile:
     distinct, coverage = support_profile(values, _SMALL_SUPPORT.max_categories)
     finite = values[np.isfinite(values)]
     integral = bool(np.all(finite == np.round(finite)))
-    has_atoms = bool(fit_feature_map(values.reshape(len(values), -1)).has_atoms)
+    features = fit_feature_map(values.reshape(len(values), -1))
     return OutputProfile(
         kind=kind,
         dimension=dimension,
@@ -796,12 +803,19 @@ def _profile(fit: tuple[Any, Any], kind: str, dimension: int) -> OutputProfile:
         draws=len(values),
         coverage=coverage,
         integral=integral,
-        has_atoms=has_atoms,
+        has_atoms=bool(features.has_atoms),
+        features=features,
     )
 
 
 def _own_reachable(
-    fit: tuple[Any, Any], kind: str, dimension: int, model: SamplerModel, scale: float, queries: tuple[Any, Any]
+    fit: tuple[Any, Any],
+    kind: str,
+    dimension: int,
+    model: SamplerModel,
+    scale: float,
+    queries: tuple[Any, Any],
+    sentinels: tuple[np.ndarray, ...],
 ) -> float:
     """Share of a pilot sample of D's outputs reachable from D's own query value under the model (a model that
     does not describe the outputs, e.g. sentinels or flags, gets a small share and is not tried)."""
@@ -813,7 +827,6 @@ def _own_reachable(
     target = query if values.ndim == 2 else query.reshape(())
     if values.ndim == 2:
         # Sentinels (-1000 for "below", abort markers) are not noisy answers: judge the real entries only.
-        sentinels = _sentinels(fit, kind, dimension)
         real = ~np.stack([np.isin(values[:, j], sentinels[j]) for j in range(values.shape[1])], axis=1)
         real &= np.isfinite(values)
         if not real.any():
@@ -824,12 +837,11 @@ def _own_reachable(
     return float(np.mean(ok))
 
 
-def _sentinels(fit: tuple[Any, Any], kind: str, dimension: int) -> tuple[np.ndarray, ...]:
-    """Per coordinate of a vector output, the finite atoms of the pooled pilot (values repeated in at least 0.5 %
-    of the draws: sentinels, flags), as the learned scores' feature map finds them."""
+def _pooled_features(fit: tuple[Any, Any], kind: str, dimension: int) -> FeatureMap:
+    """The feature map of the pooled fitting pilot: per coordinate, its atoms (values repeated in at least 0.5 % of
+    the draws: sentinels, flags) beside the real values."""
     n = len(fit[0])
-    values = np.concatenate([_numeric(side, kind, dimension, n) for side in fit])
-    return fit_feature_map(values.reshape(len(values), -1)).atoms
+    return fit_feature_map(np.concatenate([_numeric(side, kind, dimension, n).reshape(n, -1) for side in fit]))
 
 
 def default_scores(
@@ -1116,13 +1128,14 @@ def audit_target(
         models = [(SamplerModel(pair.noise[0]), pair.noise[1])] if pair.noise is not None else []
         if not models and probe_result is not None and probe_result.available:
             models = list(probe_result.samplers)
-        shares = {m.value: _own_reachable(fit, kind, dimension, m, float(sc), queries) for m, sc in models}
+        atoms = profile.features.atoms if profile.features is not None else ()
+        shares = {m.value: _own_reachable(fit, kind, dimension, m, float(sc), queries, atoms) for m, sc in models}
         inputs = _inputs_as_queries(pair, kind, dimension)
         if models and inputs is not None and pair.query is None:
             # The probe's zero-noise run gives the output, which is a sentinel wherever a sparse vector answers
             # "below": the inputs themselves may be the query values (noisy answers x_j + noise). Whichever
             # describes the pilot better is used (a pilot-only choice: the bound stays valid either way).
-            tried = {m.value: _own_reachable(fit, kind, dimension, m, float(sc), inputs) for m, sc in models}
+            tried = {m.value: _own_reachable(fit, kind, dimension, m, float(sc), inputs, atoms) for m, sc in models}
             if max(tried.values()) > max(shares.values()):
                 shares = tried
                 pair = dataclasses.replace(pair, query=inputs)
@@ -1141,7 +1154,9 @@ def audit_target(
         chosen = tuple(scores) if isinstance(scores, tuple | list) else (scores,)
     if workers > 1 and any(isinstance(s, UserScore) and s.path is None for s in chosen):
         raise ValueError(f"workers={workers} needs user scores given by path ('module:name'), not as functions")
-    binners, notes = _build_binners(chosen, fit, kind, dimension, probe_result, pair, seed=seed)
+    binners, notes = _build_binners(
+        chosen, fit, kind, dimension, probe_result, pair, seed=seed, features=profile.features
+    )
     notes = [*query_notes, *notes]
     binners = [b for b in binners if b.ranks >= 2]
     if not binners:
