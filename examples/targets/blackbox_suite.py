@@ -340,7 +340,8 @@ def svt34_parallel(data, rng, size):
 def numerical_svt(data, rng, size):
     """NumericalSVT (Wang, Ding, Wang, Kifer, Zhang, "Proving differential privacy with shadow execution", PLDI
     2019; c = 2, T = 1): ρ₁ = Lap(3/ε), ρ₂ᵢ = Lap(6c/ε), ρ₃ᵢ = Lap(3c/ε); when qᵢ + ρ₂ᵢ ≥ T + ρ₁ answer
-    qᵢ + ρ₃ᵢ, else 0; stop after c answers (−1000). ε-DP (ε/3 each for ρ₁, the comparisons and the answers)."""
+    qᵢ + ρ₃ᵢ, else 0; stop after c answers (−1000). ε-DP over the reals (ε/3 each for ρ₁, the comparisons and the
+    answers); not in doubles, since its answers come from numpy's float Laplace (Mironov 2012)."""
     x = _vector(data)
     c = NUMERICAL_SVT_CUTOFF
     rho1 = rng.laplace(0.0, 3.0 / EPSILON, size=(size, 1))
@@ -709,6 +710,7 @@ SUITE: tuple[SuiteMechanism, ...] = (
         0.18217,
         _SNIPER_MLP,
         "reals with sentinels",
+        leak=True,
     ),
     _row(
         "SVT4",
@@ -755,12 +757,14 @@ SUITE: tuple[SuiteMechanism, ...] = (
         _HALF10,
         _FLIP10,
         0.1,
-        True,
-        0.1,
-        "Wang, Ding, Wang, Kifer, Zhang 2019 (NumericalSVT, c = 2)",
+        False,
+        math.inf,
+        "0.1-DP over the reals (Wang, Ding, Wang, Kifer, Zhang 2019, c = 2); its answers qᵢ + ρ₃ᵢ are "
+        + _FLOAT,
         0.03450,
         _SNIPER_MLP,
         "reals with sentinels",
+        leak=True,
     ),
     _row(
         "PrefixSum",
@@ -828,6 +832,7 @@ SUITE: tuple[SuiteMechanism, ...] = (
         0.26162,
         _SNIPER_MLP,
         "reals with sentinels and flags",
+        leak=True,
     ),
 )
 

@@ -333,6 +333,37 @@ def test_float_check_never_runs_on_flags_or_integers():
     assert result.scores[0]["kind"] == "joint-frequency"
 
 
+@batched
+def numerical_sparse_vector(data, rng, size):
+    """NumericalSVT-like: threshold and comparison noise at two scales, fresh answers at a third, 0 when below."""
+    x = np.asarray(data, dtype=float)
+    threshold = 1.0 + rng.laplace(0.0, 3.0, size=(size, 1))
+    above = x + rng.laplace(0.0, 6.0, size=(size, x.size)) >= threshold
+    return np.where(above, x + rng.laplace(0.0, 4.0, size=(size, x.size)), 0.0)
+
+
+@batched
+def float_prefix_sum(data, rng, size):
+    """Running sums of q + Lap(2): only the first coordinate is q₁ + one numpy Laplace draw."""
+    x = np.asarray(data, dtype=float)
+    return np.cumsum(x + rng.laplace(0.0, 2.0, size=(size, x.size)), axis=1)
+
+
+def test_float_check_finds_the_scale_and_the_coordinates_the_model_describes():
+    result = tg.audit_target(numerical_sparse_vector, ([1, 1, 0], [0, 0, 1]), claim_epsilon=1.0, trials=5_000, seed=0)
+    profile = result.output_profile
+    assert profile["own_side_reachable"]["numpy-laplace (scale 4)"] > 0.95  # the answers' scale describes them
+    assert profile["own_side_reachable"]["numpy-laplace (scale 3)"] < 0.5  # the threshold's does not
+    assert result.best_score == "float reachability (numpy-laplace, scale=4)" and result.verdict.value == "VIOLATION"
+    # Prefix sums: the model q + noise describes the first coordinate only; the check runs there.
+    result = tg.audit_target(float_prefix_sum, ([1, 1, 1], [0, 1, 1]), claim_epsilon=1.0, trials=5_000, seed=0)
+    assert result.output_profile["own_side_coordinates"] == {"numpy-laplace": [0]}
+    assert result.best_score.startswith("float reachability") and result.epsilon_lower_bound > 5.0
+    # When the first coordinates agree, the check has nothing to judge: no reachability score runs.
+    result = tg.audit_target(float_prefix_sum, ([1, 1, 1], [1, 0, 1]), claim_epsilon=1.0, trials=5_000, seed=0)
+    assert all(s["kind"] != "reachability" for s in result.scores)
+
+
 def test_float_check_judges_the_real_entries_beside_sentinels_and_keeps_its_power_on_float_vectors():
     # The zero-noise output is −1000 where the answer is "below": the inputs are the query values of the noisy
     # answers, the sentinels decide nothing, and the float leak of the answers is found (SVT3 of the suite).

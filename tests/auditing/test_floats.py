@@ -92,6 +92,20 @@ def test_probe_returns_locations_and_records_samplers():
     assert dict(result.samplers) == {SamplerModel.NUMPY_LAPLACE: 0.5, SamplerModel.NUMPY_NORMAL: 2.0}
 
 
+def test_probe_keeps_every_scale_of_a_sampler_as_a_candidate():
+    # A sparse vector draws its threshold, comparison and answer noise from one family at three scales.
+    def target(data, rng):
+        threshold = rng.laplace(0.0, 30.0)
+        above = data[0] + rng.laplace(0.0, 120.0) >= 1.0 + threshold
+        return data[0] + rng.laplace(0.0, 60.0) if above else 0.0
+
+    result = probe(target, [1.0], [0.0])
+    assert result.available
+    assert result.samplers == ((SamplerModel.NUMPY_LAPLACE, 30.0), (SamplerModel.NUMPY_LAPLACE, 120.0),
+                               (SamplerModel.NUMPY_LAPLACE, 60.0))  # fmt: skip
+    assert "each scale is a candidate" in result.note
+
+
 def test_probe_refuses_draws_without_a_noise_free_value():
     rng = ProbeGenerator()
     with pytest.raises(ProbeUnsupportedError):

@@ -488,8 +488,8 @@ def _numeric(value: Any) -> np.ndarray | None:
 def probe(run: Any, data: Any, neighbour: Any) -> ProbeResult:
     """Run ``run(data, rng)`` with a :class:`ProbeGenerator` on both inputs and read off the query values.
 
-    Usable when the target draws only from the probed samplers, each family with one scale, and returns
-    numbers; otherwise ``available`` is False and ``note`` says why (the float checks then need stated
+    Usable when the target draws only from the probed samplers and returns numbers (a family called with several
+    scales gives one candidate per scale); otherwise ``available`` is False and ``note`` says why (the float checks then need stated
     query values).
     """
     outputs, calls = [], []
@@ -510,17 +510,19 @@ def probe(run: Any, data: Any, neighbour: Any) -> ProbeResult:
         return ProbeResult(available=False, note="the target drew no noise from the generator dplens handed it")
     if outputs[0].shape != outputs[1].shape:
         return ProbeResult(available=False, note="the two inputs give outputs of different shapes")
-    families: dict[SamplerModel, set[float]] = {}
+    # Every (sampler, scale) the target called is a candidate model of its outputs: a sparse vector draws its
+    # threshold, comparison and answer noise from one family at different scales, and only the pilot can tell
+    # which of them (if any) its real outputs are drawn with (target_game's own-side reachability).
+    samplers: tuple[tuple[SamplerModel, float], ...] = ()
     for name, scale in calls:
-        families.setdefault(_PROBED[name], set()).add(scale)
-    samplers = tuple(
-        (model, scales.pop())
-        for model, scales in families.items()
-        if len(scales) == 1 and math.isfinite(next(iter(scales))) and next(iter(scales)) > 0
-    )
+        entry = (_PROBED[name], scale)
+        if math.isfinite(scale) and scale > 0 and entry not in samplers:
+            samplers = (*samplers, entry)
     note = "query values from the probe (zero-noise draws)"
-    if len(samplers) < len(families):
-        note += "; samplers called with several scales are not modelled"
+    if len({model for model, _ in samplers}) < len(samplers):
+        note += "; a sampler called with several scales: each scale is a candidate model"
+    if any(not (math.isfinite(scale) and scale > 0) for _, scale in calls):
+        note += "; draws with per-element scales are not modelled"
     return ProbeResult(
         available=bool(samplers),
         query_data=outputs[0],

@@ -140,6 +140,9 @@ class Reachability:
 
     sampler: SamplerModel
     scale: float | None = None
+    # Vector outputs: the coordinates to check (None: every coordinate whose query values differ). The default
+    # scores pass the coordinates the model describes on the pilot (a prefix sum's first answer, not its later ones).
+    coordinates: tuple[int, ...] | None = None
 
 
 Score = FrequencyRatio | HistogramRatio | JointFrequency | LogisticRatio | BoostedTrees | UserScore | Reachability
@@ -446,6 +449,11 @@ def _build_binners(
                     if differ.size == 0:
                         notes.append(f"float check {score.sampler.value}: the query values of D and D' are equal")
                         continue
+                    if score.coordinates is not None:
+                        differ = np.intersect1d(differ, np.asarray(score.coordinates, dtype=np.int64))
+                        if differ.size == 0:
+                            notes.append(f"float check {score.sampler.value}: its coordinates have equal query values")
+                            continue
                     if features is None:
                         features = _pooled_features(fit, kind, dimension)
                     sentinels = features.atoms
@@ -486,8 +494,12 @@ class _UserCall:
         return _user_function(self.score)(values)
 
 
-def _inputs_as_queries(pair: TargetPair, kind: str, dimension: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """The pair's inputs as candidate query values of a vector output of the same length (else ``None``)."""
+def _inputs_as_queries(
+    pair: TargetPair, kind: str, dimension: int, probed: tuple[Any, Any] | None = None
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The pair's inputs as candidate query values of a vector output: the whole output when it has the inputs'
+    length, its leading coordinates when it is longer (answers first, then other columns such as flags, whose
+    candidates stay the probe's values, else the inputs' last value); ``None`` when the inputs cannot be."""
     if kind != OutputKind.VECTOR:
         return None
     try:
@@ -495,9 +507,25 @@ def _inputs_as_queries(pair: TargetPair, kind: str, dimension: int) -> tuple[np.
         neighbour = np.asarray(pair.neighbour, dtype=float).reshape(-1)
     except (TypeError, ValueError):
         return None
-    if data.size != dimension or neighbour.size != dimension:
+    if data.size != neighbour.size or data.size == 0 or data.size > dimension:
         return None
-    return data, neighbour
+    if data.size == dimension:
+        return data, neighbour
+    sides = []
+    for inputs, probe_side in zip((data, neighbour), probed or (None, None), strict=True):
+        rest = np.full(dimension - inputs.size, inputs[-1])
+        if probe_side is not None:
+            values = np.asarray(probe_side, dtype=float).reshape(-1)
+            if values.size == dimension:
+                rest = values[inputs.size :]
+        sides.append(np.concatenate([inputs, rest]))
+    return sides[0], sides[1]
+
+
+def _model_labels(models: list[tuple[SamplerModel, float]]) -> list[str]:
+    """Names of the candidate float models: the sampler's, with the scale when the sampler has several."""
+    repeated = {m for m, _ in models if sum(1 for other, _ in models if other is m) > 1}
+    return [f"{m.value} (scale {float(sc):.6g})" if m in repeated else m.value for m, sc in models]
 
 
 def _queries(pair: TargetPair, probe_result: ProbeResult | None) -> tuple[Any, Any] | None:
@@ -767,6 +795,7 @@ class OutputProfile:
     # The pooled pilot's feature map (atoms per coordinate), fitted once and shared by the scores that need it.
     features: FeatureMap | None = dataclasses.field(default=None, compare=False, repr=False)
     own_reachable: dict[str, float] | None = None  # per float model: share of D's outputs reachable from q
+    own_coordinates: dict[str, tuple[int, ...]] | None = None  # per float model: the coordinates it describes
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -778,6 +807,7 @@ class OutputProfile:
             "integral": self.integral,
             "atoms": self.has_atoms,
             "own_side_reachable": dict(self.own_reachable or {}),
+            "own_side_coordinates": {k: list(v) for k, v in (self.own_coordinates or {}).items()},
         }
 
 
@@ -816,25 +846,41 @@ def _own_reachable(
     scale: float,
     queries: tuple[Any, Any],
     sentinels: tuple[np.ndarray, ...],
-) -> float:
-    """Share of a pilot sample of D's outputs reachable from D's own query value under the model (a model that
-    does not describe the outputs, e.g. sentinels or flags, gets a small share and is not tried)."""
-    n = min(len(fit[0]), _REACH_SAMPLE)
-    values = _numeric(fit[0][:n], kind, dimension, n)
-    query = np.asarray(queries[0], dtype=float).reshape(-1)
-    if values.ndim == 2 and query.size not in (1, values.shape[1]):
-        return 0.0
-    target = query if values.ndim == 2 else query.reshape(())
-    if values.ndim == 2:
-        # Sentinels (-1000 for "below", abort markers) are not noisy answers: judge the real entries only.
+) -> tuple[float, tuple[int, ...]]:
+    """Share of a pilot sample of each side's outputs reachable from that side's own query value under the model
+    (the smaller of the two; a model that does not describe the outputs, e.g. sentinels or flags, gets a small
+    share and is not tried), and for vector outputs the coordinates it describes on both sides (at least half of
+    their real entries reachable; the share is theirs)."""
+    n = min(len(fit[0]), len(fit[1]), _REACH_SAMPLE)
+    judged = []
+    for side in (0, 1):
+        values = _numeric(fit[side][:n], kind, dimension, n)
+        query = np.asarray(queries[side], dtype=float).reshape(-1)
+        if values.ndim == 2 and query.size not in (1, values.shape[1]):
+            return 0.0, ()
+        target = query if values.ndim == 2 else query.reshape(())
+        if values.ndim == 1:
+            judged.append(reachable(values, np.broadcast_to(target, values.shape), model, scale).reshape(-1, 1))
+            continue
+        # Sentinels (-1000 for "below", abort markers) are not noisy answers: judge the real entries only, and
+        # per coordinate: a model may describe some coordinates and not others (a prefix sum's first answer is
+        # q₁ + noise, its later ones sums of several draws), and only those it describes are checked.
         real = ~np.stack([np.isin(values[:, j], sentinels[j]) for j in range(values.shape[1])], axis=1)
         real &= np.isfinite(values)
-        if not real.any():
-            return 0.0
-        ok = reachable(values[real], np.broadcast_to(target, values.shape)[real], model, scale)
-        return float(np.mean(ok))
-    ok = reachable(values, np.broadcast_to(target, values.shape), model, scale)
-    return float(np.mean(ok))
+        ok = np.zeros(values.shape, dtype=bool)
+        ok[real] = reachable(values[real], np.broadcast_to(target, values.shape)[real], model, scale)
+        judged.append(np.where(real, ok, np.nan))
+    entries = [np.sum(~np.isnan(j), axis=0) for j in judged]
+    hits = [np.nansum(j, axis=0) for j in judged]
+    if all(e.sum() == 0 for e in entries):
+        return 0.0, ()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shares = np.minimum(*(h / e for h, e in zip(hits, entries, strict=True)))
+    described = np.flatnonzero((entries[0] > 0) & (entries[1] > 0) & (shares >= _REACH_MIN_SHARE))
+    columns = described if described.size else np.arange(shares.size)
+    share = min(h[columns].sum() / max(e[columns].sum(), 1) for h, e in zip(hits, entries, strict=True))
+    coordinates = tuple(int(j) for j in described) if judged[0].shape[1] > 1 or dimension > 1 else ()
+    return float(share), coordinates if described.size else ()
 
 
 def _pooled_features(fit: tuple[Any, Any], kind: str, dimension: int) -> FeatureMap:
@@ -885,10 +931,11 @@ def default_scores(
             candidates = [(SamplerModel(pair.noise[0]), pair.noise[1])]
         elif probe_result is not None and probe_result.available:
             candidates = list(probe_result.samplers)
-        for model, scale in candidates:
-            share = (profile.own_reachable or {}).get(model.value)
+        for (model, scale), label in zip(candidates, _model_labels(candidates), strict=True):
+            share = (profile.own_reachable or {}).get(label)
             if share is None or share >= _REACH_MIN_SHARE:
-                base.append(Reachability(sampler=model, scale=scale))
+                columns = (profile.own_coordinates or {}).get(label)
+                base.append(Reachability(sampler=model, scale=scale, coordinates=columns))
     return tuple(base)
 
 
@@ -1129,18 +1176,29 @@ def audit_target(
         if not models and probe_result is not None and probe_result.available:
             models = list(probe_result.samplers)
         atoms = profile.features.atoms if profile.features is not None else ()
-        shares = {m.value: _own_reachable(fit, kind, dimension, m, float(sc), queries, atoms) for m, sc in models}
-        inputs = _inputs_as_queries(pair, kind, dimension)
+        labels = _model_labels(models)
+        judged = {
+            label: _own_reachable(fit, kind, dimension, m, float(sc), queries, atoms)
+            for label, (m, sc) in zip(labels, models, strict=True)
+        }
+        inputs = _inputs_as_queries(pair, kind, dimension, queries)
         if models and inputs is not None and pair.query is None:
             # The probe's zero-noise run gives the output, which is a sentinel wherever a sparse vector answers
             # "below": the inputs themselves may be the query values (noisy answers x_j + noise). Whichever
             # describes the pilot better is used (a pilot-only choice: the bound stays valid either way).
-            tried = {m.value: _own_reachable(fit, kind, dimension, m, float(sc), inputs, atoms) for m, sc in models}
-            if max(tried.values()) > max(shares.values()):
-                shares = tried
+            tried = {
+                label: _own_reachable(fit, kind, dimension, m, float(sc), inputs, atoms)
+                for label, (m, sc) in zip(labels, models, strict=True)
+            }
+            if max(v[0] for v in tried.values()) > max(v[0] for v in judged.values()):
+                judged = tried
                 pair = dataclasses.replace(pair, query=inputs)
                 query_notes.append("float check: the inputs are the query values (the zero-noise output has sentinels)")
-        profile = dataclasses.replace(profile, own_reachable=shares)
+        profile = dataclasses.replace(
+            profile,
+            own_reachable={label: share for label, (share, _) in judged.items()},
+            own_coordinates={label: columns for label, (_, columns) in judged.items() if columns},
+        )
 
     user: list[Score] = []
     if isinstance(scores, str):
