@@ -489,8 +489,8 @@ def probe(run: Any, data: Any, neighbour: Any) -> ProbeResult:
     """Run ``run(data, rng)`` with a :class:`ProbeGenerator` on both inputs and read off the query values.
 
     Usable when the target draws only from the probed samplers and returns numbers (a family called with several
-    scales gives one candidate per scale); otherwise ``available`` is False and ``note`` says why (the float checks then need stated
-    query values).
+    scales gives one candidate per scale); otherwise ``available`` is False and ``note`` says why (the float
+    checks then need stated query values).
     """
     outputs, calls = [], []
     for value in (data, neighbour):
