@@ -759,8 +759,7 @@ SUITE: tuple[SuiteMechanism, ...] = (
         0.1,
         False,
         math.inf,
-        "0.1-DP over the reals (Wang, Ding, Wang, Kifer, Zhang 2019, c = 2); its answers qᵢ + ρ₃ᵢ are "
-        + _FLOAT,
+        "0.1-DP over the reals (Wang, Ding, Wang, Kifer, Zhang 2019, c = 2); its answers qᵢ + ρ₃ᵢ are " + _FLOAT,
         0.03450,
         _SNIPER_MLP,
         "reals with sentinels",
