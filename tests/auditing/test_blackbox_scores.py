@@ -216,10 +216,15 @@ def test_pilot_grows_with_the_trials_and_is_capped():
     assert selection == tg.MAX_SELECTION_TRIALS
     assert tg.pilot_sizes(10**6, pilot_fraction=0.3)[0] == 300_000
     assert tg.pilot_sizes(10**6, pilot_trials=1_000) == (1_000, 500, 500)
+    # Discrete outputs get the larger pilot (their table scores need the counts); real ones the 10 %.
     result = tg.audit_target(two_bit_rr, ([1, 1], [0, 0]), claim_epsilon=1.0, trials=50_000, seed=0)
-    assert (result.pilot_trials, result.fit_trials, result.selection_trials) == (5_000, 2_500, 2_500)
-    assert result.to_dict()["pilot_fraction"] == pytest.approx(0.1)
+    assert (result.pilot_trials, result.fit_trials, result.selection_trials) == (50_000, 25_000, 25_000)
+    assert result.to_dict()["pilot_fraction"] == pytest.approx(tg.DISCRETE_PILOT_FRACTION) == 1.0
     assert tg.TargetAuditResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
+    result = tg.audit_target(two_bit_rr, ([1, 1], [0, 0]), claim_epsilon=1.0, trials=50_000, seed=0, pilot_fraction=0.1)
+    assert (result.pilot_trials, result.fit_trials, result.selection_trials) == (5_000, 2_500, 2_500)
+    result = tg.audit_target(laplace_vector, ([1.0, 0.0], [0.0, 0.0]), claim_epsilon=1.0, trials=50_000, seed=0)
+    assert (result.pilot_trials, result.fit_trials) == (5_000, 2_500) and result.pilot_fraction == pytest.approx(0.1)
 
 
 @pytest.mark.parametrize("value", [0, 1.5, -0.1, True, "0.1"])

@@ -19,7 +19,8 @@ A target (:mod:`dplens.auditing.targets`) is run N times on each of D and D′. 
   non-integral float outputs most of which are reachable from their own query value (never on integers or flags).
 
 Which scores run is decided on the pilot (:func:`default_scores`, :class:`OutputProfile`). The pilot grows with
-the budget: ``pilot_fraction`` (10 %) of the counted trials per side, at least 4 000 (:func:`pilot_sizes`); half
+the budget: ``pilot_fraction`` of the counted trials per side (10 % for real-valued outputs, 100 % for discrete ones,
+whose table scores are only as good as the pilot's counts), at least 4 000 (:func:`pilot_sizes`); half
 fits the scores (at most 200 000 draws per side in memory), the rest is streamed through them to predict every
 threshold's bound (:mod:`dplens.auditing.blackbox.operating`). Every score is a binner
 (:mod:`dplens.auditing.blackbox.base`): the counted trials are binned (memory does not grow with N), and every
@@ -71,6 +72,7 @@ from dplens.auditing.targets import Target, TargetPair, as_pair, as_target, load
 
 __all__ = [
     "PILOT_FRACTION",
+    "DISCRETE_PILOT_FRACTION",
     "BoostedTrees",
     "FrequencyRatio",
     "HistogramRatio",
@@ -90,6 +92,10 @@ RESULT_FORMAT = "dplens-target-audit"
 RESULT_FORMAT_VERSION = 1
 DEFAULT_PILOT_TRIALS = 4_000
 PILOT_FRACTION = 0.1  # pilot draws per side = 10 % of the counted trials (at least DEFAULT_PILOT_TRIALS)
+# Discrete outputs (integers, flags, bit vectors, categories) get a pilot as large as the counted run: their scores
+# are tables whose order is only as good as the pilot's counts (SVT1's outputs differ in ratio by hundredths), and
+# their pilot costs little (the fitting half is small rows, the selection half streamed counts).
+DISCRETE_PILOT_FRACTION = 1.0
 MAX_FIT_TRIALS = 200_000  # the fitting half is held in memory: at most this many draws per side
 MAX_SELECTION_TRIALS = 5_000_000  # the selection half is streamed (counts only)
 SEARCH_FRACTION = 0.25  # a query_vector pair search spends 25 % of the trials (per side, in all)
@@ -772,6 +778,13 @@ def _reproducibility(target: Target, pair: TargetPair, seed: int) -> tuple[bool,
     )
 
 
+def _joined(first: Any, second: Any) -> Any:
+    """Two batches of one side's outputs as one (arrays joined along the draws, anything else as lists)."""
+    if isinstance(first, np.ndarray) and isinstance(second, np.ndarray) and first.shape[1:] == second.shape[1:]:
+        return np.concatenate([first, second])
+    return [*first, *second]
+
+
 def _pilot(target: Target, pair: TargetPair, seed: int, n: int, part: int) -> tuple[Any, Any]:
     out = []
     for side, data in enumerate((pair.data, pair.neighbour)):
@@ -1068,7 +1081,7 @@ def audit_target(
     confidence: float = 0.95,
     scores: tuple[Score, ...] | Score | str | None = None,
     pilot_trials: int | None = None,
-    pilot_fraction: float = PILOT_FRACTION,
+    pilot_fraction: float | None = None,
     chunk_size: int | None = None,
     progress: bool = False,
     search_budget: int = 24,
@@ -1094,8 +1107,10 @@ def audit_target(
             200 000 draws per side; the rest moves to the selection half) fits the scores, and a streamed
             selection half predicts each threshold's bound and places the significance
             (:mod:`dplens.auditing.blackbox.operating`).
-        pilot_fraction: the pilot's size as a fraction of ``trials`` (default 0.1, i.e. 10 %: a 10⁷-trial audit
-            fits on 2·10⁵ and selects on 8·10⁵ draws per side), so the scores learn from the budget.
+        pilot_fraction: the pilot's size as a fraction of ``trials`` (default: 0.1 for real-valued outputs, i.e.
+            a 10⁷-trial audit fits on 2·10⁵ and selects on 8·10⁵ draws per side; 1.0 for discrete ones —
+            integers, flags, bit vectors, categories — whose table scores need the counts and whose pilot is
+            cheap), so the scores learn from the budget.
         search_budget, search_trials: a pair search's candidates and draws. ``add_remove``/``replace_one``:
             ``search_trials`` draws per side per candidate (default 2 000). ``query_vector``: at most 12
             candidates (10 standard patterns, 2 random) and ``search_trials`` draws per side in all (default 25 %
@@ -1160,14 +1175,23 @@ def audit_target(
     probe_result = probe(target.call_once, pair.data, pair.neighbour)
     reproducible, reproducibility_note = _reproducibility(target, pair, seed)
 
-    pilot, fit_trials, selection_trials = pilot_sizes(trials, pilot_fraction=pilot_fraction, pilot_trials=pilot_trials)
-    fraction = pilot_fraction
+    fraction = PILOT_FRACTION if pilot_fraction is None else pilot_fraction
+    pilot, fit_trials, selection_trials = pilot_sizes(trials, pilot_fraction=fraction, pilot_trials=pilot_trials)
     fit = _pilot(target, pair, seed, fit_trials, 0)
     kind, dimension = _classify(fit[0])
     kind_neighbour, dimension_neighbour = _classify(fit[1])
     if (kind, dimension) != (kind_neighbour, dimension_neighbour):
         kind, dimension = OutputKind.CATEGORICAL, 0  # the two inputs give different kinds: compare as categories
     profile = _profile(fit, kind, dimension)
+    if pilot_fraction is None and pilot_trials is None and (profile.integral or kind == OutputKind.CATEGORICAL):
+        # Discrete outputs: the larger pilot (DISCRETE_PILOT_FRACTION), its extra fitting draws on their own stream.
+        fraction = DISCRETE_PILOT_FRACTION
+        pilot, wanted, selection_trials = pilot_sizes(trials, pilot_fraction=fraction)
+        if wanted > fit_trials:
+            extra = _pilot(target, pair, seed, wanted - fit_trials, 4)
+            fit = tuple(_joined(first, second) for first, second in zip(fit, extra, strict=True))
+            fit_trials = wanted
+            profile = _profile(fit, kind, dimension)
     query_notes: list[str] = []
     stated_query = pair.query is not None
     queries = _queries(pair, probe_result)
