@@ -24,12 +24,11 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
-from itertools import product
-
-import numpy as np
-from scipy import stats
+from itertools import pairwise, product
 
 import blackbox_suite as suite
+import numpy as np
+from scipy import stats
 
 _GRID_POINTS = 400_001
 _GRID_WIDTH = 60.0  # in units of the threshold noise's scale: the tails beyond carry < e⁻⁶⁰
@@ -83,7 +82,7 @@ def noiseless_queries(x, threshold: float, rho_scale: float) -> dict[tuple[int, 
     edges = np.concatenate([[-np.inf], np.unique(x - threshold), [np.inf]])
     cdf = lambda t: 0.0 if t == -np.inf else 1.0 if t == np.inf else float(_laplace_cdf(np.array(t), rho_scale))  # noqa: E731
     out: dict[tuple[int, ...], float] = {}
-    for low, high in zip(edges[:-1], edges[1:], strict=True):
+    for low, high in pairwise(edges):
         inside = high - 0.5 if np.isfinite(high) else low + 0.5
         flags = tuple(int(v) for v in (x >= threshold + inside))
         out[flags] = out.get(flags, 0.0) + cdf(high) - cdf(low)
@@ -210,7 +209,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--confidence", type=float, default=0.95, help="confidence of the bound")
     args = parser.parse_args(argv)
     table = oracle_table(args.trials, args.confidence)
-    print("| mechanism | exact ε of the pair | " + " | ".join(f"oracle at {n:g}" for n in args.trials) + " | published |")
+    columns = " | ".join(f"oracle at {n:g}" for n in args.trials)
+    print(f"| mechanism | exact ε of the pair | {columns} | published |")
     print("|---|---|" + "---|" * len(args.trials) + "---|")
     for name, row in table.items():
         published = suite.BY_NAME[name].published_bound

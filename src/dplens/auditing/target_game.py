@@ -71,8 +71,8 @@ from dplens.auditing.games import Verdict, verdict_for
 from dplens.auditing.targets import Target, TargetPair, as_pair, as_target, load_target
 
 __all__ = [
-    "PILOT_FRACTION",
     "DISCRETE_PILOT_FRACTION",
+    "PILOT_FRACTION",
     "BoostedTrees",
     "FrequencyRatio",
     "HistogramRatio",
