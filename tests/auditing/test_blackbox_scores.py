@@ -369,6 +369,17 @@ def test_float_check_finds_the_scale_and_the_coordinates_the_model_describes():
     assert all(s["kind"] != "reachability" for s in result.scores)
 
 
+def test_float_checks_can_be_left_out_and_bad_values_are_refused():
+    pair = ([1, 1, 0], [0, 0, 1])
+    with_check = tg.audit_target(numerical_sparse_vector, pair, claim_epsilon=1.0, trials=5_000, seed=0)
+    without = tg.audit_target(numerical_sparse_vector, pair, claim_epsilon=1.0, trials=5_000, seed=0, float_checks=False)
+    assert any(s["kind"] == "reachability" for s in with_check.scores)
+    assert all(s["kind"] != "reachability" for s in without.scores) and without.float_evidence == ()
+    assert without.epsilon_lower_bound < 1.0 < with_check.epsilon_lower_bound  # the scores alone: a 1-DP answer
+    with pytest.raises(ValueError, match="float_checks must be True or False; got 'no'"):
+        tg.audit_target(numerical_sparse_vector, pair, claim_epsilon=1.0, trials=100, float_checks="no")
+
+
 def test_float_check_judges_the_real_entries_beside_sentinels_and_keeps_its_power_on_float_vectors():
     # The zero-noise output is −1000 where the answer is "below": the inputs are the query values of the noisy
     # answers, the sentinels decide nothing, and the float leak of the answers is found (SVT3 of the suite).

@@ -1086,6 +1086,7 @@ def audit_target(
     progress: bool = False,
     search_budget: int = 24,
     search_trials: int | None = None,
+    float_checks: bool = True,
 ) -> TargetAuditResult:
     """Audit a user's target on a neighbouring pair and bound its ε from below (see the module docstring).
 
@@ -1116,6 +1117,8 @@ def audit_target(
             candidates (10 standard patterns, 2 random) and ``search_trials`` draws per side in all (default 25 %
             of ``trials``, at least 4 000), spent by successive halving
             (:func:`~dplens.auditing.pairs.search_query_vector`).
+        float_checks: False leaves the float reachability checks out of the default scores (what the scores
+            alone find on a target whose floats leak; the bound stays valid, only weaker).
 
     Returns:
         A frozen :class:`TargetAuditResult`.
@@ -1131,6 +1134,8 @@ def audit_target(
     start = time.perf_counter()
     trials = _check_int("trials", trials, 1)
     seed = _check_int("seed", seed, 0)
+    if not isinstance(float_checks, bool):
+        raise ValueError(f"float_checks must be True or False; got {float_checks!r}")
     workers = _check_int("workers", workers, 1)
     if isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0.5 <= confidence < 1:
         raise ValueError(f"confidence must be in [0.5, 1); got {confidence!r}")
@@ -1232,6 +1237,8 @@ def audit_target(
         user, scores = [scores], None
     if scores is None:
         chosen = (*default_scores(kind, probe_result, pair, profile=profile), *user)
+        if not float_checks:
+            chosen = tuple(s for s in chosen if not isinstance(s, Reachability))
     else:
         chosen = tuple(scores) if isinstance(scores, tuple | list) else (scores,)
     if workers > 1 and any(isinstance(s, UserScore) and s.path is None for s in chosen):
