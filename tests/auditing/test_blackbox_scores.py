@@ -264,6 +264,28 @@ def test_query_vector_search_moves_the_leaking_query_and_audits_fresh_trials():
     assert result.pairs_tried and 0.7 < result.epsilon_lower_bound <= 1.0
 
 
+@batched
+def laplace_answers(data, rng, size):
+    x = np.asarray(data, dtype=float)
+    return x + rng.laplace(0.0, 1.0, size=(size, x.size))
+
+
+def test_query_vector_search_draws_d_and_every_candidate_from_common_random_numbers():
+    # Coupled draws: the j-th outputs of D and of a candidate D + Δ share their noise, so they differ by Δ exactly.
+    seen = []
+
+    def strength(first, second, audit_trials):
+        seen.append(np.asarray(second) - np.asarray(first))
+        return float(len(seen))
+
+    pair = TargetPair(data=[1.0, 2.0, 3.0], relation="query_vector")
+    search_query_vector(as_target(laplace_answers), pair, seed=3, budget=6, trials=600, strength=strength)
+    patterns = dict(query_vector_patterns(3))
+    assert len(seen) >= 6
+    for difference in seen:
+        assert any(np.allclose(difference, delta, atol=1e-12) for delta in patterns.values())
+
+
 def test_query_vector_bad_input():
     with pytest.raises(ValueError, match="query_vector"):
         tg.audit_target(
@@ -372,7 +394,9 @@ def test_float_check_finds_the_scale_and_the_coordinates_the_model_describes():
 def test_float_checks_can_be_left_out_and_bad_values_are_refused():
     pair = ([1, 1, 0], [0, 0, 1])
     with_check = tg.audit_target(numerical_sparse_vector, pair, claim_epsilon=1.0, trials=5_000, seed=0)
-    without = tg.audit_target(numerical_sparse_vector, pair, claim_epsilon=1.0, trials=5_000, seed=0, float_checks=False)
+    without = tg.audit_target(
+        numerical_sparse_vector, pair, claim_epsilon=1.0, trials=5_000, seed=0, float_checks=False
+    )
     assert any(s["kind"] == "reachability" for s in with_check.scores)
     assert all(s["kind"] != "reachability" for s in without.scores) and without.float_evidence == ()
     assert without.epsilon_lower_bound < 1.0 < with_check.epsilon_lower_bound  # the scores alone: a 1-DP answer

@@ -34,11 +34,17 @@ SD_PENALTY = 2.0  # standard deviations of the pilot estimate subtracted from ea
 
 
 def predicted_bounds(
-    pilot: bd.RateCounts, *, trials: int, delta: float, significance: float, floor: int = FLOOR
+    pilot: bd.RateCounts,
+    *,
+    trials: int,
+    delta: float,
+    significance: float,
+    floor: int = FLOOR,
+    penalty: float = SD_PENALTY,
 ) -> np.ndarray:
-    """Per (direction, threshold), the bound the counted run would give if its rates equalled the pilot's:
-    2K values, the K forward tests then the K reverse ones (−∞ where the numerator event has fewer than
-    ``floor`` pilot draws)."""
+    """Per (direction, threshold), the bound the counted run would give if its rates equalled the pilot's, minus
+    ``penalty`` standard deviations of the pilot's log-ratio estimate: 2K values, the K forward tests then the K
+    reverse ones (−∞ where the numerator event has fewer than ``floor`` pilot draws)."""
     size = pilot.thresholds.size
     if size == 0 or pilot.n_positives == 0 or pilot.n_negatives == 0:
         return np.full(2 * size, -np.inf)
@@ -54,8 +60,8 @@ def predicted_bounds(
     forward, reverse = poisson.conditional_bounds(projected, delta=delta, levels=levels, lam=float(trials))
     # Two standard deviations of the pilot's own log-ratio estimate are subtracted: the best of many noisy
     # predictions is biased upwards (winner's curse), most for rare events and for scores with many thresholds.
-    forward = forward - SD_PENALTY * np.sqrt(1.0 / (tp + 1.0) + 1.0 / (fp + 1.0))
-    reverse = reverse - SD_PENALTY * np.sqrt(1.0 / (tn + 1.0) + 1.0 / (fn + 1.0))
+    forward = forward - penalty * np.sqrt(1.0 / (tp + 1.0) + 1.0 / (fp + 1.0))
+    reverse = reverse - penalty * np.sqrt(1.0 / (tn + 1.0) + 1.0 / (fn + 1.0))
     forward = np.where(tp >= floor, forward, -np.inf)  # forward: S = {score ≥ t}, numerator P[M(D) ∈ S]
     reverse = np.where(tn >= floor, reverse, -np.inf)  # reverse: the complement, numerator P[M(D′) ∉ S]
     return np.concatenate([forward, reverse])
