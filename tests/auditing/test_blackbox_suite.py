@@ -455,3 +455,17 @@ def test_violation_rate_at_the_true_epsilon(in_examples, name):
                               confidence=confidence)  # fmt: skip
         violations += result.verdict.value == "VIOLATION"
     assert violations <= allowance, (name, violations)
+
+
+def test_svt3_float_check_uses_the_inputs_when_the_probe_describes_fewer_answers(in_examples):
+    # D = (0×5, 1×5), D′ = D − (1×5, 0×5): the zero-noise outputs of both inputs are the same sentinels with one
+    # answer (coordinate 5, equal on both), so the probe's query values leave nothing to check; the inputs
+    # describe the answers of every coordinate, and the differing ones leak (a pair the query_vector search picks).
+    from dplens.auditing.target_game import audit_target
+
+    row = in_examples.BY_NAME["SVT3"]
+    data = list(row.data)
+    neighbour = [x - 1 if i < 5 else x for i, x in enumerate(data)]
+    result = audit_target(row.target, {"data": data, "neighbour": neighbour}, claim_epsilon=0.1, trials=20_000, seed=0)
+    assert any("inputs are the query values" in note for note in result.notes)
+    assert result.best_score.startswith("float reachability") and result.verdict.value == "VIOLATION"

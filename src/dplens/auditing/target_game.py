@@ -896,6 +896,29 @@ def _own_reachable(
     return float(share), coordinates if described.size else ()
 
 
+def _described(
+    judged: dict[str, tuple[float, tuple[int, ...]]], fit: tuple[Any, Any], kind: str, dimension: int, atoms: Any
+) -> tuple[float, int]:
+    """How well a choice of query values describes the pilot: the best model's share if below the threshold, else
+    the threshold and the real pilot entries in the coordinates it describes (more checked answers, more power)."""
+    best = (0.0, 0)
+    for share, columns in judged.values():
+        if share < _REACH_MIN_SHARE:
+            best = max(best, (share, 0))
+            continue
+        if not columns:
+            best = max(best, (_REACH_MIN_SHARE, len(fit[0])))
+            continue
+        n = min(len(fit[0]), _REACH_SAMPLE)
+        values = _numeric(fit[0][:n], kind, dimension, n)[:, list(columns)]
+        real = np.isfinite(values) & ~np.stack(
+            [np.isin(values[:, k], atoms[j]) if len(atoms) > j else np.zeros(n, bool) for k, j in enumerate(columns)],
+            axis=1,
+        )
+        best = max(best, (_REACH_MIN_SHARE, int(real.sum())))
+    return best
+
+
 def _pooled_features(fit: tuple[Any, Any], kind: str, dimension: int) -> FeatureMap:
     """The feature map of the pooled fitting pilot: per coordinate, its atoms (values repeated in at least 0.5 % of
     the draws: sentinels, flags) beside the real values."""
@@ -1232,7 +1255,7 @@ def audit_target(
                 label: _own_reachable(fit, kind, dimension, m, float(sc), inputs, atoms)
                 for label, (m, sc) in zip(labels, models, strict=True)
             }
-            if max(v[0] for v in tried.values()) > max(v[0] for v in judged.values()):
+            if _described(tried, fit, kind, dimension, atoms) > _described(judged, fit, kind, dimension, atoms):
                 judged = tried
                 pair = dataclasses.replace(pair, query=inputs)
                 query_notes.append("float check: the inputs are the query values (the zero-noise output has sentinels)")
