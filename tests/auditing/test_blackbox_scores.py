@@ -450,3 +450,30 @@ def test_bound_exceeds_the_true_epsilon_at_most_alpha_of_the_time(target, pair):
         for seed in range(1000, 1200)
     )
     assert over < 20
+
+
+def test_logistic_fit_is_the_same_whatever_its_chunks_and_the_trees_see_capped_rows(monkeypatch):
+    # The logistic fit sums its gradient and Hessian over chunks of rows (memory flat in the pilot): the chunking
+    # must not change the fit. Sentinels in the values exercise the atom features.
+    from dplens.auditing.blackbox import learned
+
+    rng = np.random.default_rng(4)
+    sides = []
+    for shift in (0.3, 0.0):
+        values = rng.laplace(shift, 1.0, size=(3_000, 3))
+        values[rng.random(values.shape) < 0.2] = -1000.0
+        sides.append(values)
+    features = fit_feature_map(np.concatenate(sides))
+    whole = learned.fit_logistic(learned.LogisticRatio(), features, (sides[0], sides[1]))
+    monkeypatch.setattr(learned, "_CHUNK_ROWS", 257)
+    chunked = learned.fit_logistic(learned.LogisticRatio(), features, (sides[0], sides[1]))
+    np.testing.assert_allclose(chunked.weights, whole.weights, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(chunked(sides[0][:1000]), whole(sides[0][:1000]), rtol=1e-9, atol=1e-12)
+    assert np.all(np.abs(whole.weights[:3]) > 0)  # a real signal was fitted
+    width = features(sides[0][:1]).shape[1]
+    monkeypatch.setattr(learned, "TREE_FEATURE_BYTES", 8 * width * 2 * 1_500)
+    kept = learned.tree_rows((sides[0], sides[1]), width)
+    assert [len(k) for k in kept] == [1_500, 1_500]  # every other row of each side
+    np.testing.assert_array_equal(kept[0], sides[0][::2])
+    monkeypatch.setattr(learned, "TREE_FEATURE_BYTES", 2**40)
+    assert [len(k) for k in learned.tree_rows((sides[0], sides[1]), width)] == [3_000, 3_000]

@@ -77,8 +77,12 @@ class FeatureLinearScore:
     scale: np.ndarray
 
     def __call__(self, values: Any) -> np.ndarray:
-        z = self.features(np.asarray(values, dtype=float).reshape(len(values), -1), squares=True)
-        return ((z - self.centre) / self.scale) @ self.weights
+        x = np.asarray(values, dtype=float).reshape(len(values), -1)
+        out = np.empty(len(x))
+        for begin in range(0, len(x), _CHUNK_ROWS):  # chunks: the feature matrix of a big batch is never whole
+            z = self.features(x[begin : begin + _CHUNK_ROWS], squares=True)
+            out[begin : begin + len(z)] = ((z - self.centre) / self.scale) @ self.weights
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,26 +93,62 @@ class FeatureModelScore:
     model: Any
 
     def __call__(self, values: Any) -> np.ndarray:
-        z = self.features(np.asarray(values, dtype=float).reshape(len(values), -1))
+        x = np.asarray(values, dtype=float).reshape(len(values), -1)
+        out = np.empty(len(x))
         with _one_thread():  # one thread per process: OpenMP spinning on a shared machine costs 10×+
-            return np.asarray(self.model.decision_function(z), dtype=float).reshape(-1)
+            for begin in range(0, len(x), _CHUNK_ROWS):
+                z = self.features(x[begin : begin + _CHUNK_ROWS])
+                out[begin : begin + len(z)] = np.asarray(self.model.decision_function(z), dtype=float).reshape(-1)
+        return out
+
+
+_CHUNK_ROWS = 32_768  # rows of the design matrix built at a time: the fit's memory does not grow with the pilot
+TREE_FEATURE_BYTES = 96 * 2**20  # the boosted trees see at most this much feature matrix (rows subsampled evenly)
+
+
+def _chunks(fit: tuple[np.ndarray, np.ndarray]):
+    """(values, labels) in chunks of at most ``_CHUNK_ROWS`` rows: D's rows (label 1), then D′'s (label 0)."""
+    for side, label in ((fit[0], 1.0), (fit[1], 0.0)):
+        for begin in range(0, len(side), _CHUNK_ROWS):
+            block = side[begin : begin + _CHUNK_ROWS]
+            yield block, np.full(len(block), label)
+
+
+def tree_rows(fit: tuple[np.ndarray, np.ndarray], width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pilot rows the boosted trees are fitted on: every k-th row of each side, so that the two sides' feature
+    matrices (``width`` float64 columns) take at most :data:`TREE_FEATURE_BYTES` (at least 1 000 rows a side)."""
+    rows = max(1_000, TREE_FEATURE_BYTES // (8 * max(width, 1) * 2))
+    return fit[0][:: max(1, -(-len(fit[0]) // rows))], fit[1][:: max(1, -(-len(fit[1]) // rows))]
 
 
 def fit_logistic(score: LogisticRatio, features: FeatureMap, fit: tuple[np.ndarray, np.ndarray]) -> FeatureLinearScore:
-    """Ridge logistic regression by Newton's method on the features (and squares) of both pilot sides."""
-    x = np.concatenate([features(side, squares=True) for side in fit])
-    y = np.concatenate([np.ones(len(fit[0])), np.zeros(len(fit[1]))])
-    centre, scale = x.mean(axis=0), x.std(axis=0)
-    scale = np.where(scale > 0, scale, 1.0)
-    z = np.concatenate([np.ones((len(x), 1)), (x - centre) / scale], axis=1)
-    w = np.zeros(z.shape[1])
-    penalty = score.ridge * len(x) * np.eye(z.shape[1])
+    """Ridge logistic regression by Newton's method on the features (and squares) of both pilot sides.
+
+    The design matrix is never held whole: the standardisation, the gradient and the Hessian are sums over chunks
+    of rows, so the fit needs memory for one chunk and the k × k Hessian, whatever the pilot's size."""
+    n = len(fit[0]) + len(fit[1])
+    total = total_squares = None
+    for block, _ in _chunks(fit):
+        x = features(block, squares=True)
+        total = x.sum(axis=0) if total is None else total + x.sum(axis=0)
+        squared = np.square(x).sum(axis=0)
+        total_squares = squared if total_squares is None else total_squares + squared
+    centre = total / n
+    scale = np.sqrt(np.maximum(total_squares / n - np.square(centre), 0.0))
+    scale = np.where(scale > 1e-12 * np.maximum(np.abs(centre), 1.0), scale, 1.0)
+    k = centre.size + 1
+    w = np.zeros(k)
+    penalty = score.ridge * n * np.eye(k)
     penalty[0, 0] = 0.0
     with _one_thread():  # BLAS threads spinning on a shared machine cost more than they give
         for _ in range(30):
-            p = 1.0 / (1.0 + np.exp(-np.clip(z @ w, -500, 500)))
-            gradient = z.T @ (p - y) + penalty @ w
-            hessian = (z * (p * (1 - p))[:, None]).T @ z + penalty + 1e-9 * np.eye(z.shape[1])
+            gradient = penalty @ w
+            hessian = penalty + 1e-9 * np.eye(k)
+            for block, y in _chunks(fit):
+                z = np.concatenate([np.ones((len(block), 1)), (features(block, squares=True) - centre) / scale], axis=1)
+                p = 1.0 / (1.0 + np.exp(-np.clip(z @ w, -500, 500)))
+                gradient += z.T @ (p - y)
+                hessian += (z * (p * (1 - p))[:, None]).T @ z
             step = np.linalg.solve(hessian, gradient)
             w -= step
             if np.max(np.abs(step)) < 1e-7:
@@ -122,8 +162,11 @@ def fit_boosted(
     """Fit the boosted trees on the features of both pilot sides (``random_state`` from the audit's seed)."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    x = np.concatenate([features(side) for side in fit])
-    y = np.concatenate([np.ones(len(fit[0])), np.zeros(len(fit[1]))])
+    # At most TREE_FEATURE_BYTES of features: a wide output (20 coordinates with sentinels: ~80 features) keeps
+    # every k-th pilot row instead of all of them, so the fit's memory is capped whatever the trials.
+    kept = tree_rows(fit, features(fit[0][:1]).shape[1])
+    x = np.concatenate([features(side) for side in kept])
+    y = np.concatenate([np.ones(len(kept[0])), np.zeros(len(kept[1]))])
     model = HistGradientBoostingClassifier(
         max_iter=score.max_iter,
         max_leaf_nodes=score.max_leaf_nodes,
