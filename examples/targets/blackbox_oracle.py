@@ -1,14 +1,15 @@
 """What a valid bound can reach on the black-box suite: exact output distributions and the oracle's expected bound.
 
 For the suite mechanisms whose outputs are discrete (the sparse-vector flags of Lyu, Su, Li 2017, Alg. 1, 2, 4, 5
-and 6, RAPPOR and one-time RAPPOR), the probability of every output on each input of the audited pair is computed
-exactly (a one-dimensional integral over the threshold noise for the sparse vectors, a product over the differing
-Bloom bits for RAPPOR). From them, :func:`expected_bound` gives the bound an auditor could expect who knew both
-distributions in advance: the exact conditional test of dplens (:mod:`dplens.auditing.blackbox.poisson`) on the
-best event — a superlevel set of the likelihood ratio, randomised at its edge (Neyman–Pearson) — at its expected
-counts, with the whole significance on that one event and no trials spent on finding it. A black-box tester pays for
-finding the event, so it can expect less; a published bound above this value at the same trials and confidence is
-out of reach for any valid test of this kind except by luck.
+and 6, report-noisy-max's index, RAPPOR and one-time RAPPOR), the probability of every output on each input of the
+audited pair is computed exactly (a one-dimensional integral over the threshold noise for the sparse vectors and
+over the maximum for report-noisy-max, a product over the differing Bloom bits for RAPPOR). From them,
+:func:`expected_bound` gives the bound an auditor could expect who knew both distributions in advance: the exact
+conditional test of dplens (:mod:`dplens.auditing.blackbox.poisson`) on the best event — a superlevel set of the
+likelihood ratio, randomised at its edge (Neyman–Pearson) — at its expected counts, with the whole significance on
+that one event and no trials spent on finding it. A black-box tester pays for finding the event, so it can expect
+less; a published bound above this value at the same trials and confidence is out of reach for any valid test of
+this kind except by luck.
 
 At DP-Sniper's setting (2·10⁸ samples per side, confidence 0.9, two Clopper–Pearson bounds at α/2 each,
 :func:`expected_bound_two_sided`) the oracle reproduces the published bounds (SVT1: 0.0863 against DP-Sniper's
@@ -89,6 +90,39 @@ def noiseless_queries(x, threshold: float, rho_scale: float) -> dict[tuple[int, 
     return out
 
 
+def noisy_argmax(x, noise: str, scale: float) -> dict[int, float]:
+    """Report-noisy-max's index (Ding et al. 2018, Alg. 5 and 6): P(k) = ∫ f(t − xₖ) Πⱼ≠ₖ F(t − xⱼ) dt for
+    Laplace or exponential noise of ``scale`` (ties have probability 0)."""
+    x = np.asarray(x, dtype=float)
+    half = _GRID_WIDTH * scale
+    kinks = x if noise == "laplace" else np.array([])
+    t = np.unique(np.concatenate([np.linspace(x.min() - half, x.max() + half, _GRID_POINTS), kinks]))
+    u = t[None, :] - x[:, None]
+    if noise == "laplace":
+        density, cdf = np.exp(-np.abs(u) / scale) / (2 * scale), _laplace_cdf(u, scale)
+    else:
+        density = np.where(u >= 0, np.exp(-np.maximum(u, 0.0) / scale) / scale, 0.0)
+        cdf = np.where(u >= 0, -np.expm1(-np.maximum(u, 0.0) / scale), 0.0)
+    out = {}
+    for k in range(x.size):
+        others = np.prod(np.delete(cdf, k, axis=0), axis=0)
+        out[k] = float(np.trapezoid(density[k] * others, t))
+    return out
+
+
+def snapped_laplace(q: float) -> dict[float, float]:
+    """Mironov's snapping mechanism over the reals (suite.snapping_laplace): clamp_B(round_Λ(q + Lap(λ))), the
+    probability of each multiple of Λ inside [−B, B] and of ±B (doubles move these by about 2⁻⁴⁹ relative)."""
+    scale, grid, bound = suite.SNAPPING_SCALE, suite.SNAPPING_LAMBDA, suite.SNAPPING_BOUND
+    q = min(bound, max(-bound, float(q)))
+    top = int(bound // grid)
+    cdf = lambda t: float(_laplace_cdf(np.array(t - q), scale))  # noqa: E731
+    out = {float(k * grid): cdf((k + 0.5) * grid) - cdf((k - 0.5) * grid) for k in range(-top, top + 1)}
+    out[bound] = out.get(bound, 0.0) + 1.0 - cdf((top + 0.5) * grid)
+    out[-bound] = out.get(-bound, 0.0) + cdf((-top - 0.5) * grid)
+    return out
+
+
 def bit_vector(bloom_data, bloom_neighbour, one_given_bloom: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
     """Independent reported bits, P(bit = 1) = one_given_bloom[Bloom bit]: the PMFs of the bits where the two
     Bloom filters differ (the others have the same distribution on both inputs and cancel in every ratio)."""
@@ -105,29 +139,38 @@ def bit_vector(bloom_data, bloom_neighbour, one_given_bloom: tuple[float, float]
     return np.array(p_data), np.array(p_neighbour)
 
 
-def _aligned(first: dict, second: dict) -> tuple[np.ndarray, np.ndarray]:
+def _aligned(first: dict, second: dict) -> tuple[list, np.ndarray, np.ndarray]:
     keys = sorted(set(first) | set(second))
-    return np.array([first.get(k, 0.0) for k in keys]), np.array([second.get(k, 0.0) for k in keys])
+    return keys, np.array([first.get(k, 0.0) for k in keys]), np.array([second.get(k, 0.0) for k in keys])
 
 
 def _svt(function: Callable, threshold: float, *scales: float) -> Callable:
-    def distributions(row):
+    def outcomes(row):
         return _aligned(function(row.data, threshold, *scales), function(row.neighbour, threshold, *scales))
 
-    return distributions
+    return outcomes
+
+
+def _argmax(noise: str, scale: float) -> Callable:
+    def outcomes(row):
+        return _aligned(noisy_argmax(row.data, noise, scale), noisy_argmax(row.neighbour, noise, scale))
+
+    return outcomes
 
 
 def _rappor(one_given_bloom: tuple[float, float]) -> Callable:
-    def distributions(row):
+    def outcomes(row):
         data = suite.bloom_filter(int(row.data[0]))
         neighbour = suite.bloom_filter(int(row.neighbour[0]))
-        return bit_vector(data, neighbour, one_given_bloom)
+        differ = np.flatnonzero(data != neighbour)
+        p, q = bit_vector(data, neighbour, one_given_bloom)
+        return [(tuple(int(j) for j in differ), bits) for bits in product((0, 1), repeat=differ.size)], p, q
 
-    return distributions
+    return outcomes
 
 
 _E = suite.EPSILON
-DISTRIBUTIONS: dict[str, Callable] = {
+OUTCOMES: dict[str, Callable] = {
     # (Lyu et al. 2017) Alg. 1: ρ ~ Lap(2/ε), ν ~ Lap(4c/ε); Alg. 2 at c = 1: the same scales (ρ redrawn only
     # after the one ⊤); Alg. 4: ρ ~ Lap(4/ε), ν ~ Lap(4/(3ε)); Alg. 5: ρ ~ Lap(2/ε), no ν; Alg. 6: both Lap(2/ε).
     "SVT1": _svt(first_above, suite.SVT1_THRESHOLD, 2 / _E, 4 / _E),
@@ -135,9 +178,26 @@ DISTRIBUTIONS: dict[str, Callable] = {
     "SVT4": _svt(first_above, suite.SVT_THRESHOLD, 4 / _E, 4 / (3 * _E)),
     "SVT5": _svt(noiseless_queries, suite.SVT_THRESHOLD, 2 / _E),
     "SVT6": _svt(all_flags, suite.SVT_THRESHOLD, 2 / _E, 2 / _E),
+    "SnappingLaplace": lambda row: _aligned(snapped_laplace(row.data[0]), snapped_laplace(row.neighbour[0])),
+    # Report-noisy-max's index: Laplace (Alg. 5) or exponential (Alg. 6) noise of scale 2/ε.
+    "ReportNoisyMax1": _argmax("laplace", 2 / _E),
+    "ReportNoisyMax2": _argmax("exponential", 2 / _E),
     "Rappor": _rappor((suite.rappor_bit_probability(0), suite.rappor_bit_probability(1))),
     "OneTimeRappor": _rappor((suite.ONE_TIME_RAPPOR_F / 2, 1 - suite.ONE_TIME_RAPPOR_F / 2)),
 }
+"""Per row: (outputs, P on D, P on D′). An output is a flag tuple (sparse vectors), an index (report-noisy-max)
+or (differing Bloom bits, their reported values) (RAPPOR: the other bits cancel in every ratio)."""
+
+
+def _drop_keys(outcomes: Callable) -> Callable:
+    def distributions(row):
+        return outcomes(row)[1:]
+
+    return distributions
+
+
+DISTRIBUTIONS: dict[str, Callable] = {name: _drop_keys(outcomes) for name, outcomes in OUTCOMES.items()}
+"""Per row: (P on D, P on D′) over the outputs of :data:`OUTCOMES`."""
 
 
 def _events(p: np.ndarray, q: np.ndarray, fractions: int = 40):

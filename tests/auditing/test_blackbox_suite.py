@@ -11,6 +11,7 @@ CONSISTENT at its true ε, and the VIOLATION rate at the true ε over 100 seeded
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 from fractions import Fraction
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "targets"
 
@@ -469,3 +471,56 @@ def test_svt3_float_check_uses_the_inputs_when_the_probe_describes_fewer_answers
     result = audit_target(row.target, {"data": data, "neighbour": neighbour}, claim_epsilon=0.1, trials=20_000, seed=0)
     assert any("inputs are the query values" in note for note in result.notes)
     assert result.best_score.startswith("float reachability") and result.verdict.value == "VIOLATION"
+
+
+# --------------------------------------------------------------------------------------------
+# The oracle: exact output distributions of the discrete rows, and what a valid bound can expect
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def oracle(in_examples, monkeypatch):
+    import blackbox_oracle
+
+    monkeypatch.setattr(blackbox_oracle, "_GRID_POINTS", 40_001)  # ample for a goodness-of-fit at 2·10⁵ draws
+    return blackbox_oracle
+
+
+@pytest.mark.parametrize(
+    "name", ["SVT1", "SVT4", "SVT5", "SVT6", "ReportNoisyMax1", "ReportNoisyMax2", "Rappor", "SnappingLaplace"]
+)
+def test_oracle_distributions_match_the_mechanisms(in_examples, oracle, name):
+    # Each side's exact PMF against 2·10⁵ draws of the suite's own implementation: a wrong PMF fails.
+    row = in_examples.BY_NAME[name]
+    function = _function(in_examples, row)
+    keys, *pmfs = oracle.OUTCOMES[name](row)
+    index = {k: i for i, k in enumerate(keys)}
+    for side, data in enumerate((row.data, row.neighbour)):
+        draws = np.asarray(function(list(data), np.random.default_rng(side), 200_000)).reshape(200_000, -1)
+        if name.startswith("ReportNoisyMax") or name == "SnappingLaplace":
+            seen = [index[v] for v in draws[:, 0].tolist()]
+        elif name == "Rappor":
+            differ = keys[0][0]
+            seen = [index[(differ, tuple(r))] for r in draws[:, list(differ)].tolist()]
+        else:
+            seen = [index[tuple(r)] for r in draws.tolist()]  # a pattern the PMF does not know fails here
+        counts = np.bincount(seen, minlength=len(keys))
+        expected = pmfs[side] / pmfs[side].sum() * counts.sum()
+        big = expected >= 5
+        statistic = float(np.sum((counts[big] - expected[big]) ** 2 / expected[big]))
+        assert stats.chi2.sf(statistic, max(int(big.sum()) - 1, 1)) > 1e-4, (name, side, statistic)
+        assert counts[~big].sum() <= max(50.0, 5 * expected[~big].sum()), (name, side)
+
+
+def test_oracle_reproduces_dpsniper_at_its_own_setting_and_grows_with_the_trials(in_examples, oracle):
+    # DP-Sniper's SVT1/SVT2 bounds (2·10⁸ samples per side, confidence 0.9, two Clopper–Pearson intervals) are what
+    # an auditor who knew the exact distributions would expect there: the distributions and the oracle agree.
+    for name in ("SVT1", "SVT2"):
+        row = in_examples.BY_NAME[name]
+        p, q = oracle.DISTRIBUTIONS[name](row)
+        assert oracle.expected_bound_two_sided(p, q, 2e8, 0.9) == pytest.approx(row.published_bound, rel=0.01)
+        bounds = [oracle.expected_bound(p, q, n)[0] for n in (1e5, 1e6, 1e7, 1e8)]
+        assert all(a < b for a, b in itertools.pairwise(bounds)) and bounds[-1] < oracle.exact_epsilon(p, q)
+    # A pair whose two sides are the same distribution: nothing to find.
+    p = np.array([0.2, 0.3, 0.5])
+    assert oracle.expected_bound(p, p, 1e6)[0] < 0
