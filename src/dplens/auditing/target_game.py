@@ -371,7 +371,10 @@ def _build_binners(
                 low, high = float(pooled.min()), float(pooled.max())
                 integral = kind == OutputKind.INTEGER or bool(np.all(pooled == np.round(pooled)))
                 if integral and high - low <= score.max_integer_bins:
-                    edges = np.arange(low, high) + 0.5
+                    # One bin per value the pilot saw (a snapping mechanism's multiples of 16, not every integer
+                    # between them): few bins are re-ranked on the whole pilot; unseen values join a neighbour.
+                    seen = np.unique(pooled)
+                    edges = (seen[:-1] + seen[1:]) / 2.0
                 else:
                     edges = np.unique(np.quantile(pooled, np.linspace(0, 1, score.bins + 1)[1:-1]))
                 if edges.size == 0:
