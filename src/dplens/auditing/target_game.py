@@ -307,7 +307,8 @@ def _log_ratio(positive: np.ndarray, negative: np.ndarray) -> np.ndarray:
 
 
 _RERANKED = ("frequency-ratio", "histogram-ratio", "joint-frequency")
-_RERANK_MAX_BINS = 64  # larger tables are not re-ranked: in-sample predictions over many bins are too optimistic
+_RERANK_MAX_BINS = 64  # larger tables are re-ranked on part of the pilot and predicted on the rest (in-sample
+# predictions over many bins are too optimistic)
 
 
 def _rerank(binner: _Binner, raw: np.ndarray) -> _Binner:
@@ -1289,29 +1290,42 @@ def audit_target(
     binners = [b for b in binners if b.ranks >= 2]
     if not binners:
         raise ValueError(f"no score can be applied to these outputs ({kind}): {'; '.join(notes) or 'none given'}")
-    # Ratio-ordered tables (frequency, histogram) are re-ranked on the whole pilot once the selection half is in.
+    # Ratio-ordered tables (frequency, histogram) are re-ranked on more of the pilot once the selection half is in.
     fit_raw = [
         np.stack([np.bincount(b.raw_bins(side, fit_trials), minlength=b.raw_size) for side in fit])
-        if b.kind in _RERANKED and b.raw_size <= _RERANK_MAX_BINS
+        if b.kind in _RERANKED
         else None
         for b in binners
     ]
     del fit
     count = len(binners)
 
-    # The selection half: streamed through the frozen scores (counts only), on its own seed stream.
+    # The selection half: streamed through the frozen scores (counts only), on its own seed stream, in chunks whose
+    # even and odd ones are kept apart (two independent parts A and B, for the large tables below).
     selection_task = _TargetCountTask(target, pair.data, pair.neighbour, tuple(binners), os.getpid())
-    selection = np.zeros((2, sum(b.raw_size for b in binners)), dtype=np.int64)
-    step = max(1, min(selection_trials, 200_000))
+    parts = np.zeros((2, 2, sum(b.raw_size for b in binners)), dtype=np.int64)
+    step = max(1, min(selection_trials, 200_000, math.ceil(selection_trials / 2)))
     for index, begin in enumerate(range(0, selection_trials, step)):
         n = min(step, selection_trials - begin)
         chunk_seed = np.random.SeedSequence(seed, spawn_key=(0, 22, index))
-        selection += selection_task(index, n, chunk_seed).reshape(2, -1)
+        parts[index % 2] += selection_task(index, n, chunk_seed).reshape(2, -1)
+    selection = parts[0] + parts[1]
     offsets = np.concatenate([[0], np.cumsum([b.raw_size for b in binners])])
+    predicting = []
     for i, b in enumerate(binners):
-        if fit_raw[i] is not None:
-            binners[i] = _rerank(b, fit_raw[i] + selection[:, offsets[i] : offsets[i + 1]])
-    pilot_counts = [b.rate_counts(selection[:, offsets[i] : offsets[i + 1]]) for i, b in enumerate(binners)]
+        own = slice(offsets[i], offsets[i + 1])
+        if fit_raw[i] is not None and b.raw_size <= _RERANK_MAX_BINS:
+            # Small tables: re-ranked on the whole pilot; their in-sample predictions are only mildly optimistic.
+            binners[i] = _rerank(b, fit_raw[i] + selection[:, own])
+            predicting.append(selection[:, own])
+        elif fit_raw[i] is not None and parts[1][:, own].sum() > 0:
+            # Large tables (SVT6's 1024 flag patterns): re-ranked on the fitting half and part A, predicted on part B
+            # alone, so the prediction is honest however many bins the table has.
+            binners[i] = _rerank(b, fit_raw[i] + parts[0][:, own])
+            predicting.append(parts[1][:, own])
+        else:
+            predicting.append(selection[:, own])
+    pilot_counts = [b.rate_counts(raw) for b, raw in zip(binners, predicting, strict=True)]
     allocation = operating.allocate(pilot_counts, trials=trials, delta=delta, significance=significance)
 
     # Poissonised trial counts (exact conditional bound, :mod:`dplens.auditing.blackbox.poisson`).
