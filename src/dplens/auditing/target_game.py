@@ -46,7 +46,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -855,6 +855,15 @@ def _profile(fit: tuple[Any, Any], kind: str, dimension: int) -> OutputProfile:
     )
 
 
+class _ModelFit(NamedTuple):
+    """How a float model describes the pilot: its share of reachable outputs, the vector coordinates it describes,
+    and how many real entries of D's pilot sample lie there (what its check would judge)."""
+
+    share: float
+    coordinates: tuple[int, ...]
+    checked: int
+
+
 def _own_reachable(
     fit: tuple[Any, Any],
     kind: str,
@@ -863,21 +872,22 @@ def _own_reachable(
     scale: float,
     queries: tuple[Any, Any],
     sentinels: tuple[np.ndarray, ...],
-) -> tuple[float, tuple[int, ...]]:
+) -> _ModelFit:
     """Share of a pilot sample of each side's outputs reachable from that side's own query value under the model
     (the smaller of the two; a model that does not describe the outputs, e.g. sentinels or flags, gets a small
     share and is not tried), and for vector outputs the coordinates it describes on both sides (at least half of
     their real entries reachable; the share is theirs)."""
     n = min(len(fit[0]), len(fit[1]), _REACH_SAMPLE)
     judged = []
+    scalar = False
     for side in (0, 1):
         values = _numeric(fit[side][:n], kind, dimension, n)
         query = np.asarray(queries[side], dtype=float).reshape(-1)
         if values.ndim == 2 and query.size not in (1, values.shape[1]):
-            return 0.0, ()
-        target = query if values.ndim == 2 else query.reshape(())
-        if values.ndim == 1:
-            judged.append(reachable(values, np.broadcast_to(target, values.shape), model, scale).reshape(-1, 1))
+            return _ModelFit(0.0, (), 0)
+        scalar = values.ndim == 1
+        if scalar:
+            judged.append(reachable(values, np.broadcast_to(query.reshape(()), values.shape), model, scale)[:, None])
             continue
         # Sentinels (-1000 for "below", abort markers) are not noisy answers: judge the real entries only, and
         # per coordinate: a model may describe some coordinates and not others (a prefix sum's first answer is
@@ -885,42 +895,25 @@ def _own_reachable(
         real = ~np.stack([np.isin(values[:, j], sentinels[j]) for j in range(values.shape[1])], axis=1)
         real &= np.isfinite(values)
         ok = np.zeros(values.shape, dtype=bool)
-        ok[real] = reachable(values[real], np.broadcast_to(target, values.shape)[real], model, scale)
+        ok[real] = reachable(values[real], np.broadcast_to(query, values.shape)[real], model, scale)
         judged.append(np.where(real, ok, np.nan))
     entries = [np.sum(~np.isnan(j), axis=0) for j in judged]
     hits = [np.nansum(j, axis=0) for j in judged]
     if all(e.sum() == 0 for e in entries):
-        return 0.0, ()
+        return _ModelFit(0.0, (), 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         shares = np.minimum(*(h / e for h, e in zip(hits, entries, strict=True)))
     described = np.flatnonzero((entries[0] > 0) & (entries[1] > 0) & (shares >= _REACH_MIN_SHARE))
     columns = described if described.size else np.arange(shares.size)
     share = min(h[columns].sum() / max(e[columns].sum(), 1) for h, e in zip(hits, entries, strict=True))
-    coordinates = tuple(int(j) for j in described) if judged[0].shape[1] > 1 or dimension > 1 else ()
-    return float(share), coordinates if described.size else ()
+    coordinates = () if scalar else tuple(int(j) for j in described)
+    return _ModelFit(float(share), coordinates, int(entries[0][columns].sum()))
 
 
-def _described(
-    judged: dict[str, tuple[float, tuple[int, ...]]], fit: tuple[Any, Any], kind: str, dimension: int, atoms: Any
-) -> tuple[float, int]:
-    """How well a choice of query values describes the pilot: the best model's share if below the threshold, else
-    the threshold and the real pilot entries in the coordinates it describes (more checked answers, more power)."""
-    best = (0.0, 0)
-    for share, columns in judged.values():
-        if share < _REACH_MIN_SHARE:
-            best = max(best, (share, 0))
-            continue
-        if not columns:
-            best = max(best, (_REACH_MIN_SHARE, len(fit[0])))
-            continue
-        n = min(len(fit[0]), _REACH_SAMPLE)
-        values = _numeric(fit[0][:n], kind, dimension, n)[:, list(columns)]
-        real = np.isfinite(values) & ~np.stack(
-            [np.isin(values[:, k], atoms[j]) if len(atoms) > j else np.zeros(n, bool) for k, j in enumerate(columns)],
-            axis=1,
-        )
-        best = max(best, (_REACH_MIN_SHARE, int(real.sum())))
-    return best
+def _described(fits: dict[str, _ModelFit]) -> tuple[float, int]:
+    """How well a choice of query values describes the pilot: the best model's share while below the threshold,
+    else the threshold and the real entries its check would judge (more checked answers, more power)."""
+    return max((min(f.share, _REACH_MIN_SHARE), f.checked if f.share >= _REACH_MIN_SHARE else 0) for f in fits.values())
 
 
 def _pooled_features(fit: tuple[Any, Any], kind: str, dimension: int) -> FeatureMap:
@@ -1047,14 +1040,6 @@ def _evidence(binner: _ReachBinner, raw: np.ndarray) -> dict[str, Any]:
     }
 
 
-def _head(outputs: Any, n: int) -> Any:
-    return outputs[:n]
-
-
-def _tail(outputs: Any, begin: int, end: int) -> Any:
-    return outputs[begin:end]
-
-
 def search_strength(first: Any, second: Any, audit_trials: int) -> float:
     """An *estimate* of the bound an audit of ``audit_trials`` per side would reach on this pair: a quick score
     (frequency table, histogram or logistic regression) fitted on the draws, the best threshold's bound predicted
@@ -1067,7 +1052,7 @@ def search_strength(first: Any, second: Any, audit_trials: int) -> float:
     # (SVT6's 1024 flag patterns: 1.41 on 12 500 draws, 0.42 on 54 000). The two halves are coupled draws
     # (common random numbers), so the honest prediction is also a precise one.
     half = n // 2
-    fit, rest = (_head(first, half), _head(second, half)), (_tail(first, half, n), _tail(second, half, n))
+    fit, rest = (first[:half], second[:half]), (first[half:n], second[half:n])
     kind, dimension = _classify(fit[0])
     if (kind, dimension) != _classify(fit[1]):
         kind, dimension = OutputKind.CATEGORICAL, 0
@@ -1259,14 +1244,14 @@ def audit_target(
                 label: _own_reachable(fit, kind, dimension, m, float(sc), inputs, atoms)
                 for label, (m, sc) in zip(labels, models, strict=True)
             }
-            if _described(tried, fit, kind, dimension, atoms) > _described(judged, fit, kind, dimension, atoms):
+            if _described(tried) > _described(judged):
                 judged = tried
                 pair = dataclasses.replace(pair, query=inputs)
                 query_notes.append("float check: the inputs are the query values (the zero-noise output has sentinels)")
         profile = dataclasses.replace(
             profile,
-            own_reachable={label: share for label, (share, _) in judged.items()},
-            own_coordinates={label: columns for label, (_, columns) in judged.items() if columns},
+            own_reachable={label: f.share for label, f in judged.items()},
+            own_coordinates={label: f.coordinates for label, f in judged.items() if f.coordinates},
         )
 
     user: list[Score] = []
