@@ -640,6 +640,190 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# budget (the ledger across releases: dplens.ledger)
+# --------------------------------------------------------------------------------------------
+
+#: Values of dplens.ledger.Mode and dplens.ledger.Period (a test checks them against the enums).
+LEDGER_MODES = ("planned", "adaptive")
+LEDGER_PERIODS = ("none", "day", "week", "month", "quarter", "year")
+RELATIONS = ("add_remove", "replace_one", "zero_out")
+EXIT_REFUSED = 3
+DEFAULT_LOCK_TIMEOUT = 60.0
+
+
+def _open_ledger(args: argparse.Namespace, *, create: bool = False, reading: bool = False):
+    from dplens.ledger import Ledger
+
+    location = args.db
+    read_only = False
+    if reading and "://" not in location:
+        path = Path(location)
+        read_only = path.is_file() and not (path.stat().st_mode & 0o222)
+    return Ledger.open(location, create=create, read_only=read_only, timeout=args.lock_timeout)
+
+
+def _cmd_budget_create(args: argparse.Namespace) -> int:
+    with _open_ledger(args, create=True) as ledger:
+        budget = ledger.create_budget(
+            name=args.name,
+            unit=args.unit,
+            epsilon=args.epsilon,
+            rho=args.rho,
+            mu=args.mu,
+            delta=args.delta,
+            mode=args.mode,
+            period=args.period,
+            neighbouring=args.neighbouring,
+        )
+        location = ledger.location
+    target = budget.target
+    what = {"rho": f"rho = {_fmt(target.rho or 0)}", "mu": f"mu = {_fmt(target.mu or 0)}"}.get(target.kind, "")
+    text = (
+        f"budget {budget.name!r} in {location}: epsilon <= {_fmt(target.epsilon)} at delta = {target.delta:g}"
+        f"{' (' + what + ')' if what else ''}, {budget.mode.value}, period {budget.period.value}, "
+        f"unit: {budget.unit}; rule: {budget.rule['theorem']}"
+    )
+    _emit(budget.to_dict() | {"ledger": location}, args.json, text)
+    return 0
+
+
+def _charge_time(text: str | None):
+    if text is None:
+        return None
+    import datetime as dt
+
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"--time must be an ISO 8601 time with a timezone, e.g. 2026-11-27T12:00:00Z; got {text!r}")
+    if when.tzinfo is None:
+        raise ValueError(f"--time must name its timezone (e.g. a trailing Z for UTC); got {text!r}")
+    return when
+
+
+def _cmd_budget_charge(args: argparse.Namespace) -> int:
+    when = _charge_time(args.time)
+    with _open_ledger(args) as ledger:
+        result = ledger.charge(
+            args.spec, release=args.release, budgets=args.budget, charged_by=args.charged_by, time=when
+        )
+    if result.accepted and not result.duplicate:
+        parts = [
+            f"{b.budget} [{b.period}]: spent epsilon <= {_fmt(b.spent_epsilon)} of {_fmt(b.target_epsilon)} "
+            f"at delta = {b.delta:g}, remaining >= {_fmt(b.remaining_epsilon)}"
+            for b in result.budgets
+        ]
+        text = f"accepted: {result.reason}; " + "; ".join(parts)
+    else:
+        text = ("accepted: " if result.accepted else "") + result.reason
+    _emit(result.to_dict(), args.json, text)
+    return 0 if result.accepted else EXIT_REFUSED
+
+
+def _cmd_budget_status(args: argparse.Namespace) -> int:
+    with _open_ledger(args, reading=True) as ledger:
+        status = ledger.status()
+    if args.json:
+        print(json.dumps(status.to_dict(), sort_keys=True))
+        return 0
+    lines = [f"ledger {status.location} (schema version {status.schema_version}), {status.time_utc}"]
+    if not status.budgets:
+        lines.append("  no budget yet (dplens budget create)")
+    for item in status.budgets:
+        budget = item.budget
+        lines.append(
+            f"budget {budget.name!r} ({budget.mode.value}, period {budget.period.value}, unit: {budget.unit}, "
+            f"{budget.neighbouring}): epsilon <= {_fmt(budget.target.epsilon)} at delta = {budget.target.delta:g}"
+        )
+        lines.append(
+            f"  current period {item.current_period}: spent epsilon <= {_fmt(item.spent_epsilon)} (upper bound), "
+            f"remaining >= {_fmt(item.remaining_epsilon)} (lower bound)"
+        )
+        for period in item.periods:
+            bracket = (
+                f"; certified bracket [{_fmt(period.spent_epsilon_lower)}, {_fmt(period.spent_epsilon)}]"
+                if period.spent_epsilon_lower is not None
+                else ""
+            )
+            lines.append(
+                f"  {period.period}: {period.releases} release(s), spent <= {_fmt(period.spent_epsilon)} "
+                f"[{period.spent_method}]{bracket}, remaining >= {_fmt(period.remaining_epsilon)}"
+            )
+            if period.largest:
+                top = ", ".join(f"{r.name} ({_fmt(r.epsilon_alone)})" for r in period.largest)
+                lines.append(f"    largest (epsilon of the release alone): {top}")
+        if item.chargers:
+            lines.append("  charged by: " + ", ".join(f"{k} ({v})" for k, v in sorted(item.chargers.items())))
+    print("\n".join(lines))
+    return 0
+
+
+def _cmd_budget_verify(args: argparse.Namespace) -> int:
+    with _open_ledger(args, reading=True) as ledger:
+        result = ledger.verify()
+    text = (
+        f"integrity {result.integrity}; {result.budgets} budget(s), {result.releases} release(s); "
+        + ("every invariant holds" if result.ok else "PROBLEMS: " + "; ".join(result.problems))
+    )
+    _emit(result.to_dict(), args.json, text)
+    return 0 if result.ok else 1
+
+
+def _add_budget_parser(sub: Any) -> None:
+    budget = sub.add_parser("budget", help="a privacy budget across releases (a ledger: SQLite file or PostgreSQL)")
+    commands = budget.add_subparsers(dest="budget_command", required=True, parser_class=_Parser)
+    lock = {
+        "type": _non_negative,
+        "default": DEFAULT_LOCK_TIMEOUT,
+        "metavar": "SECONDS",
+        "help": f"wait this long for another writer's lock (default {DEFAULT_LOCK_TIMEOUT:g})",
+    }
+    db_help = "the ledger: a file (SQLite) or a postgresql:// URL"
+
+    create = commands.add_parser("create", help="create a budget (and the ledger, if it does not exist)")
+    create.add_argument("db", help=db_help)
+    create.add_argument("--unit", required=True, help="the privacy unit, in words (e.g. 'one person')")
+    target = create.add_mutually_exclusive_group(required=True)
+    target.add_argument("--epsilon", type=_non_negative, help="the budget's epsilon (at --delta)")
+    target.add_argument("--rho", type=_non_negative, help="a zCDP budget rho instead (zCDP filter)")
+    target.add_argument("--mu", type=_non_negative, help="a Gaussian DP budget mu instead (GDP filter; Gaussians only)")
+    create.add_argument("--delta", type=_probability, required=True, help="the delta of the budget's epsilon")
+    create.add_argument(
+        "--mode", choices=list(LEDGER_MODES), default="planned", help="planned (parameters fixed in advance) or "
+        "adaptive (each release may depend on earlier outputs: a privacy filter decides)"
+    )
+    create.add_argument("--period", choices=list(LEDGER_PERIODS), default="none", help="one budget per period")
+    create.add_argument("--name", default="default", help="the budget's name (default: default)")
+    create.add_argument("--neighbouring", choices=list(RELATIONS), default="add_remove", help="neighbouring relation")
+    create.add_argument("--lock-timeout", **lock)
+    create.add_argument("--json", action="store_true", help="print one JSON object")
+    create.set_defaults(func=_cmd_budget_create)
+
+    charge = commands.add_parser("charge", help="charge a release: exit 0 accepted, 3 refused, 2 bad input")
+    charge.add_argument("db", help=db_help)
+    charge.add_argument("spec", help="what the release spent: a spec, an Accountant ledger JSON or a report.json")
+    charge.add_argument("--release", required=True, help="the release's name (unique per budget)")
+    charge.add_argument("--budget", action="append", metavar="NAME", help="charge this budget (default: all)")
+    charge.add_argument("--charged-by", help="who charges it (default: user@host)")
+    charge.add_argument("--time", help="the release's time, ISO 8601 with a timezone (default: now)")
+    charge.add_argument("--lock-timeout", **lock)
+    charge.add_argument("--json", action="store_true", help="print one JSON object")
+    charge.set_defaults(func=_cmd_budget_charge)
+
+    status = commands.add_parser("status", help="spent and remaining per budget and period, releases, top spenders")
+    status.add_argument("db", help=db_help)
+    status.add_argument("--lock-timeout", **lock)
+    status.add_argument("--json", action="store_true", help="print one JSON object")
+    status.set_defaults(func=_cmd_budget_status)
+
+    verify = commands.add_parser("verify", help="integrity check and invariants recomputed from the stored releases")
+    verify.add_argument("db", help=db_help)
+    verify.add_argument("--lock-timeout", **lock)
+    verify.add_argument("--json", action="store_true", help="print one JSON object")
+    verify.set_defaults(func=_cmd_budget_verify)
+
+
+# --------------------------------------------------------------------------------------------
 # reproduce
 # --------------------------------------------------------------------------------------------
 
@@ -862,6 +1046,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("-o", "--output", default="reports", help="output root (default: ./reports)")
     rep.add_argument("--quick", action="store_true", help="fewer seeds / smaller grids (for smoke tests)")
     rep.set_defaults(func=_cmd_reproduce)
+
+    _add_budget_parser(sub)
     return parser
 
 

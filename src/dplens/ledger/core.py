@@ -442,7 +442,7 @@ class Ledger:
                 **common,
                 spent_epsilon=spent_after,
                 spent_epsilon_before=spent_before,
-                spent_method=f"{rule.kind} (filter state as epsilon)",
+                spent_method=rule.describe_decision(after, accepted),
                 remaining_epsilon=max(target - (spent_after if accepted else spent_before), 0.0),
                 accepted=accepted,
                 filter=rule.filter_state(after if accepted else sums),

@@ -149,6 +149,21 @@ class Rule:
                 return {"quantity": "mu^2", "used": _json_float(floats[0]), "budget": self.target.mu**2}
         return {}
 
+    def describe_decision(self, sums: Sequence[int | None], admitted: bool) -> str:
+        """The filter's decision in words: the quantity it compares and the budget."""
+        floats = [filters.from_exact(s) for s in sums]
+        relation = "<=" if admitted else ">"
+        match self.kind:
+            case "zcdp_filter":
+                return f"zCDP filter: sum of rho {floats[0]:.6g} {relation} {self.target.rho:.6g}"
+            case "gdp_filter":
+                return f"GDP filter: sum of mu^2 {floats[0]:.6g} {relation} {self.target.mu**2:.6g}"
+            case "renyi_filter":
+                if admitted:
+                    return "Rényi filter: some order within its budget (state shown as epsilon at delta/k)"
+                return "Rényi filter: every order over its budget (state shown as epsilon at delta/k)"
+        return self.kind
+
     def shortcut_epsilon(self, sums: Sequence[int | None]) -> float:
         """Planned mode: the RDP bound at the best cached order (an upper bound on ε; ∞ without RDP)."""
         floats = [filters.from_exact(s) for s in sums]
