@@ -73,18 +73,21 @@ def run_stress(location: str, *, workers: int, per_worker: int, admitted: int, k
     chargers = [_Charger(location, w, per_worker, sigma) for w in range(workers)]
     killed: list[int] = []
     if kills:
-        # Kill random chargers at random moments while every one of them is charging.
+        # Kill random chargers at random moments while they are charging: each victim after a random number of its
+        # own outcomes (all victims watched at once, so none finishes before its turn).
         deadline = time.monotonic() + 300
-        victims = rng.sample(range(workers), kills)
-        for victim in victims:
-            target = rng.randint(1, max(2, per_worker // 2))
-            while len(chargers[victim].outcomes("ACCEPTED") | chargers[victim].outcomes("REFUSED")) < target:
-                assert chargers[victim].process.poll() is None, chargers[victim].process.stderr.read()
-                assert time.monotonic() < deadline, "chargers made no progress"
-                time.sleep(0.005)
-            time.sleep(rng.random() * 0.05)  # somewhere inside the next charge's transaction, or between two
-            chargers[victim].process.send_signal(signal.SIGKILL)
-            killed.append(victim)
+        targets = {victim: rng.randint(1, max(2, per_worker // 4)) for victim in rng.sample(range(workers), kills)}
+        while targets:
+            for victim, target in list(targets.items()):
+                charger = chargers[victim]
+                assert charger.process.poll() is None, f"charger {victim} ended before its kill"
+                if len(charger.outcomes("ACCEPTED") | charger.outcomes("REFUSED")) >= target:
+                    time.sleep(rng.random() * 0.02)  # inside the next charge's transaction, or between two
+                    charger.process.send_signal(signal.SIGKILL)
+                    killed.append(victim)
+                    del targets[victim]
+            assert time.monotonic() < deadline, "chargers made no progress"
+            time.sleep(0.002)
     for index, charger in enumerate(chargers):
         code = charger.process.wait(timeout=900)
         charger.reader.join(timeout=60)

@@ -224,12 +224,6 @@ class SqliteStore(Store):
         try:
             self._conn = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False)
             self._conn.execute("PRAGMA foreign_keys = ON")
-            if not read_only:
-                # WAL: readers never block the writer; FULL: a reported charge survives a crash of the machine too.
-                mode_row = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()
-                if mode_row is None or str(mode_row[0]).lower() != "wal":
-                    raise ValueError(f"{self.describe()}: could not switch to WAL journaling (got {mode_row!r})")
-                self._conn.execute("PRAGMA synchronous = FULL")
         except ValueError:
             self.close()
             raise
@@ -275,6 +269,22 @@ class SqliteStore(Store):
             raise ValueError(f"ledger {name} is read-only (mode {stat.filemode(info.st_mode)}); nothing was written")
         if not self.read_only and not os.access(path, os.W_OK):
             raise ValueError(f"ledger {name} is not writable by this user; nothing was written")
+
+    def enable_wal(self) -> None:
+        """WAL (readers never block the writer) and synchronous FULL (a reported charge survives a crash of the
+        machine too); done only once the file is known to be a ledger (or a new one), so a foreign file is never
+        touched."""
+        if self.read_only:
+            return
+        try:
+            row = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            if row is None or str(row[0]).lower() != "wal":
+                raise ValueError(f"{self.describe()}: could not switch to WAL journaling (got {row!r})")
+            self._conn.execute("PRAGMA synchronous = FULL")
+        except ValueError:
+            raise
+        except Exception as err:
+            raise self._translate(err) from None
 
     def _begin_write(self) -> None:
         if self.read_only:
@@ -434,10 +444,12 @@ def open_store(
         if not store.has_schema():
             if not create or store.table_count() > 0:
                 store.check_schema()  # a foreign database: refused, untouched
+            store.enable_wal()
             with store.write():
                 if not store.has_schema():
                     store.create_schema()
         store.check_schema()
+        store.enable_wal()
     except BaseException:
         store.close()
         if create and store.created and path.exists() and path.stat().st_size == 0:
