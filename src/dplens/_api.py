@@ -411,6 +411,7 @@ def generate_report(
     claim_source: str | None = None,
     progress: Callable[[str], None] | None = None,
     command: Sequence[str] = (),
+    ledger: str | Path | None = None,
 ) -> Any:
     """Account ``spec`` by every route, audit it (per ``audit_mode``), and write the report files into ``out_dir``.
 
@@ -429,6 +430,8 @@ def generate_report(
         claim_source: overrides the claim's source text.
         progress: a callback receiving one-line progress messages.
         command: the command line, recorded in the provenance.
+        ledger: a budget ledger (file or ``postgresql://`` URL): the report adds its cumulative section (spent and
+            remaining per budget and period, and a figure of spend over time).
 
     Returns:
         :class:`dplens.reports.render.ReportFiles` (paths and the :class:`~dplens.reports.model.Report`).
@@ -466,6 +469,12 @@ def generate_report(
     if not isinstance(privacy_unit, str) or not privacy_unit.strip():
         raise ValueError(f"privacy_unit must be a non-empty string; got {privacy_unit!r}")
     say = progress or (lambda _message: None)
+    budget_ledger = None
+    if ledger is not None:
+        from dplens.ledger.report import ledger_section
+
+        say("reading the budget ledger ...")
+        budget_ledger = ledger_section(ledger)  # read first: a bad ledger fails before any audit runs
     audit = None
     reason: str | None = None
     if audit_mode is AuditMode.OFF:
@@ -517,6 +526,7 @@ def generate_report(
         seeds={"audit": seed} if audit is not None or additional else {},
         command=command,
         additional_audits=additional,
+        budget_ledger=budget_ledger,
     )
     return write_report(report, Path(out_dir))
 

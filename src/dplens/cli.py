@@ -594,6 +594,8 @@ def _cmd_report_audit(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     if getattr(args, "audit", None) is not None:
+        if getattr(args, "ledger", None) is not None:
+            raise CliError("--ledger adds a section to a SPEC's report, not to --audit RESULT.json")
         return _cmd_report_audit(args)
     if args.spec is None:
         raise CliError("report needs a SPEC file, or --audit RESULT.json (a saved audit result)")
@@ -625,6 +627,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
             privacy_unit=args.unit,
             progress=_progress(args.quiet),
             command=["dplens", *getattr(args, "argv", [])],
+            ledger=args.ledger,
         )
     report = files.report
     print(f"verdict: {report.verdict.status.value}. {report.verdict.sentence}")
@@ -1034,6 +1037,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--title", help="report title (default: the spec's name)")
     report.add_argument("--quiet", action="store_true", help="no progress output")
     report.add_argument("--log-json", metavar="FILE", help="write the audit's progress events to FILE as JSON lines")
+    report.add_argument(
+        "--ledger", metavar="DB", help="add the cumulative spend of a budget ledger (a file or a postgresql:// URL)"
+    )
     report.set_defaults(func=_cmd_report)
 
     demo = sub.add_parser("demo", help="the main job end to end on a built-in example")

@@ -301,6 +301,7 @@ def build_report(
     command: Sequence[str] = (),
     created_utc: str | None = None,
     additional_audits: Sequence[Any] = (),
+    budget_ledger: Mapping[str, Any] | None = None,
 ) -> Report:
     """Assemble the report from finished results (figures are added on writing).
 
@@ -317,6 +318,7 @@ def build_report(
         created_utc: a fixed timestamp (default: now).
         additional_audits: further audit results (the spec's ``[audit]`` game: one run, many trainings, attribute
             inference, scores); a VIOLATION in any of them makes the report's verdict a VIOLATION.
+        budget_ledger: the cumulative section of a budget ledger (:func:`dplens.ledger.report.ledger_section`).
 
     Example:
         >>> import dplens
@@ -356,6 +358,7 @@ def build_report(
         not_audited_reason=None if audit is not None else not_audited_reason,
         verdict=_with_additional(_verdict(claim, section, audit, not_audited_reason), extras, _certifies(section)),
         additional_audits=extras,
+        budget_ledger=None if budget_ledger is None else dict(budget_ledger),
         provenance=provenance(
             spec=spec,
             seeds=seeds if seeds is not None else ({"audit": audit.seed} if audit is not None else {}),

@@ -697,6 +697,9 @@ class Report:
     not_audited_reason: str | None = None
     figures: tuple[Figure, ...] = ()
     additional_audits: tuple[dict[str, Any], ...] = ()
+    #: the cumulative spend of a budget ledger (``dplens report --ledger DB``): ``dplens.ledger`` computes it
+    #: (:func:`dplens.ledger.report.ledger_section`), the report renders it; absent when no ledger was given.
+    budget_ledger: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -728,10 +731,12 @@ class Report:
             not_audited_reason=self.not_audited_reason,
             figures=tuple(figures),
             additional_audits=self.additional_audits,
+            budget_ledger=self.budget_ledger,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        ledger = {} if self.budget_ledger is None else {"budget_ledger": self.budget_ledger}
+        return ledger | {
             "format": REPORT_FORMAT,
             "schema_version": self.schema_version,
             "title": self.title,
@@ -788,4 +793,5 @@ class Report:
             figures=tuple(Figure.from_dict(f) for f in data["figures"]),
             additional_audits=tuple(dict(a) for a in data.get("additional_audits", ())),
             provenance=Provenance.from_dict(data["provenance"]),
+            budget_ledger=data.get("budget_ledger"),
         )

@@ -205,6 +205,19 @@ def render_statement(report: Report) -> str:
                 f"({estimate.assumption})",
                 "  ",
             )
+    if report.budget_ledger:
+        lines.append("")
+        book = report.budget_ledger
+        lines += _wrap(f"Budget ledger {book['ledger']} (read {book['time_utc']}): cumulative spend per budget and period.")
+        for budget in book["budgets"]:
+            for period in budget["periods"]:
+                lines += _wrap(
+                    f"- {budget['name']} ({budget['mode']}; {budget['unit']}), period {period['period']}: "
+                    f"{period['releases']} release(s), spent ε ≤ {fmt_upper(period['spent_epsilon'])} (UPPER BOUND) "
+                    f"of {fmt_upper(budget['target_epsilon'])} at δ = {budget['delta']:g}, remaining ≥ "
+                    f"{fmt_lower(period['remaining_epsilon'])} (LOWER BOUND).",
+                    "  ",
+                )
     lines.append("")
     lines += _wrap(f"Verdict: {report.verdict.status.value}. {report.verdict.sentence}")
     lines.append("")

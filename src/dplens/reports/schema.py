@@ -145,6 +145,53 @@ _AUDIT = _obj(
     }
 )
 
+# The cumulative section of a budget ledger (``dplens report --ledger DB``); optional, so a report without it is
+# exactly what this schema version wrote before the section existed. Every ε in it is an upper bound (remaining: a
+# lower bound), as ``dplens budget status`` states them.
+_LEDGER_PERIOD = _obj(
+    {
+        "period": _STR,
+        "releases": {"type": "integer", "minimum": 0},
+        "spent_epsilon": _XNUM,
+        "spent_epsilon_lower": _OPT_XNUM,
+        "spent_method": _STR,
+        "remaining_epsilon": _XNUM,
+        "history": _arr(
+            _obj({"releases": {"type": "integer", "minimum": 1}, "time_utc": _STR, "release": _STR, "spent_epsilon": _XNUM})
+        ),
+    },
+    extra=True,
+)
+_BUDGET_LEDGER = _obj(
+    {
+        "ledger": _STR,
+        "schema_version": _INT,
+        "time_utc": _STR,
+        "is_upper_bound": {"const": True},
+        "budgets": _arr(
+            _obj(
+                {
+                    "name": _STR,
+                    "unit": _STR,
+                    "neighbouring": _STR,
+                    "mode": {"enum": ["planned", "adaptive"]},
+                    "rule": _STR,
+                    "theorem": _STR,
+                    "target_epsilon": _XNUM,
+                    "delta": _PROB,
+                    "period": _STR,
+                    "current_period": _STR,
+                    "spent_epsilon": _XNUM,
+                    "remaining_epsilon": _XNUM,
+                    "releases_count": {"type": "integer", "minimum": 0},
+                    "periods": _arr(_LEDGER_PERIOD),
+                },
+                extra=True,
+            )
+        ),
+    }
+)
+
 REPORT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "dplens compliance report",
@@ -226,7 +273,9 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "command": _arr(_STR),
                 }
             ),
-        }
+            "budget_ledger": _BUDGET_LEDGER,
+        },
+        optional=("budget_ledger",),
     ),
 }
 
