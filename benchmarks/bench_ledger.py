@@ -22,6 +22,7 @@ import json
 import math
 import platform
 import random
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -135,7 +136,7 @@ def bench_diffprivlib(releases: int, timed: int) -> dict:
     }
 
 
-# ---- (b) status --------------------------------------------------------------------------------------------------------
+# ---- (b) status --------------------------------------------------------------------------------
 
 
 def _copy_rows(ledger: Ledger, total: int) -> None:
@@ -205,7 +206,7 @@ def bench_status(directory: Path, releases: int, mix: str, verify: bool) -> dict
     }
 
 
-# ---- (c) capacity per mode ------------------------------------------------------------------------------------------------
+# ---- (c) capacity per mode --------------------------------------------------------------------------------
 
 
 def _fill(directory: Path, name: str, event, **budget) -> int:
@@ -232,7 +233,9 @@ def bench_capacity(directory: Path) -> list[dict]:
                 "delta": delta,
                 "release": "Gaussian, noise multiplier 20",
                 "planned": _fill(directory, f"p{tag}", release, epsilon=epsilon, delta=delta),
-                "adaptive_renyi": _fill(directory, f"a{tag}", release, epsilon=epsilon, delta=delta, mode=Mode.ADAPTIVE),
+                "adaptive_renyi": _fill(
+                    directory, f"a{tag}", release, epsilon=epsilon, delta=delta, mode=Mode.ADAPTIVE
+                ),
                 "adaptive_gdp": _fill(directory, f"g{tag}", release, mu=mu, delta=delta, mode=Mode.ADAPTIVE),
                 "adaptive_zcdp": _fill(directory, f"z{tag}", release, rho=rho, delta=delta, mode=Mode.ADAPTIVE),
                 "mu": mu,
@@ -290,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results: dict = {
         "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()}, Python {platform.python_version()}, SQLite {__import__('sqlite3').sqlite_version}",
+        "machine": f"{platform.machine()}, Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}",
         "command": "python benchmarks/bench_ledger.py " + " ".join(sys.argv[1:] if argv is None else argv),
     }
     with tempfile.TemporaryDirectory(prefix="dplens-bench-ledger-") as tmp:

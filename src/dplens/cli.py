@@ -698,7 +698,9 @@ def _charge_time(text: str | None):
     try:
         when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise ValueError(f"--time must be an ISO 8601 time with a timezone, e.g. 2026-11-27T12:00:00Z; got {text!r}")
+        raise ValueError(
+            f"--time must be an ISO 8601 time with a timezone, e.g. 2026-11-27T12:00:00Z; got {text!r}"
+        ) from None
     if when.tzinfo is None:
         raise ValueError(f"--time must name its timezone (e.g. a trailing Z for UTC); got {text!r}")
     return when
@@ -764,9 +766,8 @@ def _cmd_budget_status(args: argparse.Namespace) -> int:
 def _cmd_budget_verify(args: argparse.Namespace) -> int:
     with _open_ledger(args, reading=True) as ledger:
         result = ledger.verify()
-    text = (
-        f"integrity {result.integrity}; {result.budgets} budget(s), {result.releases} release(s); "
-        + ("every invariant holds" if result.ok else "PROBLEMS: " + "; ".join(result.problems))
+    text = f"integrity {result.integrity}; {result.budgets} budget(s), {result.releases} release(s); " + (
+        "every invariant holds" if result.ok else "PROBLEMS: " + "; ".join(result.problems)
     )
     _emit(result.to_dict(), args.json, text)
     return 0 if result.ok else 1
@@ -792,8 +793,11 @@ def _add_budget_parser(sub: Any) -> None:
     target.add_argument("--mu", type=_non_negative, help="a Gaussian DP budget mu instead (GDP filter; Gaussians only)")
     create.add_argument("--delta", type=_probability, required=True, help="the delta of the budget's epsilon")
     create.add_argument(
-        "--mode", choices=list(LEDGER_MODES), default="planned", help="planned (parameters fixed in advance) or "
-        "adaptive (each release may depend on earlier outputs: a privacy filter decides)"
+        "--mode",
+        choices=list(LEDGER_MODES),
+        default="planned",
+        help="planned (parameters fixed in advance) or "
+        "adaptive (each release may depend on earlier outputs: a privacy filter decides)",
     )
     create.add_argument("--period", choices=list(LEDGER_PERIODS), default="none", help="one budget per period")
     create.add_argument("--name", default="default", help="the budget's name (default: default)")

@@ -51,13 +51,15 @@ def _snapshot(path: Path) -> dict[str, str]:
 def test_choices_are_the_library_enums():
     import dplens
 
-    assert LEDGER_MODES == tuple(m.value for m in Mode)
-    assert LEDGER_PERIODS == tuple(p.value for p in Period)
-    assert RELATIONS == tuple(r.value for r in dplens.NeighboringRelation)
+    assert tuple(m.value for m in Mode) == LEDGER_MODES
+    assert tuple(p.value for p in Period) == LEDGER_PERIODS
+    assert tuple(r.value for r in dplens.NeighboringRelation) == RELATIONS
 
 
 def test_create_charge_refuse_status(location, specs, capsys):
-    code, out, err = run(capsys, ["budget", "create", location, "--unit", "one person", "--epsilon", "1", "--delta", "1e-6"])
+    code, out, err = run(
+        capsys, ["budget", "create", location, "--unit", "one person", "--epsilon", "1", "--delta", "1e-6"]
+    )
     assert code == 0 and "budget 'default'" in out and err == ""
     code, out, _ = run(capsys, ["budget", "charge", location, str(specs["small"]), "--release", "t1", "--json"])
     charged = json.loads(out)
@@ -72,7 +74,9 @@ def test_create_charge_refuse_status(location, specs, capsys):
     status = json.loads(out)
     (budget,) = status["budgets"]
     assert [r["name"] for r in budget["releases"]] == ["t1"]
-    assert 0 < budget["spent_epsilon"] <= 1.0 and budget["remaining_epsilon"] == pytest.approx(1.0 - budget["spent_epsilon"])
+    assert 0 < budget["spent_epsilon"] <= 1.0 and budget["remaining_epsilon"] == pytest.approx(
+        1.0 - budget["spent_epsilon"]
+    )
     assert budget["mode"] == "planned" and budget["unit"] == "one person"
     code, out, _ = run(capsys, ["budget", "status", location])
     assert code == 0 and "spent epsilon <=" in out and "remaining >=" in out
@@ -84,14 +88,45 @@ def test_create_with_rho_mu_modes_and_periods(tmp_path, capsys):
     db = str(tmp_path / "ledger.db")
     code, out, _ = run(
         capsys,
-        ["budget", "create", db, "--unit", "one person-day", "--rho", "4.96", "--delta", "1e-10", "--period", "month",
-         "--mode", "adaptive", "--name", "census", "--json"],
+        [
+            "budget",
+            "create",
+            db,
+            "--unit",
+            "one person-day",
+            "--rho",
+            "4.96",
+            "--delta",
+            "1e-10",
+            "--period",
+            "month",
+            "--mode",
+            "adaptive",
+            "--name",
+            "census",
+            "--json",
+        ],
     )
     created = json.loads(out)
     assert code == 0 and created["rule"]["kind"] == "zcdp_filter" and created["period"] == "month"
     assert created["target"]["epsilon"] <= 26.34  # ρ = 4.96 at δ = 1e-10: the optimal conversion beats 26.33
-    again = ["budget", "create", db, "--unit", "one person-day", "--rho", "4.96", "--delta", "1e-10", "--period",
-             "month", "--mode", "adaptive", "--name", "census"]
+    again = [
+        "budget",
+        "create",
+        db,
+        "--unit",
+        "one person-day",
+        "--rho",
+        "4.96",
+        "--delta",
+        "1e-10",
+        "--period",
+        "month",
+        "--mode",
+        "adaptive",
+        "--name",
+        "census",
+    ]
     assert run(capsys, again)[0] == 0  # the same budget again: unchanged
     code, out, err = run(capsys, [*again[:-1], "census", "--neighbouring", "replace_one"])
     assert one_line_error(code, out, err) and "already exists with other settings" in err
@@ -125,7 +160,9 @@ def test_relation_mismatch_and_unknown_event(location, specs, tmp_path, capsys):
     code, out, err = run(capsys, ["budget", "charge", location, str(specs["replace"]), "--release", "r"])
     assert one_line_error(code, out, err) and "neighbouring relation 'replace_one'" in err
     bogus = tmp_path / "bogus.json"
-    bogus.write_text(json.dumps({"format": "dplens-ledger", "version": 1, "entries": [{"event": {"type": "Bogus"}, "count": 1}]}))
+    bogus.write_text(
+        json.dumps({"format": "dplens-ledger", "version": 1, "entries": [{"event": {"type": "Bogus"}, "count": 1}]})
+    )
     code, out, err = run(capsys, ["budget", "charge", location, str(bogus), "--release", "r"])
     assert one_line_error(code, out, err) and "Bogus" in err
     code, out, _ = run(capsys, ["budget", "status", location, "--json"])
@@ -215,7 +252,9 @@ def test_wrong_locations(location, words, specs, capsys):
 
 
 def test_missing_directory_on_create_and_bad_values(tmp_path, capsys):
-    code, out, err = run(capsys, ["budget", "create", str(tmp_path / "no" / "l.db"), "--unit", "u", "--epsilon", "1", "--delta", "1e-6"])
+    code, out, err = run(
+        capsys, ["budget", "create", str(tmp_path / "no" / "l.db"), "--unit", "u", "--epsilon", "1", "--delta", "1e-6"]
+    )
     assert one_line_error(code, out, err) and "does not exist" in err
     assert not (tmp_path / "no").exists()
     db = str(tmp_path / "l.db")
@@ -231,5 +270,7 @@ def test_missing_directory_on_create_and_bad_values(tmp_path, capsys):
     assert code == 0
     code, out, err = run(capsys, ["budget", "charge", db, str(tmp_path / "missing.toml"), "--release", "r"])
     assert one_line_error(code, out, err) and "not found" in err
-    code, out, err = run(capsys, ["budget", "charge", db, str(tmp_path / "missing.toml"), "--release", "r", "--time", "yesterday"])
+    code, out, err = run(
+        capsys, ["budget", "charge", db, str(tmp_path / "missing.toml"), "--release", "r", "--time", "yesterday"]
+    )
     assert one_line_error(code, out, err) and "--time" in err

@@ -37,7 +37,9 @@ def test_every_source_round_trips_exactly(location, tmp_path):
     ledger_json = tmp_path / "ledger.json"
     ledger_json.write_text(accountant.to_json())
     report = tmp_path / "report.json"
-    report.write_text(json.dumps({"format": "dplens-report", "mechanism": {"ledger": json.loads(accountant.to_json())}}))
+    report.write_text(
+        json.dumps({"format": "dplens-report", "mechanism": {"ledger": json.loads(accountant.to_json())}})
+    )
     opacus_history = {"history": [(1.1, 0.004, 100)], "mechanism": "rdp"}
     sources = {
         "event": dplens.Gaussian(noise_multiplier=40.0),
@@ -186,7 +188,7 @@ def test_zcdp_and_gdp_filters_sum_exactly(location):
         ledger.create_budget(name="rho", unit="one person", rho=0.05, delta=1e-10, mode=Mode.ADAPTIVE)
         ledger.create_budget(name="mu", unit="one person", mu=0.5, delta=1e-10, mode=Mode.ADAPTIVE)
         counts = {}
-        for name, step in (("rho", 1 / 200), ("mu", 1 / 100)):  # ρ and μ² of a Gaussian with σ = 10
+        for name in ("rho", "mu"):  # ρ = 1/200 and μ² = 1/100 per Gaussian with σ = 10
             n = 0
             while ledger.charge(dplens.Gaussian(noise_multiplier=10.0), release=f"{name}{n}", budgets=[name]).accepted:
                 n += 1
@@ -214,7 +216,7 @@ def test_adaptive_budgets_refuse_releases_their_filter_cannot_take(location):
         ledger.create_budget(name="gauss", unit="one person", mu=1.0, delta=1e-6, mode=Mode.ADAPTIVE)
         with pytest.raises(ValueError, match="renyi filter cannot take"):
             ledger.charge(truncated, release="t", budgets=["default"])
-        with pytest.raises(ValueError, match="GDP filter|gdp filter"):
+        with pytest.raises(ValueError, match=r"GDP filter|gdp filter"):
             ledger.charge(dplens.Laplace(noise_multiplier=10.0), release="l", budgets=["gauss"])
         ledger.create_budget(name="planned", unit="one person", epsilon=5.0, delta=1e-6)
         assert ledger.charge(truncated, release="t", budgets=["planned"]).accepted  # planned: the PLD route applies
@@ -244,7 +246,7 @@ def test_a_retried_charge_is_stored_once_and_a_reused_name_is_refused(location):
         first = ledger.charge(dplens.Gaussian(noise_multiplier=10.0), release="daily")
         again = ledger.charge(dplens.Gaussian(noise_multiplier=10.0), release="daily")
         assert first.accepted and not first.duplicate and again.accepted and again.duplicate
-        with pytest.raises(ValueError, match="already charged .* with other events"):
+        with pytest.raises(ValueError, match=r"already charged .* with other events"):
             ledger.charge(dplens.Gaussian(noise_multiplier=11.0), release="daily")
     assert _count(location) == 1
 
@@ -277,7 +279,7 @@ def test_a_store_of_another_schema_version_is_refused(tmp_path):
     path = str(tmp_path / "ledger.db")
     with Ledger.open(path, create=True) as ledger, ledger._store.write() as db:
         db.execute("UPDATE dplens_ledger_meta SET value = '2' WHERE key = 'schema_version'")
-    with pytest.raises(ValueError, match="schema version '2'.*reads schema version 1 only"):
+    with pytest.raises(ValueError, match=r"schema version '2'.*reads schema version 1 only"):
         Ledger.open(path)
 
 

@@ -62,7 +62,9 @@ def test_a_bad_ledger_fails_the_report_in_one_line(tmp_path, capsys):
     bad = tmp_path / "bad.db"
     bad.write_text("not a ledger")
     out = tmp_path / "report"
-    code = main(["report", str(EXAMPLES / "gaussian_claim.toml"), "-o", str(out), "--no-audit", "--quiet", "--ledger", str(bad)])
+    code = main(
+        ["report", str(EXAMPLES / "gaussian_claim.toml"), "-o", str(out), "--no-audit", "--quiet", "--ledger", str(bad)]
+    )
     _, err = capsys.readouterr()
     assert code == 2 and err.count("\n") == 1 and "not a dplens budget ledger" in err
     assert not (out / "report.json").exists()
@@ -71,14 +73,16 @@ def test_a_bad_ledger_fails_the_report_in_one_line(tmp_path, capsys):
 def test_the_ledger_section_renders_in_chromium(tmp_path, capsys, render):
     db = _ledger(tmp_path / "ledger.db")
     out = tmp_path / "report"
-    assert main(["report", str(EXAMPLES / "gaussian_claim.toml"), "-o", str(out), "--no-audit", "--ledger", str(db)]) == 0
+    assert (
+        main(["report", str(EXAMPLES / "gaussian_claim.toml"), "-o", str(out), "--no-audit", "--ledger", str(db)]) == 0
+    )
     capsys.readouterr()
     data = json.loads((out / "report.json").read_text())
     page = render(out / "report.html")
     assert page.network_requests == [] and page.console_errors == []
     assert "Budget ledger: cumulative spend" in page.text
     rows = [(b, p) for b in data["budget_ledger"]["budgets"] for p in b["periods"]]
-    for index, (budget, period) in enumerate(rows, start=1):
+    for index, (_, period) in enumerate(rows, start=1):
         assert float(page.values[f"ledger-spent-{index}"]) == period["spent_epsilon"]
         assert float(page.values[f"ledger-remaining-{index}"]) == period["remaining_epsilon"]
         assert f"≤ {fmt_upper(period['spent_epsilon'])}" in page.text

@@ -161,8 +161,10 @@ def zcdp_rho(event: ev.Event) -> float | None:
 
     Example:
         >>> from dplens import Gaussian, Laplace, SelfComposed
-        >>> zcdp_rho(SelfComposed(event=Gaussian(noise_multiplier=2.0), count=4)), zcdp_rho(Laplace(noise_multiplier=2.0))
-        (0.5, 0.125)
+        >>> zcdp_rho(SelfComposed(event=Gaussian(noise_multiplier=2.0), count=4))
+        0.5
+        >>> zcdp_rho(Laplace(noise_multiplier=2.0))  # pure 0.5-DP
+        0.125
     """
     match event:
         case ev.NoOp():
@@ -317,9 +319,7 @@ class RenyiFilter:
     order_budgets: tuple[float, ...]
 
     @classmethod
-    def build(
-        cls, *, epsilon: float, delta: float, orders: Sequence[float] = DEFAULT_FILTER_ORDERS
-    ) -> RenyiFilter:
+    def build(cls, *, epsilon: float, delta: float, orders: Sequence[float] = DEFAULT_FILTER_ORDERS) -> RenyiFilter:
         """The filter for target (``epsilon``, ``delta``) on ``orders`` (each > 1), B_j verified to convert to
         at most ``epsilon``."""
         epsilon = conversions.check_epsilon(epsilon)

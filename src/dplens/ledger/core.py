@@ -43,7 +43,7 @@ _NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
 _LARGEST = 5
 
 
-class _Refused(Exception):
+class _RefusedError(Exception):
     """Raised inside a charge's transaction to roll it back."""
 
 
@@ -333,7 +333,7 @@ class Ledger:
         try:
             with self._store.write() as db:
                 db.lock_budgets(list(prepared))
-                for name, (budget, rule, quantity, alone) in sorted(prepared.items()):
+                for name, (budget, rule, quantity, _) in sorted(prepared.items()):
                     stored = db.execute(
                         "SELECT entries_sha256 FROM dplens_releases WHERE budget = ? AND name = ?", (name, release)
                     )
@@ -350,14 +350,14 @@ class Ledger:
                     if not decision.accepted:
                         refused.append(name)
                 if refused:
-                    raise _Refused
+                    raise _RefusedError
                 for name, (budget, rule, quantity, alone) in sorted(prepared.items()):
                     if any(d.budget == name and d.duplicate for d in decisions):
                         continue
                     self._store_release(
                         db, budget, rule, period_of[name], release, when, charged_by, where, text, sha, quantity, alone
                     )
-        except _Refused:
+        except _RefusedError:
             pass
         duplicate = all(d.duplicate for d in decisions)
         accepted = not refused
@@ -668,7 +668,9 @@ class Ledger:
         self._store_caches()
         from dplens.ledger.storage import SCHEMA_VERSION
 
-        return LedgerStatus(location=self.location, schema_version=SCHEMA_VERSION, time_utc=_iso(when), budgets=tuple(out))
+        return LedgerStatus(
+            location=self.location, schema_version=SCHEMA_VERSION, time_utc=_iso(when), budgets=tuple(out)
+        )
 
     def _budget_status(self, db: storage.Store, budget: Budget, when: dt.datetime) -> BudgetStatus:
         rule = self._rule(budget)
@@ -700,9 +702,7 @@ class Ledger:
             (budget.name,),
         ):
             decoded = rules_module.decode_sums(json.loads(sums))
-            spent, lower, method = self._spent(
-                db, budget, rule, period, decoded, int(count), cache, store_cache=True
-            )
+            spent, lower, method = self._spent(db, budget, rule, period, decoded, int(count), cache, store_cache=True)
             largest = sorted(by_period.get(period, []), key=lambda r: (-r.epsilon_alone, r.seq))[:_LARGEST]
             periods.append(
                 PeriodStatus(

@@ -218,6 +218,12 @@ def make_rule(*, mode: Mode, target: Target, orders: Sequence[float] | None, tol
 
 
 def rule_of(mode: Mode, target: Target, data: dict[str, Any]) -> Rule:
+    """The :class:`Rule` of a stored budget; a rule of the other mode (or an unknown one) is refused.
+
+    Example:
+        >>> rule_of(Mode.ADAPTIVE, Target(epsilon=1.0, delta=1e-6, rho=0.1), {"kind": "zcdp_filter"}).theorem[:11]
+        'zCDP filter'
+    """
     kind = data.get("kind")
     if kind not in _THEOREMS:
         raise ValueError(f"unknown ledger rule {kind!r} (written by another dplens?)")

@@ -208,7 +208,9 @@ def render_statement(report: Report) -> str:
     if report.budget_ledger:
         lines.append("")
         book = report.budget_ledger
-        lines += _wrap(f"Budget ledger {book['ledger']} (read {book['time_utc']}): cumulative spend per budget and period.")
+        lines += _wrap(
+            f"Budget ledger {book['ledger']} (read {book['time_utc']}): cumulative spend per budget and period."
+        )
         for budget in book["budgets"]:
             for period in budget["periods"]:
                 lines += _wrap(

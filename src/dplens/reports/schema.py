@@ -157,7 +157,14 @@ _LEDGER_PERIOD = _obj(
         "spent_method": _STR,
         "remaining_epsilon": _XNUM,
         "history": _arr(
-            _obj({"releases": {"type": "integer", "minimum": 1}, "time_utc": _STR, "release": _STR, "spent_epsilon": _XNUM})
+            _obj(
+                {
+                    "releases": {"type": "integer", "minimum": 1},
+                    "time_utc": _STR,
+                    "release": _STR,
+                    "spent_epsilon": _XNUM,
+                }
+            )
         ),
     },
     extra=True,
