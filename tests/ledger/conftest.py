@@ -85,7 +85,10 @@ def postgres_server():
         name = f"ledger_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(f"postgresql://postgres@/postgres?host={socket_dir}", autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {name}")
-        return f"postgresql://postgres@/{name}?host={socket_dir}"
+        url = f"postgresql://postgres@/{name}?host={socket_dir}"
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS amcheck")  # PostgreSQL's own index checks, for verify()
+        return url
 
     try:
         yield make_database

@@ -86,47 +86,13 @@ def test_create_charge_refuse_status(location, specs, capsys):
 
 def test_create_with_rho_mu_modes_and_periods(tmp_path, capsys):
     db = str(tmp_path / "ledger.db")
-    code, out, _ = run(
-        capsys,
-        [
-            "budget",
-            "create",
-            db,
-            "--unit",
-            "one person-day",
-            "--rho",
-            "4.96",
-            "--delta",
-            "1e-10",
-            "--period",
-            "month",
-            "--mode",
-            "adaptive",
-            "--name",
-            "census",
-            "--json",
-        ],
-    )
+    census = ["--unit", "one person-day", "--rho", "4.96", "--delta", "1e-10"]
+    census += ["--period", "month", "--mode", "adaptive", "--name", "census"]
+    code, out, _ = run(capsys, ["budget", "create", db, *census, "--json"])
     created = json.loads(out)
     assert code == 0 and created["rule"]["kind"] == "zcdp_filter" and created["period"] == "month"
     assert created["target"]["epsilon"] <= 26.34  # ρ = 4.96 at δ = 1e-10: the optimal conversion beats 26.33
-    again = [
-        "budget",
-        "create",
-        db,
-        "--unit",
-        "one person-day",
-        "--rho",
-        "4.96",
-        "--delta",
-        "1e-10",
-        "--period",
-        "month",
-        "--mode",
-        "adaptive",
-        "--name",
-        "census",
-    ]
+    again = ["budget", "create", db, *census]
     assert run(capsys, again)[0] == 0  # the same budget again: unchanged
     code, out, err = run(capsys, [*again[:-1], "census", "--neighbouring", "replace_one"])
     assert one_line_error(code, out, err) and "already exists with other settings" in err

@@ -59,7 +59,7 @@ class VerifyResult:
 
     @property
     def ok(self) -> bool:
-        return self.integrity == "ok" and not self.problems
+        return self.integrity.startswith("ok") and not self.problems
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -382,6 +382,21 @@ class PostgresStore(Store):
         rows = self.execute("SELECT to_regclass('dplens_ledger_meta') IS NOT NULL")
         return bool(rows and rows[0][0])
 
+    def integrity_check(self) -> str:
+        """``bt_index_check`` (with ``heapallindexed``) of every index of the ledger's tables when the ``amcheck``
+        extension is installed in the database (``CREATE EXTENSION amcheck``); otherwise says that only the ledger's
+        own invariants were checked."""
+        if not self.execute("SELECT 1 FROM pg_extension WHERE extname = 'amcheck'"):
+            return "ok (amcheck is not installed in this database: PostgreSQL's own checks were not run)"
+        indexes = self.execute(
+            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "JOIN pg_class t ON t.oid = i.indrelid JOIN pg_am a ON a.oid = c.relam "
+            "WHERE left(t.relname, 7) = 'dplens_' AND a.amname = 'btree'"
+        )
+        for (index,) in indexes:
+            self.execute("SELECT bt_index_check(?::regclass, true)", (index,))
+        return f"ok (amcheck: {len(indexes)} indexes checked)"
+
     def _translate(self, err: Exception) -> ValueError:
         text = _first_line(err)
         errors = self._psycopg.errors
