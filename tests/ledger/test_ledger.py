@@ -297,3 +297,19 @@ def test_status_of_an_empty_and_of_a_read_only_ledger(tmp_path):
         assert status.budgets[0].releases[0].name == "r" and math.isfinite(status.budgets[0].spent_epsilon)
     finally:
         path.chmod(0o644)
+
+
+def test_the_cached_tightest_result_is_used_only_for_the_events_it_covers(location):
+    laplace = dplens.Laplace(noise_multiplier=40.0)  # no exact route for a mix: the PLD route is the tightest
+    with Ledger.open(location, create=True) as ledger:
+        ledger.create_budget(unit="one person", epsilon=3.0, delta=1e-6)
+        for i in range(3):
+            ledger.charge([(dplens.Gaussian(noise_multiplier=30.0), 1), (laplace, 1)], release=f"r{i}")
+        first = ledger.status().budgets[0].spent_epsilon
+        with ledger._store.read() as db:
+            (cache,) = db.execute("SELECT spent_cache FROM dplens_periods")[0]
+        assert cache is not None and json.loads(cache)["result"]["epsilon"] == first  # status stored it
+        assert ledger.status().budgets[0].spent_epsilon == first  # and reuses it
+        ledger.charge(laplace, release="more")  # the period changed: the cache no longer applies
+        after = ledger.status().budgets[0].spent_epsilon
+        assert after == ledger.accountant("default").epsilon(1e-6) > first

@@ -121,7 +121,7 @@ class Ledger:
 
     def __init__(self, store: storage.Store) -> None:
         self._store = store
-        self._pending_cache: tuple | None = None  # the tightest-route result of an accepted charge, stored with it
+        self._pending_cache: dict[tuple[str, str], tuple] = {}  # tightest-route results of a charge, stored with it
         self._cache_later: list[tuple] = []  # results status computed, stored after it
 
     @classmethod
@@ -329,7 +329,7 @@ class Ledger:
         period_of = {name: period_key(b.period, when) for name, (b, _, _, _) in prepared.items()}
         decisions: list[BudgetCharge] = []
         refused: list[str] = []
-        self._pending_cache = None
+        self._pending_cache = {}
         try:
             with self._store.write() as db:
                 db.lock_budgets(list(prepared))
@@ -478,7 +478,7 @@ class Ledger:
             accepted=accepted,
         )
         if accepted:
-            self._pending_cache = (budget.name, period, self._digest(budget, groups), result.to_dict())
+            self._pending_cache[(budget.name, period)] = (self._digest(budget, groups), result.to_dict())
         return charge
 
     def _store_release(
@@ -517,11 +517,10 @@ class Ledger:
         db.execute("UPDATE dplens_budgets SET releases_total = ? WHERE name = ?", (int(total) + 1, budget.name))
         count, sums, _ = self._period_row(db, budget, rule, period)
         after = json.dumps(rules_module.encode_sums(rule.add(sums, quantity)))
-        cache = None
-        pending = getattr(self, "_pending_cache", None)
-        if pending is not None and pending[:2] == (budget.name, period):
-            cache = json.dumps({"digest": pending[2], "result": pending[3]}, sort_keys=True)
-            self._pending_cache = None
+        cache = None  # the period changed: an older cached result no longer applies (its digest would not match)
+        pending = self._pending_cache.pop((budget.name, period), None)
+        if pending is not None:
+            cache = json.dumps({"digest": pending[0], "result": pending[1]}, sort_keys=True)
         if count == 0:
             db.execute(
                 "INSERT INTO dplens_periods (budget, period, releases, sums, spent_cache) VALUES (?, ?, 1, ?, ?)",
