@@ -754,6 +754,9 @@ def _cmd_budget_status(args: argparse.Namespace) -> int:
                 f"  {period.period}: {period.releases} release(s), spent <= {_fmt(period.spent_epsilon)} "
                 f"[{period.spent_method}]{bracket}, remaining >= {_fmt(period.remaining_epsilon)}"
             )
+            state = period.filter or {}
+            if isinstance(state.get("used"), float | int):
+                lines.append(f"    filter: {state['quantity']} used {_fmt(state['used'])} of {_fmt(state['budget'])}")
             if period.largest:
                 top = ", ".join(f"{r.name} ({_fmt(r.epsilon_alone)})" for r in period.largest)
                 lines.append(f"    largest (epsilon of the release alone): {top}")

@@ -24,6 +24,11 @@ the counterexamples); these are:
   j's sum is *not* bounded on its own (the release may be admitted through another order), which is why δ is split:
   a rule valid at one order is not valid at the order that happens to be best after the fact.
 
+A refused release is a no-op chosen from the past (the decision depends only on earlier outputs and the proposed
+release), so a filter may refuse one release and admit a smaller one later. Releases charged concurrently by
+several analysts are composed in the order their charges commit; every valid filter stays valid under such
+concurrent composition (Haney, Shoemate, Tian, Vadhan, Vyrros, Xu, Zhang, CCS 2023, arXiv 2309.05901).
+
 Every per-release quantity here is an upper bound (rounded up); the filters compare sums exactly (the ledger sums
 them as exact integers, :func:`exact_sum`), so a sum recomputed from the stored releases in any order agrees bit for
 bit with the running one.
