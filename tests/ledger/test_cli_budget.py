@@ -240,3 +240,20 @@ def test_missing_directory_on_create_and_bad_values(tmp_path, capsys):
         capsys, ["budget", "charge", db, str(tmp_path / "missing.toml"), "--release", "r", "--time", "yesterday"]
     )
     assert one_line_error(code, out, err) and "--time" in err
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "words"), [("schema_version", "0", "schema version '0'"), ("format", "x", "format")]
+)
+def test_a_ledger_of_another_version_or_format_is_refused_in_one_line(tmp_path, specs, capsys, key, value, words):
+    path = _ledger(tmp_path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE dplens_ledger_meta SET value = ? WHERE key = ?", (value, key))
+    before = _snapshot(path)
+    for argv in (
+        ["budget", "status", str(path)],
+        ["budget", "charge", str(path), str(specs["small"]), "--release", "r"],
+    ):
+        code, out, err = run(capsys, argv)
+        assert one_line_error(code, out, err) and words in err
+    assert _snapshot(path) == before
