@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import heapq
 import json
 import math
 import os
@@ -616,10 +617,10 @@ class Ledger:
         """The period's events with identical events merged (counts added), in order of first appearance: the
         composition the tightest route evaluates (composition is commutative; repeated releases become one entry)."""
         texts: dict[str, str] = {}
-        rows = db.execute(
-            "SELECT entries_sha256, MIN(entries) FROM dplens_releases WHERE budget = ? AND period = ? "
-            "GROUP BY entries_sha256",
-            (budget, period),
+        rows = db.execute(  # the events of the first release of each group (found through the covering index)
+            "SELECT entries_sha256, entries FROM dplens_releases WHERE budget = ? AND seq IN ("
+            "SELECT MIN(seq) FROM dplens_releases WHERE budget = ? AND period = ? GROUP BY entries_sha256)",
+            (budget, budget, period),
         )
         texts.update({sha: text for sha, text in rows})
         merged: dict[str, list] = {}
@@ -714,22 +715,12 @@ class Ledger:
     def _budget_status(self, db: storage.Store, budget: Budget, when: dt.datetime) -> BudgetStatus:
         rule = self._rule(budget)
         rows = db.execute(
-            "SELECT name, seq, period, time_utc, charged_by, source, epsilon_alone FROM dplens_releases "
+            "SELECT name, seq, period, time_utc, charged_by, epsilon_alone FROM dplens_releases "
             "WHERE budget = ? ORDER BY seq",
             (budget.name,),
         )
-        releases = tuple(
-            ReleaseRow(
-                name=r[0],
-                seq=int(r[1]),
-                period=r[2],
-                time_utc=r[3],
-                charged_by=r[4],
-                source=r[5],
-                epsilon_alone=math.inf if r[6] >= 1e308 else float(r[6]),
-            )
-            for r in rows
-        )
+        make = ReleaseRow._make
+        releases = tuple(make(r) if r[5] < 1e308 else make((*r[:5], math.inf)) for r in rows)
         by_period: dict[str, list[ReleaseRow]] = {}
         chargers: dict[str, int] = {}
         for row in releases:
@@ -742,7 +733,7 @@ class Ledger:
         ):
             decoded = rules_module.decode_sums(json.loads(sums))
             spent, lower, method = self._spent(db, budget, rule, period, decoded, int(count), cache, store_cache=True)
-            largest = sorted(by_period.get(period, []), key=lambda r: (-r.epsilon_alone, r.seq))[:_LARGEST]
+            largest = heapq.nsmallest(_LARGEST, by_period.get(period, []), key=lambda r: (-r.epsilon_alone, r.seq))
             periods.append(
                 PeriodStatus(
                     period=period,
