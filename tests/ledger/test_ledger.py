@@ -313,3 +313,36 @@ def test_the_cached_tightest_result_is_used_only_for_the_events_it_covers(locati
         ledger.charge(laplace, release="more")  # the period changed: the cache no longer applies
         after = ledger.status().budgets[0].spent_epsilon
         assert after == ledger.accountant("default").epsilon(1e-6) > first
+
+
+def test_a_route_computed_before_the_lock_is_used_only_for_an_unchanged_period(tmp_path, monkeypatch):
+    """The tightest route runs before the writer lock; a charge committed in between makes the charge recompute
+    inside the lock, so the decision is always about the events actually stored."""
+    path = str(tmp_path / "ledger.db")
+    step = dplens.Gaussian(noise_multiplier=20.0)  # 22 fit in (1, 1e-6)
+    with Ledger.open(path, create=True) as ledger:
+        ledger.create_budget(unit="one person", epsilon=1.0, delta=1e-6)
+        for i in range(21):
+            assert ledger.charge(step, release=f"r{i}").accepted
+        original = Ledger._precompute
+        precomputed = []
+
+        def racing(self, *args):
+            out = original(self, *args)
+            precomputed.append([r.epsilon for r in out.values()])
+            if len(precomputed) == 1:  # another process commits between the precomputation and the lock
+                with Ledger.open(path) as other:
+                    assert other.charge(step, release="sneaky").accepted
+            return out
+
+        monkeypatch.setattr(Ledger, "_precompute", racing)
+        late = ledger.charge(step, release="r21")  # precomputed for 22 releases (fits), decided for 23: refused
+        monkeypatch.undo()
+        status = ledger.status().budgets[0]
+        names = [r.name for r in status.releases]
+    (stale,) = precomputed[0]
+    assert stale <= 1.0  # the precomputed answer would have admitted it: it was not used, the period had changed
+    assert not late.accepted and late.budgets[0].spent_epsilon > 1.0
+    assert names[-1] == "sneaky" and len(names) == 22
+    exact = dplens.Accountant().compose(step, len(names))
+    assert status.spent_epsilon == pytest.approx(exact.epsilon(1e-6), rel=1e-9) and status.spent_epsilon <= 1.0

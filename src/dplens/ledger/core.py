@@ -123,6 +123,7 @@ class Ledger:
     def __init__(self, store: storage.Store) -> None:
         self._store = store
         self._pending_cache: dict[tuple[str, str], tuple] = {}  # tightest-route results of a charge, stored with it
+        self._precomputed: dict[tuple[str, str, str], Any] = {}  # tightest routes computed before taking the lock
         self._cache_later: list[tuple] = []  # results status computed, stored after it
 
     @classmethod
@@ -331,6 +332,7 @@ class Ledger:
         decisions: list[BudgetCharge] = []
         refused: list[str] = []
         self._pending_cache = {}
+        self._precomputed = self._precompute(prepared, period_of, entries, sha)
         try:
             with self._store.write() as db:
                 db.lock_budgets(list(prepared))
@@ -475,8 +477,11 @@ class Ledger:
                 accepted=False,
             )
         groups = self._groups(db, budget.name, period, extra=sha)
-        new_entries = self._grouped_entries(db, budget.name, period, groups, extra=(sha, entries))
-        result = self._accountant(budget, new_entries).epsilon_result(budget.target.delta)
+        digest = self._digest(budget, groups)
+        result = self._precomputed.get((budget.name, period, digest))
+        if result is None:  # the period changed since the precomputation (another charge committed): compute it here
+            new_entries = self._grouped_entries(db, budget.name, period, groups, extra=(sha, entries))
+            result = self._accountant(budget, new_entries).epsilon_result(budget.target.delta)
         accepted = result.epsilon <= target
         charge = BudgetCharge(
             **common,
@@ -487,8 +492,36 @@ class Ledger:
             accepted=accepted,
         )
         if accepted:
-            self._pending_cache[(budget.name, period)] = (self._digest(budget, groups), result.to_dict())
+            self._pending_cache[(budget.name, period)] = (digest, result.to_dict())
         return charge
+
+    def _precompute(
+        self,
+        prepared: dict[str, tuple[Budget, Rule, list[int | None], float]],
+        period_of: dict[str, str],
+        entries: Sequence[tuple[ev.Event, int]],
+        sha: str,
+    ) -> dict[tuple[str, str, str], Any]:
+        """The tightest route of each planned period this charge will need, computed *before* taking the writer
+        lock (it may take seconds), keyed by the digest of the period's events with this release. Inside the lock
+        the result is used only if the period still holds exactly those events; otherwise it is recomputed there."""
+        out: dict[tuple[str, str, str], Any] = {}
+        with self._store.read() as db:
+            for name, (budget, rule, quantity, _) in prepared.items():
+                if rule.kind != "planned_tightest":
+                    continue
+                period = period_of[name]
+                _, sums, _ = self._period_row(db, budget, rule, period)
+                after = rule.add(sums, quantity)
+                if rule.shortcut_epsilon(after) <= budget.target.epsilon * (1 - rules_module.FAST_PATH_MARGIN):
+                    continue  # the cheap bound will accept it
+                if self._release_lower_bound(budget, entries) > budget.target.epsilon:
+                    continue  # refused by its lower bound, no route needed
+                groups = self._groups(db, name, period, extra=sha)
+                new_entries = self._grouped_entries(db, name, period, groups, extra=(sha, entries))
+                result = self._accountant(budget, new_entries).epsilon_result(budget.target.delta)
+                out[(name, period, self._digest(budget, groups))] = result
+        return out
 
     def _spent_before_cheaply(
         self,
