@@ -2,7 +2,9 @@
 
 A charge is one transaction: lock the budgets (SQLite ``BEGIN IMMEDIATE``, PostgreSQL ``SELECT … FOR UPDATE``), read
 each budget's period state, decide by the budget's rule (:mod:`dplens.ledger.rules`), and only if every budget
-holds write the release and the new period state, then commit. A refused charge rolls back: nothing is written. A
+holds write the release and the new period state, then commit. A planned budget's tightest route, which may take
+seconds, is computed before the lock and used under it only if the period still holds exactly the events it was
+computed for. A refused charge rolls back: nothing is written. A
 release name is unique per budget; charging the same name with the same events again (a client retrying after a
 lost connection) is reported as a duplicate and writes nothing, with other events it is an error.
 """
