@@ -4,8 +4,8 @@ Every charger process charges identical Gaussian releases against one planned bu
 them. Afterwards the ledger must open, pass its integrity check, and: the spent ε recomputed from the stored
 releases (by an independent ``Accountant`` of every stored release) never exceeds the budget; every charge that
 reported success is stored exactly once; no refused charge is stored; and — the budget is full — exactly as many
-releases are stored as fit (no capacity lost to a crash or a race). The default suite runs a reduced version on both
-backends at the issue's size — 8 processes × 250 charges, a budget for about 1000 of them, two chargers killed with
+releases are stored as fit (no capacity lost to a crash or a race). The default suite runs it on both backends at
+the issue's size — 8 processes × 250 charges, a budget for about 1000 of them, two chargers killed with
 SIGKILL at random moments (about 30 s per backend on a 2-core machine) — and a smaller run without kills in which
 every one of the 4 × 30 attempted charges must report its outcome.
 """
