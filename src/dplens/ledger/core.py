@@ -53,7 +53,17 @@ class _RefusedError(Exception):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VerifyResult:
     """:meth:`Ledger.verify`: the store's integrity check and the ledger's invariants, recomputed from the stored
-    releases (``problems`` is empty when everything holds)."""
+    releases (``problems`` is empty when everything holds).
+
+    Example:
+        >>> import dplens, pathlib, tempfile
+        >>> with Ledger.open(pathlib.Path(tempfile.mkdtemp()) / "l.db", create=True) as book:
+        ...     _ = book.create_budget(unit="one person", epsilon=1.0, delta=1e-6)
+        ...     _ = book.charge(dplens.Gaussian(noise_multiplier=8.0), release="q1")
+        ...     result = book.verify()
+        >>> result.ok, result.integrity, result.releases
+        (True, 'ok', 1)
+    """
 
     integrity: str
     budgets: int

@@ -94,6 +94,10 @@ class Target:
     """A budget's target: (ε, δ), or ρ (zCDP), or μ (GDP); ``delta`` is always the δ at which ε is reported.
 
     ``epsilon`` is the target's ε at ``delta`` (given, or converted from ρ or μ: an upper bound).
+
+    Example:
+        >>> Target(epsilon=4.7284, delta=1e-5, rho=0.5).kind
+        'rho'
     """
 
     epsilon: float
@@ -158,6 +162,14 @@ class BudgetCharge:
     a cheap bound when it already shows the budget holds, the tightest route otherwise); ``spent_epsilon_before``
     likewise without it; ``remaining_epsilon`` = target − spent (after an accepted charge; before, for a refused
     one), a lower bound on what is left.
+
+    Example:
+        >>> import dplens, dplens.ledger as ledger, pathlib, tempfile
+        >>> with ledger.Ledger.open(pathlib.Path(tempfile.mkdtemp()) / "l.db", create=True) as book:
+        ...     _ = book.create_budget(unit="one person", epsilon=1.0, delta=1e-6)
+        ...     charge = book.charge(dplens.Gaussian(noise_multiplier=8.0), release="q1").budgets[0]
+        >>> charge.accepted, charge.spent_epsilon + charge.remaining_epsilon == 1.0
+        (True, True)
     """
 
     budget: str
@@ -257,7 +269,17 @@ class ReleaseRow(NamedTuple):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PeriodStatus:
     """One period of one budget: spent ε (by the mode's rule, an upper bound), the certified lower end where the PLD
-    route applies (``spent_epsilon_lower``), remaining (a lower bound), releases, the largest spenders."""
+    route applies (``spent_epsilon_lower``), remaining (a lower bound), releases, the largest spenders.
+
+    Example:
+        >>> import dplens, dplens.ledger as ledger, pathlib, tempfile
+        >>> with ledger.Ledger.open(pathlib.Path(tempfile.mkdtemp()) / "l.db", create=True) as book:
+        ...     _ = book.create_budget(unit="one person", epsilon=1.0, delta=1e-6)
+        ...     _ = book.charge([(dplens.Laplace(noise_multiplier=20.0), 2)], release="counts")
+        ...     period = book.status().budgets[0].periods[0]
+        >>> period.period, period.releases, period.spent_epsilon_lower <= period.spent_epsilon <= 0.1
+        ('all', 1, True)
+    """
 
     period: str
     releases: int
@@ -285,7 +307,16 @@ class PeriodStatus:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BudgetStatus:
     """A budget and its periods; ``spent_epsilon`` / ``remaining_epsilon`` are those of ``current_period`` (the
-    period of the status time; the whole history for a budget without periods)."""
+    period of the status time; the whole history for a budget without periods).
+
+    Example:
+        >>> import dplens, dplens.ledger as ledger, pathlib, tempfile
+        >>> with ledger.Ledger.open(pathlib.Path(tempfile.mkdtemp()) / "l.db", create=True) as book:
+        ...     _ = book.create_budget(unit="one person", epsilon=1.0, delta=1e-6, period=ledger.Period.YEAR)
+        ...     status = book.status().budgets[0]
+        >>> status.current_period.isdigit(), status.spent_epsilon, status.to_dict()["releases"]
+        (True, 0.0, [])
+    """
 
     budget: Budget
     current_period: str

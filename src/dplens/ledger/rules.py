@@ -59,7 +59,18 @@ def _decode(values: Sequence[str]) -> list[int | None]:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """A budget's rule, rebuilt from its stored dict (:func:`rule_of`)."""
+    """A budget's rule, rebuilt from its stored dict (:func:`rule_of`): the per-release quantity it adds, its exact
+    decision on a period's sums, and the readout as ε.
+
+    Example:
+        >>> import dplens
+        >>> target = Target(epsilon=1.0, delta=1e-6, mu=0.5)
+        >>> stored = make_rule(mode=Mode.ADAPTIVE, target=target, orders=None, tolerance=1e-3)
+        >>> rule = rule_of(Mode.ADAPTIVE, target, stored)
+        >>> q = rule.quantity([(dplens.Gaussian(noise_multiplier=4.0), 1)])  # μ² = 1/16
+        >>> rule.kind, rule.filter_admits(q), rule.filter_admits(rule.add(q, rule.add(q, rule.add(q, q))))
+        ('gdp_filter', True, False)
+    """
 
     kind: str
     mode: Mode
@@ -193,7 +204,14 @@ def _json_float(value: float) -> float | str:
 
 
 def make_rule(*, mode: Mode, target: Target, orders: Sequence[float] | None, tolerance: float) -> dict[str, Any]:
-    """The stored rule of a new budget (fixed from then on)."""
+    """The stored rule of a new budget (fixed from then on): a ρ or μ target gets its filter; an (ε, δ) target the
+    tightest route (planned) or the Rényi filter with its per-order budgets (adaptive).
+
+    Example:
+        >>> target = Target(epsilon=1.0, delta=1e-6)
+        >>> make_rule(mode=Mode.ADAPTIVE, target=target, orders=[8, 16], tolerance=1e-3)["kind"]
+        'renyi_filter'
+    """
     if target.rho is not None:
         return {"kind": "zcdp_filter", "theorem": _THEOREMS["zcdp_filter"]}
     if target.mu is not None:

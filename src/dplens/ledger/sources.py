@@ -23,7 +23,14 @@ _MAX_FILE_BYTES = 64 * 2**20
 
 
 def encode_entries(entries: Sequence[tuple[ev.Event, int]]) -> tuple[str, str]:
-    """Canonical JSON of the entries and its SHA-256 (the identity of a release's events)."""
+    """Canonical JSON of the entries and its SHA-256 (the identity of a release's events).
+
+    Example:
+        >>> from dplens import Gaussian
+        >>> text, sha = encode_entries([(Gaussian(noise_multiplier=2.0), 3)])
+        >>> text[:40], len(sha)
+        ('[{"count":3,"event":{"neighboring":"add_', 64)
+    """
     text = json.dumps(
         [{"event": ev.event_to_dict(e), "count": c} for e, c in entries], sort_keys=True, separators=(",", ":")
     )

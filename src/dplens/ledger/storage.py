@@ -85,7 +85,16 @@ def is_url(location: str) -> bool:
 
 
 class Store:
-    """A connection to one ledger store. Use :func:`open_store`; SQL is written with ``?`` placeholders."""
+    """A connection to one ledger store. Use :func:`open_store`; SQL is written with ``?`` placeholders.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> store = open_store(pathlib.Path(tempfile.mkdtemp()) / "l.db", create=True)
+        >>> with store.read() as db:
+        ...     db.execute("SELECT value FROM dplens_ledger_meta WHERE key = 'schema_version'")
+        [('1',)]
+        >>> store.close()
+    """
 
     kind: str = ""
     location: str = ""
