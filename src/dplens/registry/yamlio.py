@@ -109,5 +109,5 @@ def dump_record(record: dict[str, Any]) -> str:
         sort_keys=False,
         allow_unicode=True,
         default_flow_style=False,
-        width=110,
+        width=10**6,  # one line per scalar: folding long lines helps no reader of the registry's site
     )
