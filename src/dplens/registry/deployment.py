@@ -59,13 +59,19 @@ from dplens.registry.fields import (
 
 __all__ = [
     "DEPLOYMENT_KEYS",
+    "MAX_DEPLOYMENT_BYTES",
     "TIER_FIELDS",
     "Deployment",
+    "load_deployment_file",
     "merge_deployment_tables",
     "missing_for_tier",
     "parse_deployment",
     "registry_slug",
+    "require_tier_one",
 ]
+
+#: Largest ``--deployment`` file read.
+MAX_DEPLOYMENT_BYTES = 2**20
 
 #: Largest integer a ``[deployment]`` count may hold (the spec's own limit).
 _MAX_INTEGER = 10**15
@@ -312,6 +318,43 @@ def missing_for_tier(deployment: Deployment | None, tier: Tier) -> list[str]:
             if deployment is None or not deployment.given(key):
                 missing.append(key)
     return missing
+
+
+def require_tier_one(deployment: Deployment | None) -> None:
+    """Raise a ``ValueError`` naming the first tier-1 key ``deployment`` lacks (a record cannot be written without
+    them)."""
+    missing = missing_for_tier(deployment, Tier.BASIC)
+    if missing:
+        more = f" (and {len(missing) - 1} more: {', '.join(missing[1:])})" if len(missing) > 1 else ""
+        raise ValueError(
+            f"the registry record needs [deployment] {missing[0]}{more}; registry-entry.yaml was not written"
+        )
+
+
+def load_deployment_file(path: str) -> dict[str, Any]:
+    """The ``[deployment]`` table of a TOML (``.toml``) or JSON file (``--deployment FILE``): the file's
+    ``deployment`` table, or its top level when it has none; validated, returned as given (to merge)."""
+    import json
+    import tomllib
+    from pathlib import Path
+
+    from dplens._files import read_input_bytes
+
+    raw = read_input_bytes(path, what="deployment file", max_bytes=MAX_DEPLOYMENT_BYTES)
+    kind = "TOML" if Path(path).suffix.lower() == ".toml" else "JSON"
+    try:
+        text = raw.decode("utf-8")
+        data = tomllib.loads(text) if kind == "TOML" else json.loads(text)
+    except UnicodeDecodeError:
+        raise ValueError(f"deployment file {path!r} is not UTF-8 text") from None
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"deployment file {path!r} is not valid {kind}: {err}") from None
+    except RecursionError:
+        raise ValueError(f"deployment file {path!r} is nested too deeply") from None
+    if isinstance(data, dict) and isinstance(data.get("deployment"), dict):
+        data = data["deployment"]
+    parse_deployment(data, where=f"[deployment] of {path!r}")
+    return dict(data)
 
 
 def registry_slug(name: str, curators: tuple[str, ...], publication_date: str) -> str:

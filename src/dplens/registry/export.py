@@ -10,14 +10,16 @@ Example:
     >>> spec = dplens.parse_spec({"mechanism": [{"type": "gaussian", "noise_multiplier": 2.0, "count": 4}]})
     >>> report = dplens.build_report(spec=spec, accounting=spec.accountant().summary(1e-5), title="Counts",
     ...                              not_audited_reason="example")
-    >>> composed_rho(report.mechanism.ledger)  # four Gaussians with sigma = 2: rho = 4 / (2 * 2^2)
-    0.5000000000005
+    >>> composed_rho(report.mechanism.ledger)  # four Gaussians with sigma = 2: rho = 4 / (2 * 2^2), exactly
+    0.5
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -29,47 +31,52 @@ __all__ = ["MAX_REPORT_BYTES", "composed_rho", "export_entry", "read_report", "r
 MAX_REPORT_BYTES = 256 * 2**20
 
 
-def _event_rho(event: Any) -> float | None:
-    """ρ of one event if it is ρ-zCDP by a closed form, else None.
+def _event_rho(event: Any) -> Fraction | None:
+    """ρ of one event, exactly (as a fraction of its float parameters), if it is ρ-zCDP by a closed form; else None.
 
     A Gaussian with noise multiplier σ (noise / sensitivity) is 1/(2σ²)-zCDP (Bun & Steinke 2016, arXiv 1605.02065,
-    Prop. 1.6); a ``ZcdpMechanism`` with ξ = 0 states its ρ; self-composition multiplies and composition adds ρ
-    (ibid., Lemma 1.7).
+    Prop. 1.6); a discrete Gaussian with scale σ on a query of ℓ2-sensitivity Δ is Δ²/(2σ²)-zCDP (Canonne, Kamath,
+    Steinke 2020, arXiv 2004.00010, Thm. 14); a ``ZcdpMechanism`` with ξ = 0 states its ρ; self-composition multiplies
+    and composition adds ρ (Bun & Steinke 2016, Lemma 1.7).
     """
     from dplens.accountant import events as ev
+    from dplens.accountant.discrete import DiscreteGaussian
 
     match event:
         case ev.Gaussian():
-            return 1.0 / (2.0 * event.noise_multiplier**2)
+            return 1 / (2 * Fraction(event.noise_multiplier) ** 2)
+        case DiscreteGaussian():
+            return Fraction(event.sensitivity) ** 2 / (2 * Fraction(event.sigma) ** 2)
         case ev.ZcdpMechanism() if event.xi == 0:
-            return float(event.rho)
+            return Fraction(event.rho)
         case ev.NoOp():
-            return 0.0
+            return Fraction(0)
         case ev.SelfComposed():
             inner = _event_rho(event.event)
             return None if inner is None else inner * event.count
         case ev.Composed():
             parts = [_event_rho(e) for e in event.events]
-            return None if any(p is None for p in parts) else sum(parts)
+            return None if any(p is None for p in parts) else sum(parts, Fraction(0))
     return None
 
 
 def composed_rho(ledger: Mapping[str, Any]) -> float | None:
     """ρ of a ledger (``Accountant.to_json`` form, as a report records it) when every event is ρ-zCDP by a closed
-    form, rounded up; None otherwise (e.g. subsampled mechanisms, whose zCDP bound is not their best description)."""
+    form; None otherwise (e.g. subsampled mechanisms, whose zCDP bound is not their best description). Summed
+    exactly and returned as the nearest float at or above the exact value (an upper bound with no rounding error)."""
     from dplens.accountant.compose import Accountant
-    from dplens.accountant.conversions import round_up
 
     if not ledger or not ledger.get("entries"):
         return None
     accountant = Accountant.from_json(json.dumps(dict(ledger)))
-    total = 0.0
+    total = Fraction(0)
     for event, count in accountant.ledger:
         rho = _event_rho(event)
         if rho is None:
             return None
         total += rho * count
-    return round_up(total)
+    value = float(total)
+    return value if Fraction(value) >= total else math.nextafter(value, math.inf)
 
 
 def resolve_deployment(report: Any, override: Mapping[str, Any] | None = None) -> Deployment:

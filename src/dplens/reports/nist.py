@@ -308,7 +308,7 @@ def _unit(claim: Mapping[str, Any], deployment: Mapping[str, Any], unit_given: b
         "section": _SECTIONS["unit"],
     }
     if unit_given or label:
-        said = "; ".join(t for t in (claim["privacy_unit"] if unit_given else None, label) if t)
+        said = "; ".join(dict.fromkeys(t for t in (claim["privacy_unit"] if unit_given else None, label) if t))
         return NistItem(
             **common,
             status=NistStatus.DECLARED,
@@ -548,7 +548,8 @@ def _contributions(
     }
     per_person = deployment.get("records_per_person")
     label = _declared(deployment, "privacy_unit")
-    texts = [t for t in ((claim["privacy_unit"] if unit_given else None), label) if t] or [claim["privacy_unit"]]
+    texts = list(dict.fromkeys(t for t in ((claim["privacy_unit"] if unit_given else None), label) if t))
+    texts = texts or [claim["privacy_unit"]]
     unit = " / ".join(texts)
     levels = {_unit_level(t) for t in texts}
     level = "sub-person" if "sub-person" in levels else "person" if "person" in levels else "unknown"

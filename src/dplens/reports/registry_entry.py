@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from dplens.registry.deployment import Deployment, missing_for_tier, registry_slug
+from dplens.registry.deployment import Deployment, missing_for_tier, registry_slug, require_tier_one
 from dplens.registry.fields import REGISTRY_COMMIT, Tier, VariantName
 from dplens.reports.format import fmt_lower, fmt_upper, percent
 from dplens.reports.model import Definition, Report, Status
@@ -66,15 +66,6 @@ def _number(value: float) -> float:
     return float(fmt_upper(value))
 
 
-def _first_missing(deployment: Deployment) -> None:
-    missing = missing_for_tier(deployment, Tier.BASIC)
-    if missing:
-        more = f" (and {len(missing) - 1} more: {', '.join(missing[1:])})" if len(missing) > 1 else ""
-        raise ValueError(
-            f"the registry record needs [deployment] {missing[0]}{more}; registry-entry.yaml was not written"
-        )
-
-
 def _parameters(report: Report, rho: float | None) -> tuple[dict[str, Any], str, bool]:
     """privacy_parameters, the text that says where each number comes from, and whether the claim is certified."""
     claim, accounting = report.claim, report.accounting
@@ -110,7 +101,7 @@ def _parameters(report: Report, rho: float | None) -> tuple[dict[str, Any], str,
     ]
     if rho is not None:
         params["rho"] = _number(rho)
-        text.append(f"rho = {fmt_upper(rho)}: the composition is rho-zCDP (an upper bound, rounded up).")
+        text.append(f"The composition is rho-zCDP with rho = {fmt_upper(rho)} (an upper bound, rounded up).")
     text.append("Every number is an upper bound on the mechanism's true privacy loss, rounded up (computed by dplens).")
     return params, " ".join(text), certified
 
@@ -222,7 +213,7 @@ def build_registry_entry(report: Report, deployment: Deployment, *, rho: float |
         note = "The dplens audit refutes the claim (VIOLATION): see implementation.justification."
     else:
         note = None
-    _first_missing(deployment)
+    require_tier_one(deployment)
     params, params_text, certified = _parameters(report, rho)
     variant = _variant(report, deployment, rho)
     basic: dict[str, Any] = {}

@@ -250,6 +250,8 @@ class ReportFiles:
     statement: Path
     figures: tuple[Path, ...]
     report: Report
+    registry_entry: Path | None = None  # registry-entry.yaml, when the spec has a [deployment] table
+    registry: Any = None  # its dplens.reports.registry_entry.RegistryEntry (the tier it reaches)
 
 
 def write_report(report: Report, out_dir: Path, *, with_figures: bool = True) -> ReportFiles:
