@@ -42,7 +42,7 @@ def _loader_class() -> type:
             if self.check_event(yaml.AliasEvent):
                 event = self.peek_event()
                 raise yaml.composer.ComposerError(
-                    None, None, "YAML aliases are not allowed in a registry record", event.start_mark
+                    None, None, "YAML aliases are not allowed", event.start_mark
                 )
             return super().compose_node(parent, index)
 
