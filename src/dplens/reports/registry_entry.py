@@ -125,7 +125,8 @@ def _variant(report: Report, deployment: Deployment, rho: float | None) -> Varia
 def _components(report: Report) -> list[str]:
     out = []
     for component in report.mechanism.components:
-        params = ", ".join(f"{k} = {significant(v)}" for k, v in component.items() if k != "type")
+        # sorted: the same text from a report in memory and from its canonical JSON (whose keys are sorted)
+        params = ", ".join(f"{k} = {significant(v)}" for k, v in sorted(component.items()) if k != "type")
         out.append(f"- {component.get('type', '?')}: {params}")
     return out
 
