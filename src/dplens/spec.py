@@ -17,7 +17,6 @@ import copy
 import hashlib
 import json
 import math
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -750,21 +749,11 @@ def load_spec(path: str | Path) -> Spec:
         >>> spec.source == str(path), len(spec.sha256)
         (True, 64)
     """
-    from dplens._files import read_input_bytes
+    from dplens._files import read_document
 
     path = Path(path)
     name = repr(str(path))
-    raw = read_input_bytes(path, what="spec file", max_bytes=MAX_SPEC_BYTES)
-    kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
-    try:
-        text = raw.decode("utf-8")
-        data = tomllib.loads(text) if kind == "TOML" else json.loads(text)
-    except UnicodeDecodeError:
-        raise ValueError(f"spec file {name} is not UTF-8 text") from None
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"spec file {name} is not valid {kind}: {err}") from None
-    except RecursionError:
-        raise ValueError(f"spec file {name} is nested too deeply to be a spec") from None
+    data, raw = read_document(path, what="spec file", max_bytes=MAX_SPEC_BYTES)
     try:
         spec = parse_spec(data, source=str(path))
     except RecursionError:

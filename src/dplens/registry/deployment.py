@@ -334,23 +334,9 @@ def require_tier_one(deployment: Deployment | None) -> None:
 def load_deployment_file(path: str) -> dict[str, Any]:
     """The ``[deployment]`` table of a TOML (``.toml``) or JSON file (``--deployment FILE``): the file's
     ``deployment`` table, or its top level when it has none; validated, returned as given (to merge)."""
-    import json
-    import tomllib
-    from pathlib import Path
+    from dplens._files import read_document
 
-    from dplens._files import read_input_bytes
-
-    raw = read_input_bytes(path, what="deployment file", max_bytes=MAX_DEPLOYMENT_BYTES)
-    kind = "TOML" if Path(path).suffix.lower() == ".toml" else "JSON"
-    try:
-        text = raw.decode("utf-8")
-        data = tomllib.loads(text) if kind == "TOML" else json.loads(text)
-    except UnicodeDecodeError:
-        raise ValueError(f"deployment file {path!r} is not UTF-8 text") from None
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"deployment file {path!r} is not valid {kind}: {err}") from None
-    except RecursionError:
-        raise ValueError(f"deployment file {path!r} is nested too deeply") from None
+    data, _ = read_document(path, what="deployment file", max_bytes=MAX_DEPLOYMENT_BYTES)
     if isinstance(data, dict) and isinstance(data.get("deployment"), dict):
         data = data["deployment"]
     parse_deployment(data, where=f"[deployment] of {path!r}")

@@ -41,9 +41,7 @@ def _loader_class() -> type:
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
                 event = self.peek_event()
-                raise yaml.composer.ComposerError(
-                    None, None, "YAML aliases are not allowed", event.start_mark
-                )
+                raise yaml.composer.ComposerError(None, None, "YAML aliases are not allowed", event.start_mark)
             return super().compose_node(parent, index)
 
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:

@@ -197,6 +197,15 @@ def _put(section: dict[str, Any], key: str, value: Any) -> None:
         section[key] = list(value) if isinstance(value, tuple) else value
 
 
+def _given(deployment: Deployment, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The ``[deployment]`` keys that were given, in the registry's order (enums as their values)."""
+    section: dict[str, Any] = {}
+    for key in keys:
+        value = getattr(deployment, key)
+        _put(section, key, value.value if hasattr(value, "value") else value)
+    return section
+
+
 def build_registry_entry(report: Report, deployment: Deployment, *, rho: float | None, tool: str) -> RegistryEntry:
     """The registry record of ``report`` with the author's ``deployment`` table.
 
@@ -217,19 +226,19 @@ def build_registry_entry(report: Report, deployment: Deployment, *, rho: float |
     require_tier_one(deployment)
     params, params_text, certified = _parameters(report, rho)
     variant = _variant(report, deployment, rho)
-    basic: dict[str, Any] = {}
-    for key in (
-        "name",
-        "data_curators",
-        "intended_use",
-        "data_product_type",
-        "data_product_region",
-        "description",
-        "publication_date",
-        "data_product_sector",
-    ):
-        value = getattr(deployment, key)
-        _put(basic, key, value.value if hasattr(value, "value") else value)
+    basic = _given(
+        deployment,
+        (
+            "name",
+            "data_curators",
+            "intended_use",
+            "data_product_type",
+            "data_product_region",
+            "description",
+            "publication_date",
+            "data_product_sector",
+        ),
+    )
     dp_variant: dict[str, Any] = {"variant_name": variant.value}
     _put(dp_variant, "data_domain", deployment.data_domain)
     _put(dp_variant, "unprotected_quantities", deployment.unprotected_quantities)
@@ -242,20 +251,20 @@ def build_registry_entry(report: Report, deployment: Deployment, *, rho: float |
         "privacy_parameters": params,
         "privacy_parameters_details": details,
     }
-    model: dict[str, Any] = {}
-    for key in (
-        "model_name",
-        "model_name_details",
-        "actors",
-        "release_type",
-        "release_type_details",
-        "data_source_type",
-        "data_source_type_details",
-        "access_type",
-        "access_type_details",
-    ):
-        value = getattr(deployment, key)
-        _put(model, key, value.value if hasattr(value, "value") else value)
+    model = _given(
+        deployment,
+        (
+            "model_name",
+            "model_name_details",
+            "actors",
+            "release_type",
+            "release_type_details",
+            "data_source_type",
+            "data_source_type_details",
+            "access_type",
+            "access_type_details",
+        ),
+    )
     accounting = {"composition": _composition(report, deployment)}
     _put(accounting, "post_processing", deployment.post_processing)
     accounting = {k: accounting[k] for k in ("post_processing", "composition") if k in accounting}
