@@ -282,3 +282,19 @@ def test_export_refuses_bad_reports_and_outputs(capsys, specs):
     assert refused(code, out, err) and "report file not found" in err
     code, out, err = run(capsys, ["registry", "export", specs / "r.json", "-o", specs / "missing" / "e.yaml"])
     assert refused(code, out, err) and "does not exist" in err
+
+
+def test_the_parser_and_the_deployment_table_load_no_numpy():
+    code = (
+        "import sys\n"
+        "from dplens.cli import main\n"
+        "for argv in (['registry', '--help'], ['registry', 'check'], ['registry', 'export', '--frobnicate']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "import dplens.registry.deployment, dplens.registry.fields\n"
+        "print(' '.join(m for m in ('numpy', 'scipy', 'yaml', 'jsonschema') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.splitlines()[-1].strip() == ""
