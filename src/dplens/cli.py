@@ -636,8 +636,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         )
     report = files.report
     print(f"verdict: {report.verdict.status.value}. {report.verdict.sentence}")
-    print(f"dplens report: wrote {files.html.resolve()}")
     print(_registry_line(files))
+    print(f"dplens report: wrote {files.html.resolve()}")  # last: scripts read the page's path from it
     return 0
 
 

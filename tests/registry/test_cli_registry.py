@@ -202,8 +202,9 @@ def test_report_writes_the_record_with_its_tier(capsys, specs):
     out_dir = specs / "out"
     code, out, err = run(capsys, ["report", specs / "with.toml", "-o", out_dir, "--no-audit", "--quiet"])
     assert code == 0, err
-    line = out.splitlines()[-1]
+    line, last = out.splitlines()[-2:]
     assert line.startswith("dplens report: wrote ") and "registry-entry.yaml (registry tier 1; tier 2 needs" in line
+    assert last == f"dplens report: wrote {(out_dir / 'report.html').resolve()}"
     record = parse_yaml_text((out_dir / "registry-entry.yaml").read_text(encoding="utf-8"), name="r")
     assert validate_record(record) == [] and record["tier"] == 1
     assert record["deployment"]["basic"]["name"] == "Counts"  # the spec's name
