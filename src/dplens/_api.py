@@ -555,13 +555,30 @@ def _unit(label: str) -> str:
 def _deployment(spec: Any, override: Mapping[str, Any] | None) -> Any:
     """The spec's ``[deployment]`` table with ``override`` on top, validated and complete for tier 1; None without
     either."""
-    from dplens.registry.deployment import merge_deployment_tables, parse_deployment, require_tier_one
+    from dplens.registry.deployment import (
+        merge_deployment_tables,
+        parse_deployment,
+        require_authors,
+        require_tier_one,
+    )
+    from dplens.registry.fields import VariantName
 
     if spec.deployment is None and not override:
         return None
     recorded = None if spec.deployment is None else spec.deployment.to_dict()
     table = parse_deployment(merge_deployment_tables(recorded, override))
     require_tier_one(table)
+    require_authors(table)
+    if table.variant_name is VariantName.ZCDP:
+        import json
+
+        from dplens.registry.export import composed_rho
+
+        if composed_rho(json.loads(spec.accountant().to_json())) is None:
+            raise ValueError(
+                "[deployment] variant_name 'Zero-concentrated DP' needs rho, which dplens derives only for "
+                "compositions of Gaussian and zCDP mechanisms; registry-entry.yaml was not written"
+            )
     return table
 
 

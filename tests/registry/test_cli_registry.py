@@ -195,6 +195,9 @@ def specs(tmp_path):
     partial = DEPLOYMENT.replace('intended_use = "Planning."\n', "")
     (tmp_path / "partial.toml").write_text(SPEC + partial, encoding="utf-8")
     (tmp_path / "enum.toml").write_text(SPEC + DEPLOYMENT + 'access_type = "sometimes"\n', encoding="utf-8")
+    (tmp_path / "notes.toml").write_text(SPEC + DEPLOYMENT + 'notes = "n"\n', encoding="utf-8")
+    laplace = SPEC.replace('type = "gaussian"\nnoise_multiplier = 2.0', 'type = "laplace"\nscale = 2.0')
+    (tmp_path / "zcdp.toml").write_text(laplace + DEPLOYMENT + 'variant_name = "Zero-concentrated DP"\n', "utf-8")
     return tmp_path
 
 
@@ -232,11 +235,14 @@ def test_report_without_the_table_says_why_no_record(capsys, specs):
     [
         ("partial.toml", "the registry record needs [deployment] intended_use; registry-entry.yaml was not written"),
         ("enum.toml", "[deployment] access_type must be one of ['Interactive', 'Non-interactive']; got 'sometimes'"),
+        ("notes.toml", "the registry record needs [deployment] registry_authors (who wrote this record)"),
+        ("zcdp.toml", "variant_name 'Zero-concentrated DP' needs rho, which dplens derives only for"),
     ],
 )
 def test_report_with_a_bad_table_writes_nothing(capsys, specs, spec, words):
     out_dir = specs / "out"
-    code, out, err = run(capsys, ["report", specs / spec, "-o", out_dir, "--no-audit", "--quiet"])
+    # refused before any work: with an audit requested, nothing runs either
+    code, out, err = run(capsys, ["report", specs / spec, "-o", out_dir, "--trials", "10000000", "--quiet"])
     assert refused(code, out, err) and words in err
     assert not out_dir.exists()
 

@@ -67,6 +67,7 @@ __all__ = [
     "missing_for_tier",
     "parse_deployment",
     "registry_slug",
+    "require_authors",
     "require_tier_one",
 ]
 
@@ -328,6 +329,16 @@ def require_tier_one(deployment: Deployment | None) -> None:
         more = f" (and {len(missing) - 1} more: {', '.join(missing[1:])})" if len(missing) > 1 else ""
         raise ValueError(
             f"the registry record needs [deployment] {missing[0]}{more}; registry-entry.yaml was not written"
+        )
+
+
+def require_authors(deployment: Deployment) -> None:
+    """Raise a ``ValueError`` when the record would have an ``administrative`` section (sources, notes) without the
+    ``registry_authors`` the registry requires there."""
+    if (deployment.sources or deployment.notes) and not deployment.registry_authors:
+        raise ValueError(
+            "the registry record needs [deployment] registry_authors (who wrote this record) when it has sources "
+            "or notes; registry-entry.yaml was not written"
         )
 
 

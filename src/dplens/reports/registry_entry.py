@@ -28,7 +28,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from dplens.registry.deployment import Deployment, missing_for_tier, registry_slug, require_tier_one
+from dplens.registry.deployment import (
+    Deployment,
+    missing_for_tier,
+    registry_slug,
+    require_authors,
+    require_tier_one,
+)
 from dplens.registry.fields import REGISTRY_COMMIT, Tier, VariantName
 from dplens.reports.format import fmt_lower, fmt_upper, percent
 from dplens.reports.model import Definition, Report, Status
@@ -224,6 +230,7 @@ def build_registry_entry(report: Report, deployment: Deployment, *, rho: float |
     else:
         note = None
     require_tier_one(deployment)
+    require_authors(deployment)
     params, params_text, certified = _parameters(report, rho)
     variant = _variant(report, deployment, rho)
     basic = _given(
@@ -283,12 +290,10 @@ def build_registry_entry(report: Report, deployment: Deployment, *, rho: float |
     _put(administrative, "notes", notes)
     _put(administrative, "registry_authors", deployment.registry_authors)
     if administrative:
-        if "registry_authors" not in administrative:
-            raise ValueError(
-                "the registry record needs [deployment] registry_authors (who wrote this record) when it has sources "
-                "or notes; registry-entry.yaml was not written"
-            )
-        section["administrative"] = administrative
+        if "registry_authors" not in administrative:  # only the audit's note: it goes without the section
+            administrative = {}
+        else:
+            section["administrative"] = administrative
     tier = Tier.BASIC
     for level in (Tier.INTERMEDIATE, Tier.ADVANCED):
         if missing_for_tier(deployment, level):
