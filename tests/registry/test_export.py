@@ -279,3 +279,42 @@ def test_yaml_dump_keeps_order_and_writes_multiline_text_as_blocks():
     text = dump_record(record)
     assert text.index("b:") < text.index("a:") and "a: |-\n  two\n  lines\n" in text and "d: '2025-01-01'" in text
     assert parse_yaml_text(text, name="x") == record
+
+
+def test_a_budget_ledger_makes_the_record_many_releases():
+    import dataclasses
+    import types
+
+    from dplens.reports.registry_entry import build_registry_entry
+
+    report = report_of(dplens.parse_spec(GAUSSIANS | {"deployment": BASIC | TIER2 | {"release_type": "One release"}}))
+    ledger = {
+        "ledger": "budget.db",
+        "budgets": [
+            {
+                "name": "monthly",
+                "mode": "planned",
+                "theorem": "PLD composition",
+                "target_epsilon": 3.0,
+                "delta": 1e-6,
+                "period": "month",
+                "current_period": "2026-01",
+                "spent_epsilon": "Infinity",
+                "remaining_epsilon": 0.0,
+                "releases_count": 4,
+            }
+        ],
+    }
+    # the report as the ledger's branch of dplens builds it: the same report with a budget_ledger section
+    with_ledger = types.SimpleNamespace(
+        **{f.name: getattr(report, f.name) for f in dataclasses.fields(report)}, budget_ledger=ledger
+    )
+    deployment = parse_deployment({k: v for k, v in (BASIC | TIER2).items() if k != "release_type"})
+    record = build_registry_entry(with_ledger, deployment, rho=0.5, tool="dplens").record["deployment"]
+    assert record["deployment_model"]["release_type"] == "Many releases"
+    assert "budget 'monthly'" in record["deployment_model"]["release_type_details"]
+    assert "spent ε ≤ ∞ of 3.000" in record["accounting"]["composition"]
+    assert validate_record({"url_slug": "x", "status": "Draft", "tier": 2, "deployment": record}) == []
+    declared = parse_deployment(BASIC | TIER2)  # the author's own release type stays
+    record = build_registry_entry(with_ledger, declared, rho=0.5, tool="dplens").record["deployment"]
+    assert record["deployment_model"]["release_type"] == "One release"

@@ -129,6 +129,30 @@ CHANGES = [
     ("preprocessing", {}, NOT_ASSESSED, {"deployment": {"preprocessing_and_hyperparameter_tuning": "none"}}, DECLARED),
 ]
 
+# The budget-ledger section a report gets from ``dplens report --ledger DB`` (its shape, as dplens.ledger writes it).
+LEDGER = {
+    "ledger": "budget.db",
+    "schema_version": 1,
+    "time_utc": "2026-01-01T00:00:00Z",
+    "is_upper_bound": True,
+    "budgets": [
+        {
+            "name": "monthly",
+            "unit": "one user",
+            "mode": "planned",
+            "rule": "pld",
+            "theorem": "PLD composition",
+            "target_epsilon": 3.0,
+            "delta": 1e-6,
+            "period": "month",
+            "current_period": "2026-01",
+            "spent_epsilon": 1.25,
+            "remaining_epsilon": 1.75,
+            "releases_count": 4,
+        }
+    ],
+}
+
 
 @pytest.mark.parametrize(
     ("key", "before", "first", "after", "second"), CHANGES, ids=lambda v: v if isinstance(v, str) else ""
@@ -247,3 +271,14 @@ def test_the_schema_holds_the_section():
     del missing["nist"]
     with pytest.raises(ValueError, match=r"missing required field 'nist'"):
         Report.from_dict(missing)
+
+
+def test_a_budget_ledger_shows_the_loss_across_releases():
+    before = status("releases_over_time", deployment={"release_type": "Many releases"})
+    facts = copy.deepcopy(BASE) | {"deployment": {"release_type": "Many releases"}, "budget_ledger": LEDGER}
+    item = evaluate_nist(**facts).item("releases_over_time")
+    assert (before, item.status) == (NOT_ASSESSED, SHOWN)
+    assert "budget 'monthly'" in item.finding and "spent ε ≤ 1.250 of 3.000" in item.finding
+    assert "over 4 release(s), remaining ≥ 1.750" in item.finding and item.where.startswith("Budget ledger")
+    empty = evaluate_nist(**(facts | {"budget_ledger": LEDGER | {"budgets": []}})).item("releases_over_time")
+    assert empty.status is NOT_ASSESSED

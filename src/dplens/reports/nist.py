@@ -50,6 +50,7 @@ __all__ = [
     "NistItem",
     "NistStatus",
     "evaluate_nist",
+    "ledger_summary",
 ]
 
 #: The publication, as the report cites it.
@@ -594,7 +595,33 @@ def _contributions(
     )
 
 
-def _releases(deployment: Mapping[str, Any]) -> NistItem:
+def _number(value: Any) -> float:
+    """A number of a JSON section (∞ written as the string "Infinity")."""
+    if value in ("Infinity", "-Infinity"):
+        return math.inf if value == "Infinity" else -math.inf
+    return float(value)
+
+
+def ledger_summary(budget_ledger: Mapping[str, Any]) -> str:
+    """The budgets of a report's budget-ledger section in words: spend, target and rule of each (every ε an upper
+    bound, remaining a lower bound, as the ledger states them)."""
+    parts = []
+    for budget in budget_ledger.get("budgets", ()):
+        period = (
+            ""
+            if budget.get("period") in (None, "none")
+            else f" per {budget['period']} ({budget.get('current_period')})"
+        )
+        parts.append(
+            f"budget '{budget['name']}' ({budget.get('mode', '?')}, {budget.get('theorem') or budget.get('rule')}): "
+            f"spent ε ≤ {_fmt(_number(budget['spent_epsilon']))} of {_fmt(_number(budget['target_epsilon']))} "
+            f"at δ = {budget.get('delta', 0):g}{period} over {budget.get('releases_count', 0)} release(s), "
+            f"remaining ≥ {_fmt(_number(budget['remaining_epsilon']))}"
+        )
+    return f"budget ledger {budget_ledger.get('ledger', '')}: " + "; ".join(parts)
+
+
+def _releases(deployment: Mapping[str, Any], budget_ledger: Mapping[str, Any] | None = None) -> NistItem:
     release = _declared(deployment, "release_type")
     common = {
         "key": "releases_over_time",
@@ -602,6 +629,13 @@ def _releases(deployment: Mapping[str, Any]) -> NistItem:
         "title": "Releases over time: privacy loss across releases",
         "section": _SECTIONS["composition"],
     }
+    if budget_ledger and budget_ledger.get("budgets"):
+        return NistItem(
+            **common,
+            status=NistStatus.SHOWN,
+            finding=f"{ledger_summary(budget_ledger)}.",
+            where="Budget ledger section (dplens report --ledger)",
+        )
     if release == "One release":
         return NistItem(
             **common,
@@ -656,6 +690,7 @@ def evaluate_nist(
     not_audited_reason: str | None = None,
     large_epsilon: float = LARGE_EPSILON,
     delta_factor: float = DELTA_FACTOR,
+    budget_ledger: Mapping[str, Any] | None = None,
 ) -> NistEvaluation:
     """The NIST SP 800-226 section from a report's facts (the JSON forms of its sections).
 
@@ -667,6 +702,8 @@ def evaluate_nist(
         unit_given: whether the author stated the unit of privacy (``--unit``); else the report's unit is dplens's
             default.
         large_epsilon, delta_factor: the thresholds of the detectable hazards.
+        budget_ledger: the report's budget-ledger section (``dplens report --ledger DB``: every budget's spend across
+            releases, computed by the ledger), which shows the privacy loss across releases.
     """
     deployment = dict(deployment or {})
     training = _is_training(components, deployment)
@@ -706,7 +743,7 @@ def evaluate_nist(
         well,
         full,
         _contributions(claim, deployment, unit_given, training),
-        _releases(deployment),
+        _releases(deployment, budget_ledger),
         _preprocessing(deployment, training),
     )
     return NistEvaluation(

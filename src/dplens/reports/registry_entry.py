@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +36,7 @@ from dplens.registry.deployment import (
     require_authors,
     require_tier_one,
 )
-from dplens.registry.fields import REGISTRY_COMMIT, Tier, VariantName
+from dplens.registry.fields import REGISTRY_COMMIT, ReleaseType, Tier, VariantName
 from dplens.reports.format import fmt_lower, fmt_upper, percent
 from dplens.reports.model import Definition, Report, Status
 from dplens.reports.output import significant
@@ -137,6 +138,16 @@ def _components(report: Report) -> list[str]:
     return out
 
 
+def _ledger(report: Report) -> str | None:
+    """The budget ledger's spend across releases in words, when the report has that section (``--ledger``)."""
+    from dplens.reports.nist import ledger_summary
+
+    section = getattr(report, "budget_ledger", None)
+    if not section or not section.get("budgets"):
+        return None
+    return f"Privacy loss across releases is tracked by a dplens {ledger_summary(section)}."
+
+
 def _composition(report: Report, deployment: Deployment) -> str:
     accounting = report.accounting
     routes = "; ".join(f"{r.method}: epsilon <= {fmt_upper(r.epsilon)}" for r in accounting.routes)
@@ -147,6 +158,8 @@ def _composition(report: Report, deployment: Deployment) -> str:
         f"Tightest: {accounting.tightest.details}.",
         *_components(report),
     ]
+    if (across := _ledger(report)) is not None:
+        lines.append(across)
     if deployment.composition_details:
         lines.append(deployment.composition_details)
     return "\n".join(lines)
@@ -258,6 +271,14 @@ def build_registry_entry(report: Report, deployment: Deployment, *, rho: float |
         "privacy_parameters": params,
         "privacy_parameters_details": details,
     }
+    across = _ledger(report)
+    if across is not None:  # a ledger across releases: many releases, managed by the ledger's budgets
+        updates: dict[str, Any] = {
+            "release_type_details": "\n".join(t for t in (deployment.release_type_details, across) if t)
+        }
+        if deployment.release_type is None:
+            updates["release_type"] = ReleaseType.MANY
+        deployment = dataclasses.replace(deployment, **updates)
     model = _given(
         deployment,
         (
