@@ -22,15 +22,8 @@ from dplens.registry.deployment import (
     require_tier_one,
 )
 
-BASIC = {
-    "name": "Counts",
-    "data_curators": ["Example Agency"],
-    "description": "Noisy counts.",
-    "intended_use": "Planning.",
-    "data_product_type": "Summary statistics",
-    "data_product_region": "Atlantis",
-    "publication_date": "2025-03-01",
-}
+from .conftest import BASIC
+
 SPEC = {"name": "spec name", "mechanism": [{"type": "gaussian", "noise_multiplier": 2.0}]}
 
 

@@ -24,6 +24,8 @@ from dplens.registry.schema import RECORD_SCHEMA, load_schema_file, validate_rec
 from dplens.registry.yamlio import dump_record, parse_yaml_text
 from dplens.reports.render import to_canonical_json
 
+from .conftest import BASIC
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 DEPLOYMENT_EXAMPLES = sorted(p for p in EXAMPLES.glob("*.toml") if "deployment" in tomllib.loads(p.read_text()))
@@ -157,15 +159,6 @@ def test_the_zcdp_example_states_rho_and_checks_valid():
 
 # ---- tiers, numbers, refusals ----------------------------------------------------------------------
 
-BASIC = {
-    "name": "Counts",
-    "data_curators": ["Example Agency"],
-    "description": "Noisy counts.",
-    "intended_use": "Planning.",
-    "data_product_type": "Summary statistics",
-    "data_product_region": "Atlantis",
-    "publication_date": "2025-03-01",
-}
 TIER2 = {
     "model_name": "Central",
     "release_type": "One release",
