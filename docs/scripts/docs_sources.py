@@ -179,6 +179,8 @@ def cli_commands() -> list[Command]:
 
 
 def _commands(parser: argparse.ArgumentParser, prefix: str = "") -> list[Command]:
+    """The subcommands of ``parser``; a command group (``budget``, ``registry``) is listed as each of its
+    subcommands, named by both words."""
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     helps = {choice.dest: choice.help or "" for choice in sub._choices_actions}
     commands = []

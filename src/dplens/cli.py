@@ -26,6 +26,8 @@ METHODS = ("rdp", "pld", "exact", "best")
 CONVERSIONS = ("optimal", "classic")
 #: The PLD engine's relative bracket width by default (dplens.accountant.pld.DEFAULT_TOLERANCE; a test checks it).
 DEFAULT_TOLERANCE = 1e-3
+#: δ of a registry record's ρ without a stated δ (dplens.registry.check.DEFAULT_DERIVE_DELTA; a test checks it).
+DEFAULT_DERIVE_DELTA = 1e-10
 
 EXIT_USAGE = 2
 
@@ -605,6 +607,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     _output_dir(args.output, "-o")
     spec = load_spec(args.spec)
+    deployment = None
+    if getattr(args, "deployment", None) is not None:
+        from dplens.registry.deployment import load_deployment_file
+
+        deployment = load_deployment_file(args.deployment)
     if args.no_audit and args.trials is not None:
         raise ValueError("--no-audit and --trials exclude each other")
     if args.no_audit:
@@ -628,11 +635,29 @@ def _cmd_report(args: argparse.Namespace) -> int:
             progress=_progress(args.quiet),
             command=["dplens", *getattr(args, "argv", [])],
             ledger=args.ledger,
+            deployment=deployment,
         )
     report = files.report
     print(f"verdict: {report.verdict.status.value}. {report.verdict.sentence}")
-    print(f"dplens report: wrote {files.html.resolve()}")
+    print(_registry_line(files))
+    print(f"dplens report: wrote {files.html.resolve()}")  # last: scripts read the page's path from it
     return 0
+
+
+def _registry_line(files: Any) -> str:
+    """What became of the registry record: written (and its tier), or why not."""
+    entry = files.registry
+    if entry is None:
+        return (
+            "dplens report: registry-entry.yaml not written: the spec has no [deployment] table (a registry record "
+            "needs name, data_curators, description, intended_use, data_product_type, data_product_region, "
+            "publication_date)"
+        )
+    needs = f"; tier {int(entry.tier) + 1} needs [deployment] {', '.join(entry.missing_for_next_tier)}"
+    return (
+        f"dplens report: wrote {files.registry_entry.resolve()} (registry tier {int(entry.tier)}"
+        f"{needs if entry.missing_for_next_tier else ''})"
+    )
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -831,6 +856,59 @@ def _add_budget_parser(sub: Any) -> None:
     verify.add_argument("--lock-timeout", **lock)
     verify.add_argument("--json", action="store_true", help="print one JSON object")
     verify.set_defaults(func=_cmd_budget_verify)
+
+
+# registry
+# --------------------------------------------------------------------------------------------
+
+
+def _cmd_registry_check(args: argparse.Namespace) -> int:
+    from dplens.registry.check import CheckStatus, check_records
+
+    schema = None
+    if args.schema is not None:
+        from dplens.registry.schema import load_schema_file
+
+        schema = load_schema_file(args.schema)
+    result = check_records(args.paths, schema=schema, delta=args.delta)
+    if result.errors:  # bad input: one line per file, nothing on stdout
+        for _, message in result.errors:
+            _error(message)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(result.to_dict(), sort_keys=True, default=_json_default))
+    else:
+        for record in result.records:
+            print(record.line())
+        counts = result.to_dict()["counts"]
+        summary = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in counts.items() if n)
+        print(f"dplens registry check: {len(result.records)} record(s): {summary}")
+    strict = {CheckStatus.INCONSISTENT, CheckStatus.NEEDS_CITATION}
+    return 1 if args.strict and any(r.status in strict for r in result.records) else 0
+
+
+def _cmd_registry_export(args: argparse.Namespace) -> int:
+    from dplens.registry.export import export_entry, read_report, write_entry
+
+    if args.output is not None:
+        _output_file(args.output, "-o")
+    override = None
+    if args.deployment is not None:
+        from dplens.registry.deployment import load_deployment_file
+
+        override = load_deployment_file(args.deployment)
+    report = read_report(args.report)
+    entry = export_entry(report, override=override)
+    if args.output is None:
+        print(entry.to_yaml(), end="")
+        return 0
+    path = write_entry(entry, Path(args.output))
+    needs = f"; tier {int(entry.tier) + 1} needs [deployment] {', '.join(entry.missing_for_next_tier)}"
+    print(
+        f"dplens registry export: wrote {path.resolve()} (tier {int(entry.tier)}"
+        f"{needs if entry.missing_for_next_tier else ''})"
+    )
+    return 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -1040,14 +1118,52 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--confidence", type=_probability, default=DEFAULT_CONFIDENCE, help="audit confidence")
     report.add_argument("--seed", type=_seed, default=0, help="audit seed (default 0)")
     report.add_argument("--workers", type=_workers, default=1, help="audit worker processes")
-    report.add_argument("--unit", default=DEFAULT_PRIVACY_UNIT, help="the unit of privacy, in words")
+    report.add_argument(
+        "--unit",
+        help=f"the unit of privacy, in words (default: [deployment] privacy_unit, else {DEFAULT_PRIVACY_UNIT!r})",
+    )
     report.add_argument("--title", help="report title (default: the spec's name)")
     report.add_argument("--quiet", action="store_true", help="no progress output")
     report.add_argument("--log-json", metavar="FILE", help="write the audit's progress events to FILE as JSON lines")
     report.add_argument(
         "--ledger", metavar="DB", help="add the cumulative spend of a budget ledger (a file or a postgresql:// URL)"
     )
+    report.add_argument(
+        "--deployment",
+        metavar="FILE.toml",
+        help="a [deployment] table (TOML or JSON) over the spec's: also write registry-entry.yaml",
+    )
     report.set_defaults(func=_cmd_report)
+
+    registry = sub.add_parser("registry", help="DP Deployments Registry records: check them, export a report as one")
+    registry_sub = registry.add_subparsers(dest="registry_command", required=True, parser_class=_Parser)
+    check = registry_sub.add_parser(
+        "check", help="re-derive the privacy parameters of registry records (rho -> epsilon, mu, variants)"
+    )
+    check.add_argument("paths", nargs="+", metavar="FILE|DIR", help="record files, or directories of *.yaml records")
+    check.add_argument(
+        "--schema",
+        metavar="SCHEMA.yaml",
+        help="validate against this JSON schema (e.g. the registry's schemas/deployments-schema.yaml), not dplens's",
+    )
+    check.add_argument(
+        "--delta",
+        type=_probability,
+        default=DEFAULT_DERIVE_DELTA,
+        help=f"delta at which a rho without a stated delta is converted (default {DEFAULT_DERIVE_DELTA:g})",
+    )
+    check.add_argument(
+        "--strict", action="store_true", help="exit with status 1 when a record is inconsistent or needs a citation"
+    )
+    check.add_argument("--json", action="store_true", help="print one JSON object")
+    check.set_defaults(func=_cmd_registry_check)
+    export = registry_sub.add_parser("export", help="a report's DP Deployments Registry record (YAML)")
+    export.add_argument("report", metavar="REPORT.json", help="a report.json written by dplens report")
+    export.add_argument(
+        "--deployment", metavar="FILE.toml", help="a [deployment] table (TOML or JSON) over the report's"
+    )
+    export.add_argument("-o", "--output", metavar="FILE.yaml", help="write the record to FILE (default: stdout)")
+    export.set_defaults(func=_cmd_registry_export)
 
     demo = sub.add_parser("demo", help="the main job end to end on a built-in example")
     demo.add_argument("-o", "--output", default="dplens-demo", help="output directory (default: ./dplens-demo)")

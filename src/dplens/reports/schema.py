@@ -19,7 +19,8 @@ __all__ = ["REPORT_FORMAT", "REPORT_SCHEMA", "SCHEMA_VERSION", "Definition", "St
 
 REPORT_FORMAT = "dplens-report"
 #: Bump on any incompatible change of the JSON form; readers reject other versions.
-SCHEMA_VERSION = 2  # 2: the accounting section carries the accountant's whole summary
+SCHEMA_VERSION = 3  # 2: the accounting section carries the accountant's whole summary; 3: the NIST SP 800-226
+# section and the spec's [deployment] table
 
 
 class Definition(enum.Enum):
@@ -199,6 +200,31 @@ _BUDGET_LEDGER = _obj(
     }
 )
 
+# The NIST SP 800-226 section (dplens.reports.nist): each layer of the pyramid and each hazard with one status.
+_NIST = _obj(
+    {
+        "publication": _STR,
+        "thresholds": {"type": "object", "additionalProperties": _NUM},
+        "items": {
+            **_arr(
+                _obj(
+                    {
+                        "key": _STR,
+                        "kind": {"enum": ["layer", "hazard"]},
+                        "title": _STR,
+                        "section": _STR,
+                        "status": {"enum": ["shown", "declared", "not_assessed", "flagged"]},
+                        "status_label": _STR,
+                        "finding": _STR,
+                        "where": _STR,
+                    }
+                )
+            ),
+            "minItems": 1,
+        },
+    }
+)
+
 REPORT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "dplens compliance report",
@@ -262,6 +288,8 @@ REPORT_SCHEMA: dict[str, Any] = {
                     }
                 )
             ),
+            "nist": _NIST,
+            "deployment": {"anyOf": [{"type": "object"}, _NULL]},
             "provenance": _obj(
                 {
                     "tool": {
