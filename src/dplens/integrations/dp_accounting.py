@@ -386,6 +386,7 @@ class PLDAccountant(_DplensAccountant, pld_privacy_accountant.PLDAccountant):
                 f"value_discretization_interval must be a number in (0, 1); got {value_discretization_interval!r}"
             )
         self._requested_interval = value_discretization_interval
+        self._engine_checked: dict[ev.Event, bool] = {}
 
     def __repr__(self) -> str:
         return (
@@ -399,7 +400,10 @@ class PLDAccountant(_DplensAccountant, pld_privacy_accountant.PLDAccountant):
         relation = self._relation_refusal(converted)
         if relation is not None:
             return relation
-        if not pld.pld_supports(converted, neighboring=self._relation):
+        if self._engine_models(converted):
+            if all(self._engine_models(event) for event, _ in self._accountant.ledger):
+                return None  # dplens's engine models the whole ledger
+        elif not pld.pld_supports(converted, neighboring=self._relation):
             return (
                 f"PLD accounting does not support {type(converted).__name__} under "
                 f"{self._relation.value!r} adjacency (dplens.integrations.dp_accounting.RdpAccountant may)"
@@ -413,6 +417,21 @@ class PLDAccountant(_DplensAccountant, pld_privacy_accountant.PLDAccountant):
                 "accountant in one privacy-loss distribution"
             )
         return None
+
+    def _engine_models(self, event: ev.Event) -> bool:
+        """Whether dplens's own PLD engine models ``event`` (a dry run, remembered per event)."""
+        from dplens.accountant import pld_engine
+
+        try:
+            return self._engine_checked[event]
+        except (KeyError, TypeError):
+            pass
+        modelled = pld_engine.supports(event, neighboring=self._relation)
+        try:
+            self._engine_checked[event] = modelled
+        except TypeError:  # an unhashable event: not remembered
+            pass
+        return modelled
 
     def _epsilon(self, delta: float) -> Any:
         from dplens.accountant.compose import EpsilonResult, Method
