@@ -54,6 +54,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import numbers
@@ -427,10 +428,8 @@ class PLDAccountant(_DplensAccountant, pld_privacy_accountant.PLDAccountant):
         except (KeyError, TypeError):
             pass
         modelled = pld_engine.supports(event, neighboring=self._relation)
-        try:
+        with contextlib.suppress(TypeError):  # an unhashable event is not remembered
             self._engine_checked[event] = modelled
-        except TypeError:  # an unhashable event: not remembered
-            pass
         return modelled
 
     def _epsilon(self, delta: float) -> Any:

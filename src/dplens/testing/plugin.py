@@ -39,6 +39,8 @@ import pytest
 from dplens.testing import _run
 from dplens.testing.significance import DEFAULT_ALPHA, SignificanceLedger
 
+__all__ = ["FIXTURE", "MARKER", "dp_assertions"]
+
 _STATE_KEY = "_dplens_testing_context"
 #: The marker and the fixture (names unlikely to clash with a project's own).
 MARKER = "dplens"
