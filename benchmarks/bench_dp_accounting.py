@@ -37,6 +37,8 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from _sections import write_section
+
 ROOT = Path(__file__).resolve().parent.parent
 DELTA = 1e-5
 MNIST = (256 / 60000, 1.1, 14063)
@@ -172,17 +174,6 @@ def markdown(results: dict, *, command: str, elapsed: float) -> str:
     return "\n".join(lines)
 
 
-def write_results(path: Path, section: str) -> None:
-    text = path.read_text()
-    block = f"{MARKERS[0]}\n{section}\n{MARKERS[1]}"
-    if MARKERS[0] in text:
-        head, rest = text.split(MARKERS[0], 1)
-        text = head + block + rest.split(MARKERS[1], 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
@@ -216,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     if args.write:
-        write_results(args.write, section)
+        write_section(args.write, MARKERS, section)
     return 0
 
 

@@ -31,6 +31,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from _sections import write_section
+
 HERE = Path(__file__).resolve().parent
 SUITE = HERE / "dp_assertions"
 BUGS = {
@@ -160,17 +162,6 @@ def markdown(summary: dict, *, command: str, elapsed: float, alpha: float, mode:
     return "\n".join(lines)
 
 
-def write_results(path: Path, section: str) -> None:
-    text = path.read_text()
-    block = f"{MARKERS[0]}\n{section}\n{MARKERS[1]}"
-    if MARKERS[0] in text:
-        head, rest = text.split(MARKERS[0], 1)
-        text = head + block + rest.split(MARKERS[1], 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
@@ -181,27 +172,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=None, help="seconds per assertion (default: the mode's)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--write", type=Path, default=None, help="RESULTS.md to update (between the markers)")
+    parser.add_argument("--from-json", type=Path, default=None, help="summarise the runs saved by an earlier --json")
     args = parser.parse_args(argv)
     budget = args.budget if args.budget is not None else {"quick": 2.0, "thorough": 30.0}[args.mode]
     seeds = range(args.first_seed, args.first_seed + args.runs)
     start = time.perf_counter()
     runs = []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run_once, s, alpha=args.alpha, mode=args.mode, budget=args.budget) for s in seeds]
-        for i, future in enumerate(concurrent.futures.as_completed(futures), 1):
-            runs.append(future.result())
-            if i % 10 == 0 or i == args.runs:
-                print(f"{i}/{args.runs} runs, {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+    if args.from_json is not None:  # the runs of an earlier invocation (its --json), summarised again
+        saved = json.loads(args.from_json.read_text())
+        runs, elapsed = saved["runs"], saved.get("elapsed_seconds", 0.0)
+    else:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            futures = [pool.submit(run_once, s, alpha=args.alpha, mode=args.mode, budget=args.budget) for s in seeds]
+            for i, future in enumerate(concurrent.futures.as_completed(futures), 1):
+                runs.append(future.result())
+                if i % 10 == 0 or i == args.runs:
+                    print(f"{i}/{args.runs} runs, {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+        elapsed = time.perf_counter() - start
     runs.sort(key=lambda r: r["seed"])
-    elapsed = time.perf_counter() - start
     summary = summarise(runs, budget=budget)
     print(json.dumps({k: v for k, v in summary.items() if k != "example_messages"}, indent=2))
     if args.json:
-        args.json.write_text(json.dumps({"summary": summary, "runs": runs}, indent=1))
+        args.json.write_text(json.dumps({"summary": summary, "runs": runs, "elapsed_seconds": elapsed}, indent=1))
     if args.write:
         shown = " ".join(["python benchmarks/bench_dp_assertions.py", *(argv if argv is not None else sys.argv[1:])])
-        write_results(
+        write_section(
             args.write,
+            MARKERS,
             markdown(
                 summary, command=f"nice -n 10 {shown}", elapsed=elapsed, alpha=args.alpha, mode=args.mode, budget=budget
             ),
