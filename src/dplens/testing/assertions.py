@@ -401,7 +401,7 @@ def assert_dp(
     node_id = context.node_id
     index = context.index
     context.index += 1
-    seed = derive_seed(context.run_seed, node_id or getattr(target, "__qualname__", repr(target)), index)
+    seed = derive_seed(context.run_seed, node_id or target.name, index)  # outside pytest: the target's name
     share, allocation = context.next_share()
     if fixed is None:
         # What this call has spent already (imports on a first call) comes out of its budget.
