@@ -82,6 +82,6 @@ def test_pair_search():
 def test_choose_trials_follows_the_budget():
     fast = choose_trials(geometric_count, [1, 1, 0], 2.0)
     slow = choose_trials(float_laplace, [1, 1, 0], 2.0)
-    assert fast > slow >= 1000
+    assert fast > slow >= 500
     assert str(fast)[0] in "125" and set(str(fast)[1:]) <= {"0"}  # 1-2-5 rounding: stable under small changes
     assert choose_trials(geometric_count, [1, 1, 0], 0.2) <= fast

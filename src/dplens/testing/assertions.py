@@ -15,8 +15,8 @@ from dplens.testing.significance import derive_seed
 __all__ = ["DpAssertionError", "DpInconclusiveWarning", "Inconclusive", "PairSearch", "assert_dp", "choose_trials"]
 
 #: Trials per side are never below this (a smaller audit cannot show anything) nor above MAX_TRIALS.
-MIN_TRIALS = 1_000
-MAX_TRIALS = 5_000_000
+MIN_TRIALS = 500
+MAX_TRIALS = 2_000_000
 # The budget goes to the audit's target calls: the pilot (up to as many draws as the counted trials, for discrete
 # outputs) and the counted trials, on both sides, plus the scores' own work: about 5 calls' worth per counted trial,
 # and half the budget is kept for everything else (the probe, the float checks, fitting the scores).
@@ -25,6 +25,8 @@ _BUDGET_FOR_CALLS = 0.5
 _SEARCH_CALLS = 3.0  # a pair search adds about this many calls per counted trial
 _TIMING_SECONDS = 0.05
 _SMALL_AUDIT = 4_000  # the audit's default minimum pilot per side
+_CALIBRATE_ABOVE = 20_000  # call-based estimates above this (fast targets) are checked by a small timed audit
+_CALIBRATION_TRIALS = 5_000
 # Seconds of the audit's own work per counted trial (scoring, binning, float checks), by output kind.
 _SCORING_SECONDS = {"integer": 0.6e-6, "real": 12e-6, "vector": 6e-6, "other": 6e-6}
 
@@ -97,7 +99,8 @@ def choose_trials(target: Any, data: Any, seconds: float, *, search: bool = Fals
     The target is timed on batches of 64, 256, … outputs until one takes ≥ 50 ms; the audit costs about five target
     calls per counted trial (pilot and counted draws on both sides) plus its own work on each output (more for real
     numbers, which get the float checks, and for vectors), and half the budget is left for the rest. The answer is
-    rounded down to 1, 2 or 5 × 10ᵏ and clamped to [1 000, 5 000 000].
+    rounded down to 1, 2 or 5 × 10ᵏ and clamped to [500, 2 000 000]. :func:`assert_dp` then checks an estimate
+    above 20 000 (a fast target, whose audit costs mostly the audit's own work) against a small timed audit.
 
     Example:
         >>> import numpy as np
@@ -128,6 +131,45 @@ def choose_trials(target: Any, data: Any, seconds: float, *, search: bool = Fals
     per_trial = calls * per_call + _scoring_seconds(runnable.draw(data, 64, rng, where="timing"))
     trials = seconds * _BUDGET_FOR_CALLS / per_trial
     return int(min(max(_round_down(trials), MIN_TRIALS), MAX_TRIALS))
+
+
+def _calibrated_trials(
+    target: Any,
+    pair: Any,
+    *,
+    start: float,
+    seconds: float,
+    epsilon: float,
+    delta: float,
+    seed: int,
+    float_check: bool,
+    estimate: int,
+) -> int:
+    """Trials from the measured cost of a small audit of the same target and pair, on this machine under its present
+    load (its result is discarded: only its duration is used, so the real audit's validity is untouched).
+
+    A fast target's audit costs mostly the audit's own work on the outputs, which the target's timing does not see:
+    an audit of 5 000 trials per side (its pilot as large) gives a cost per trial that includes its fixed overheads
+    (so it errs towards fewer trials); 70 % of what is left of the budget buys the trials, never more than the
+    call-based estimate allows.
+    """
+    import dplens
+
+    tick = time.perf_counter()
+    dplens.audit(
+        target,
+        pair,
+        trials=_CALIBRATION_TRIALS,
+        claim=(epsilon, delta),
+        confidence=0.5,
+        seed=seed ^ 0x5EED,
+        float_checks=float_check,
+        pilot_trials=_CALIBRATION_TRIALS,
+    )
+    per_trial = (time.perf_counter() - tick) / _CALIBRATION_TRIALS
+    left = seconds - (time.perf_counter() - start)
+    trials = _round_down(max(left, 0.0) * 0.7 / per_trial)
+    return int(min(max(trials, MIN_TRIALS), estimate, MAX_TRIALS))
 
 
 def _scoring_seconds(outputs: Any) -> float:
@@ -371,6 +413,7 @@ def assert_dp(
     """
     start = time.perf_counter()
     import dplens
+    import dplens.auditing.target_game
     from dplens.auditing.targets import as_target, load_target
 
     # A mechanism object with release() is audited as user code (a target), like every other target here.
@@ -407,6 +450,18 @@ def assert_dp(
         # What this call has spent already (imports on a first call) comes out of its budget.
         left = max(seconds - (time.perf_counter() - start), 0.25 * seconds)
         chosen = choose_trials(target, data, left, search=relation is not None, seed=seed)
+        if relation is None and chosen >= _CALIBRATE_ABOVE:
+            chosen = _calibrated_trials(
+                target,
+                pair_argument,
+                start=start,
+                seconds=seconds,
+                epsilon=epsilon,
+                delta=delta,
+                seed=seed,
+                float_check=float_check,
+                estimate=chosen,
+            )
     else:
         chosen = fixed
     # The audit's pilot is at least 4 000 draws per side; below that many counted trials (a slow target on a small
