@@ -333,8 +333,11 @@ def test_property_feature_dp_epsilon_equals_subsampled_gaussian_rdp(z, q, steps,
     event = f.FeatureDpSgd(noise_multiplier=z, sampling_rate=q, steps=steps)
     standard = ev.PoissonSampled(sampling_rate=q, event=ev.Gaussian(noise_multiplier=z))
     ours = Accountant().compose(event).epsilon(delta, method=Method.RDP)
-    assert ours == Accountant().compose(standard, steps).epsilon(delta, method=Method.RDP)
-    assert f.feature_dp_epsilon(event, delta, method=Method.RDP).epsilon == ours
+    # Equal up to the 1e-12 by which every ε is rounded up, not bit for bit: at 50x the examples (issue 33) the same
+    # ledger gave 605.1695122936504 in one call and ...501 in the next, in one process (z = 0.5, q = 0.5, 565 steps,
+    # δ = e^-18); a fresh process gives ...501 every time, so the last bit depends on the process's caches.
+    assert ours == pytest.approx(Accountant().compose(standard, steps).epsilon(delta, method=Method.RDP), rel=1e-12)
+    assert f.feature_dp_epsilon(event, delta, method=Method.RDP).epsilon == pytest.approx(ours, rel=1e-12)
 
 
 @settings(max_examples=6, deadline=None)
