@@ -20,6 +20,7 @@ import warnings
 from importlib import metadata
 
 import dp_accounting as dpa
+from results_md import write_section  # benchmarks/ is sys.path[0] when run as a script
 
 from dplens.accountant import events as ev
 from dplens.accountant import rdp as rdp_module
@@ -116,7 +117,7 @@ def bench_calibration(target=3.0):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--write", metavar="PATH", help="append a Markdown section to this file")
+    parser.add_argument("--write", metavar="PATH", help="replace (or append) this benchmark's section of this file")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     rdp = bench_rdp(args.repeat)
@@ -146,8 +147,7 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if args.write:
-        with open(args.write, "a", encoding="utf-8") as handle:
-            handle.write(text + "\n")
+        write_section(args.write, "bench_accounting", text)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.pld import privacy_loss_distribution as dpa_pld
 from dp_accounting.privacy_accountant import NeighboringRelation as R
 from dp_accounting.rdp import rdp_privacy_accountant
+from results_md import write_section  # benchmarks/ is sys.path[0] when run as a script
 
 from dplens.accountant import events as ev
 from dplens.accountant import rdp as rdp_module
@@ -271,13 +272,12 @@ def render(events, rdp_route, fractional, mixture) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--write", help="append the section to this markdown file")
+    parser.add_argument("--write", help="replace (or append) this benchmark's section of this markdown file")
     args = parser.parse_args()
     text = render(bench_events(), bench_rdp_route(), bench_fractional_order(), bench_mixture_pld())
     print(text)
     if args.write:
-        with open(args.write, "a", encoding="utf-8") as handle:
-            handle.write("\n" + text)
+        write_section(args.write, "bench_breadth", text)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from results_md import write_section  # benchmarks/ is sys.path[0] when run as a script
+
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "examples" / "dp_sgd_mnist.toml"
 
@@ -68,7 +70,7 @@ def loaded_modules(code: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=9)
-    parser.add_argument("--write", type=Path, help="append the results section to this Markdown file")
+    parser.add_argument("--write", type=Path, help="replace (or append) this benchmark's section of this Markdown file")
     args = parser.parse_args()
 
     dplens = _dplens_command()
@@ -123,8 +125,7 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if args.write:
-        with args.write.open("a", encoding="utf-8") as handle:
-            handle.write("\n" + text + "\n")
+        write_section(args.write, "bench_cold_start", text)
 
 
 if __name__ == "__main__":

@@ -37,13 +37,13 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from _sections import write_section
+from results_md import write_section  # benchmarks/ is sys.path[0] when run as a script
 
 ROOT = Path(__file__).resolve().parent.parent
 DELTA = 1e-5
 MNIST = (256 / 60000, 1.1, 14063)
 SCHEDULE_Q, SCHEDULE_STEPS = 0.004, 100
-MARKERS = ("<!-- bench_dp_accounting:start -->", "<!-- bench_dp_accounting:end -->")
+RESULTS_KEY = "bench_dp_accounting"
 IMPORTS = {
     "dp_accounting": "from dp_accounting.pld.pld_privacy_accountant import PLDAccountant",
     "dplens": "from dplens.integrations.dp_accounting import PLDAccountant",
@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     if args.write:
-        write_section(args.write, MARKERS, section)
+        write_section(args.write, RESULTS_KEY, section)
     return 0
 
 

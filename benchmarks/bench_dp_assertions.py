@@ -31,7 +31,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from _sections import write_section
+from results_md import write_section  # benchmarks/ is sys.path[0] when run as a script
 
 HERE = Path(__file__).resolve().parent
 SUITE = HERE / "dp_assertions"
@@ -41,7 +41,7 @@ BUGS = {
     "test_bug_textbook_float_laplace": "FLOATING-POINT LEAK",
     "test_bug_forgotten_clip": "OUTPUT DISTRIBUTION",
 }
-MARKERS = ("<!-- bench_dp_assertions:start -->", "<!-- bench_dp_assertions:end -->")
+RESULTS_KEY = "bench_dp_assertions"
 
 
 def run_once(seed: int, *, alpha: float, mode: str, budget: float | None) -> dict:
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         shown = " ".join(["python benchmarks/bench_dp_assertions.py", *(argv if argv is not None else sys.argv[1:])])
         write_section(
             args.write,
-            MARKERS,
+            RESULTS_KEY,
             markdown(
                 summary, command=f"nice -n 10 {shown}", elapsed=elapsed, alpha=args.alpha, mode=args.mode, budget=budget
             ),

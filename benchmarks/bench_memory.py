@@ -9,7 +9,8 @@ of its worker processes. The claim (issue 18): the peak at 10⁸ trials per side
 Memory is a property of the code, not of the machine's load, but the wall times printed alongside are not: the
 machine is a shared 2-core VM.
 
-``--write PATH`` appends the table to PATH (benchmarks/RESULTS.md) under a heading with the command.
+``--write PATH`` replaces (or appends) the table in PATH (benchmarks/RESULTS.md), under a heading with the command:
+one section for one worker, one per number of workers otherwise.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
+
+from results_md import write_section  # benchmarks/ is sys.path[0] when run as a script
 
 CHILD = r"""
 import json, resource, sys, time
@@ -82,7 +85,7 @@ def main() -> int:
     parser.add_argument("--trials", default="1e6,1e7,1e8", help="comma-separated trials per side")
     parser.add_argument("--mechanism", choices=["laplace", "gaussian"], default="laplace")
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--write", type=Path, help="append the table to this file (benchmarks/RESULTS.md)")
+    parser.add_argument("--write", type=Path, help="replace (or append) its section of this file (RESULTS.md)")
     args = parser.parse_args()
     sizes = [float(t) for t in args.trials.split(",")]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -104,12 +107,16 @@ def main() -> int:
     if args.write is not None:
         command = "python benchmarks/bench_memory.py " + " ".join(sys.argv[1:])
         stamp = datetime.date.today().isoformat()
-        with args.write.open("a", encoding="utf-8") as handle:
-            handle.write(
-                f"\n\n### Audit memory against the number of trials ({stamp}, {platform.machine()}, Python "
-                f"{platform.python_version()}; {args.mechanism}, load average {load:.2f} at the start)\n\n"
-                f"Command: `{command}`\n\n{text}\n\n{summary}\n"
-            )
+        key = "bench_memory" if args.workers == 1 else f"bench_memory_{args.workers}_workers"
+        heading = "### Audit memory against the number of trials"
+        if args.workers > 1:
+            heading = f"#### {args.workers} workers"
+        write_section(
+            args.write,
+            key,
+            f"{heading} ({stamp}, {platform.machine()}, Python {platform.python_version()}; {args.mechanism}, "
+            f"load average {load:.2f} at the start)\n\nCommand: `{command}`\n\n{text}\n\n{summary}\n",
+        )
     return 0
 
 

@@ -203,6 +203,77 @@ def test_docstring_conventions_are_rewritten_for_the_parser():
     assert rewrite("See :class:`~dplens.accountant.compose.Accountant` and :func:`dplens.audit`.") == (
         "See `Accountant` and `dplens.audit`."
     )
+    # With a linker (the griffe extension's, which resolves names in the docstring's scope): cross-references; a
+    # target wrapped onto the next line is one name; an object without an entry stays code.
+    entries = {"Accountant": "dplens.accountant.compose.Accountant", "dplens.accountant.events.register_event": "r"}
+    text = (
+        ":class:`~dplens.accountant.compose.Accountant`, :meth:`Accountant`, "
+        ":func:`dplens.accountant.\n    events.register_event`, :func:`_private`"
+    )
+    assert rewrite(text, link=lambda name: entries.get(name.rsplit(".", 1)[-1]) or entries.get(name)) == (
+        "[`Accountant`][dplens.accountant.compose.Accountant], [`Accountant`][dplens.accountant.compose.Accountant], "
+        "[`dplens.accountant.events.register_event`][r], `_private`"
+    )
+
+
+_SPHINX_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|data|mod|exc|obj|const):`?")
+
+
+def test_api_pages_show_no_sphinx_role_and_link_what_roles_named(site):
+    out, _, _ = site
+    pages = sorted((out / "reference" / "api").rglob("*.html"))
+    assert len(pages) >= 20
+    leftovers = {p.relative_to(out).as_posix(): _SPHINX_ROLE.findall(_text(p.read_text("utf-8"))) for p in pages}
+    assert {page: found for page, found in leftovers.items() if found} == {}
+    plugins = (out / "reference" / "api" / "accountant" / "plugins.html").read_text(encoding="utf-8")
+    # a class of the same module, a function of another module, a package (:mod:`dplens.research`)
+    links = re.findall(r'<a class="autorefs autorefs-internal"[^>]*href="([^"]+)"', plugins)
+    assert "#dplens.accountant.plugins.Plugin" in links
+    assert "events.html#dplens.accountant.events.event_from_dict" in links
+    assert "../research.html#dplens.research" in links
+    blackbox = (out / "reference" / "api" / "auditing" / "blackbox.html").read_text(encoding="utf-8")
+    assert 'href="blackbox/base.html#dplens.auditing.blackbox.base"' in blackbox  # :mod:`.base`, relative
+    # every cross-reference lands on an anchor that exists on its page
+    for page in pages:
+        for href in re.findall(r'class="autorefs autorefs-internal"[^>]*href="([^"]+)"', page.read_text("utf-8")):
+            path, _, anchor = href.partition("#")
+            target = (page.parent / path).resolve() if path else page
+            assert f'id="{anchor}"' in target.read_text(encoding="utf-8"), f"{page.name}: {href}"
+
+
+def _mini_site(tmp_path: Path, docstring: str) -> subprocess.CompletedProcess:
+    """A one-page site documenting a one-module package with dplens's griffe extension, built strictly."""
+    (tmp_path / "src" / "probe_pkg").mkdir(parents=True)
+    (tmp_path / "src" / "probe_pkg" / "__init__.py").write_text(
+        f'"""{docstring}"""\n\n\nclass Present:\n    """A class."""\n', encoding="utf-8"
+    )
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "index.md").write_text("# Probe\n\n::: probe_pkg\n", encoding="utf-8")
+    extension = ROOT / "docs" / "scripts" / "griffe_dplens.py"
+    (tmp_path / "mkdocs.yml").write_text(
+        "site_name: probe\nplugins:\n  - autorefs\n  - mkdocstrings:\n      handlers:\n        python:\n"
+        "          paths: [src]\n          options:\n            extensions:\n"
+        f"              - {extension}:DplensDocstrings\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "DISABLE_MKDOCS_2_WARNING": "true"}
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+def test_a_broken_docstring_reference_fails_the_strict_build(tmp_path):
+    _require_docs_tools()
+    broken = _mini_site(tmp_path / "broken", "See :class:`Absent` and :class:`Present`.")
+    assert broken.returncode != 0
+    assert "probe_pkg: the docstring names 'Absent', but it resolves to no object" in broken.stderr + broken.stdout
+    fine = _mini_site(tmp_path / "fine", "See :class:`Present` and :class:`numpy.random.Generator`.")
+    assert fine.returncode == 0, fine.stderr[-2000:]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -314,6 +385,56 @@ def test_start_page_and_an_api_page_in_chromium(site):
     assert (grey < 0.35).mean() > 0.005, "no text drawn"
     assert (grey > 0.9).mean() > 0.5, "no page background"
     (Path(os.environ.get("DPLENS_SCREENSHOTS", out)) / "start-page.png").write_bytes(start.screenshot)
+
+
+def test_search_works_on_the_site_opened_from_disk(site):
+    """Type a query into the search box of the site opened from file:// in headless Chromium: results appear, they
+    link to pages of the site, a query matching nothing says so, and nothing is requested from the network."""
+    out, _, _ = site
+    DevTools = _browser_helpers().DevTools
+    browser = DevTools(_chromium())
+    try:
+        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Runtime", "Network"):
+            browser.send(f"{domain}.enable", session=session)
+        browser.send("Page.navigate", {"url": (out / "index.html").resolve().as_uri()}, session=session)
+        browser.wait_for("Page.loadEventFired", session=session)
+
+        def evaluate(expression: str):
+            reply = browser.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=session)
+            return reply["result"].get("value")
+
+        def search(query: str) -> tuple[str, list[str]]:
+            evaluate("const box = document.querySelector('.md-search__input'); box.value = ''; box.focus()")
+            for key in query:
+                browser.send("Input.dispatchKeyEvent", {"type": "keyDown", "key": key, "text": key}, session=session)
+                browser.send("Input.dispatchKeyEvent", {"type": "keyUp", "key": key}, session=session)
+            deadline = time.monotonic() + 30
+            meta = ""
+            while time.monotonic() < deadline:
+                meta = evaluate("document.querySelector('.md-search-result__meta').innerText") or ""
+                if query and re.search(r"\d+ matching|No matching", meta):
+                    break
+                time.sleep(0.2)
+            hrefs = evaluate("[...document.querySelectorAll('.md-search-result__item > a')].map(a => a.href)")
+            return meta, hrefs
+
+        meta, hrefs = search("calibrate")
+        assert re.search(r"(\d+) matching documents", meta), meta
+        assert hrefs and all(h.startswith(out.resolve().as_uri() + "/") for h in hrefs)
+        assert any("calibrat" in h for h in hrefs)
+        for href in hrefs:
+            assert Path(href.removeprefix("file://").split("#")[0]).is_file(), href
+        meta, hrefs = search("zqxjkvw")
+        assert "No matching documents" in meta and hrefs == []
+        requests = [
+            e["params"]["request"]["url"] for e in browser.events if e.get("method") == "Network.requestWillBeSent"
+        ]
+        assert [u for u in requests if not u.startswith(("file://", "data:"))] == []
+        assert any(u.endswith("search/search_index.js") for u in requests)  # the index, inlined by the offline plugin
+    finally:
+        browser.close()
 
 
 def test_a_report_section_screenshot_in_chromium(tmp_path):

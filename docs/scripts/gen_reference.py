@@ -38,6 +38,8 @@ homes = export_homes()
 lines = [
     "# `dplens`: the public API",
     "",
+    "[](){#dplens}",  # an anchor for cross-references to the package (docstring roles such as :mod:`dplens`)
+    "",
     "Everything below is importable as `dplens.<name>` (`import dplens` is cheap: each name loads its module on",
     "first use). The table is generated from `dplens.__all__` at build time; each entry links to the reference",
     "entry with its docstring and runnable example.",
@@ -71,7 +73,8 @@ for name in modules:
     page = _module_page(name)
     members = module_members(name)
     with mkdocs_gen_files.open(page, "w") as f:
-        f.write(f"# `{name}`\n\n::: {name}\n")
+        # The anchor lets docstrings link to the module (:mod:`dplens.x`): the root heading is not shown.
+        f.write(f"# `{name}`\n\n[](){{#{name}}}\n\n::: {name}\n")
         if members:
             f.write("    options:\n      members:\n" + "".join(f"        - {m}\n" for m in members))
         else:

@@ -1,17 +1,34 @@
 """A griffe extension for dplens's docstring conventions (used by mkdocstrings when the site is built).
 
-dplens docstrings are Google style with two habits the Google parser does not know: several parameters described
-on one line (``workers, scheduler: ...``) and a singular ``Example:`` heading over doctests. This extension rewrites
-them before parsing, so each parameter gets its own entry and doctests render as code (not as Markdown, where a
-printed list would look like a broken link).
+dplens docstrings are Google style with habits the Google parser does not know: several parameters described on one
+line (``workers, scheduler: ...``), a singular ``Example:`` heading over doctests, and Sphinx roles
+(``:class:`~dplens.accountant.compose.Accountant```, ``:func:`rewrite```, ``:mod:`.base```). This extension rewrites
+them before parsing, so each parameter gets its own entry, doctests render as code (not as Markdown, where a printed
+list would look like a broken link), and each role becomes a cross-reference to the entry it names.
+
+Roles are resolved as Python would from the object whose docstring holds them (its members, its module's names and
+imports, relative module names), then followed through re-exports to the object itself:
+
+- named object documented in the API reference: a link (``[`Accountant`][dplens.accountant.compose.Accountant]``,
+  which mkdocs-autorefs checks: a link to an anchor that does not exist fails the strict build);
+- an existing object with no entry of its own (a private helper, an undocumented constant) or outside dplens
+  (numpy, the standard library): code, as before;
+- a name that resolves to nothing: a warning, so ``mkdocs build --strict`` fails on the broken reference.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import griffe
+
+_log = logging.getLogger("mkdocs.plugins.griffe_dplens")
 
 _EXAMPLE = re.compile(r"^(\s*)Example:\s*$")
 _SECTION = re.compile(r"^(\s*)(Args|Arguments|Parameters|Attributes|Keyword Args|Keyword Arguments):\s*$")
@@ -46,19 +63,26 @@ def _fence_bare_doctests(lines: list[str]) -> list[str]:
     return out
 
 
-_ROLE = re.compile(r":(?:class|func|meth|attr|data|mod|exc|obj):`(~?)([\w.]+)(\(\))?`")
+# The target may be wrapped onto the next line (``:class:`~dplens.accountant.`` / ``events.RandomizedResponse```).
+_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|data|mod|exc|obj|const):`(~?)(\.*[\w.]+(?:\n\s*[\w.]+)*)(\(\))?`")
+
+#: A role's target name → the identifier of its entry in the API reference, or None to show it as code.
+Linker = Callable[[str], "str | None"]
 
 
-def _plain_role(match: re.Match[str]) -> str:
-    """A Sphinx role (``:class:`~dplens.x.Y```) as Markdown code (``Y``); ``~`` keeps the last component."""
-    name = match.group(2).rsplit(".", 1)[-1] if match.group(1) else match.group(2)
-    return f"`{name}{match.group(3) or ''}`"
+def _role(match: re.Match[str], link: Linker | None) -> str:
+    """A Sphinx role (``:class:`~dplens.x.Y```) as a Markdown cross-reference (``[`Y`][dplens.x.Y]``) when ``link``
+    finds its entry, else as code (``Y``); ``~`` shows the last component only."""
+    name = re.sub(r"\s+", "", match.group(2))
+    shown = (name.rsplit(".", 1)[-1] if match.group(1) else name.lstrip(".")) + (match.group(3) or "")
+    target = link(name) if link is not None else None
+    return f"[`{shown}`][{target}]" if target else f"`{shown}`"
 
 
-def rewrite(text: str) -> str:
+def rewrite(text: str, link: Linker | None = None) -> str:
     """``Example:`` → ``Examples:``; ``a, b: text`` in a parameter section → ``a: text`` and ``b: text``; bare
-    doctests fenced; Sphinx roles as code."""
-    text = _ROLE.sub(_plain_role, text)
+    doctests fenced; Sphinx roles as cross-references through ``link`` (as code without it)."""
+    text = _ROLE.sub(lambda match: _role(match, link), text)
     lines = _fence_bare_doctests(text.splitlines())
     out: list[str] = []
     section_indent: int | None = None
@@ -94,9 +118,100 @@ def rewrite(text: str) -> str:
     return "\n".join(out)
 
 
-class DplensDocstrings(griffe.Extension):
-    """Apply :func:`rewrite` to every docstring griffe loads."""
+def _find(collection: griffe.ModulesCollection, path: str) -> griffe.Object | None:
+    """The object at a dotted ``path``, followed through re-exports (aliases); None when nothing is there."""
+    parts = path.split(".")
+    try:
+        obj: Any = collection.members[parts[0]]
+        for part in parts[1:]:
+            if obj.is_alias:
+                obj = obj.final_target
+            obj = obj.members[part]
+        return obj.final_target if obj.is_alias else obj
+    except (KeyError, griffe.AliasResolutionError, griffe.CyclicAliasError):
+        return None
 
-    def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:
-        if obj.docstring is not None:
-            obj.docstring.value = rewrite(obj.docstring.value)
+
+def _scope_path(obj: griffe.Object, name: str) -> str | None:
+    """The dotted path ``name`` stands for in the docstring of ``obj``, as Python would resolve it there."""
+    if name.startswith("."):  # relative to the module's package, as in a relative import
+        level = len(name) - len(name.lstrip("."))
+        base = obj.module.path if obj.module.is_init_module else obj.module.path.rsplit(".", 1)[0]
+        for _ in range(level - 1):
+            base = base.rsplit(".", 1)[0]
+        return f"{base}.{name.lstrip('.')}"
+    head, _, rest = name.partition(".")
+    try:
+        head_path = obj.resolve(head)
+    except griffe.NameResolutionError:
+        if head == obj.package.name or importlib.util.find_spec(head) is not None:  # absolute: dplens.x, numpy.y
+            return name
+        return None
+    return f"{head_path}.{rest}" if rest else head_path
+
+
+def _rendered(package: griffe.Module) -> dict[str, str]:
+    """Canonical path → identifier of its entry, for every object the generated API reference renders: the public
+    modules, the members each one documents (docs_sources, as gen_reference.py uses them), their public members."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import docs_sources
+
+    collection = package.modules_collection
+    entries: dict[str, str] = {}
+
+    def add(anchor: str, depth: int = 0) -> None:
+        obj = _find(collection, anchor)
+        if obj is None:
+            return
+        if entries.get(obj.path) != obj.path:  # an entry at the object's own path wins over a re-export
+            entries[obj.path] = anchor
+        if obj.is_class and depth < 3:
+            for member in obj.members:
+                if not member.startswith("_"):
+                    add(f"{anchor}.{member}", depth + 1)
+
+    for module in docs_sources.public_modules():
+        entries.setdefault(module, module)
+        for member in docs_sources.module_members(module):
+            add(f"{module}.{member}")
+    for home in docs_sources.export_homes().values():
+        if any(part.startswith("_") for part in home.split(".")[:-1]):  # rendered on the dplens page itself
+            add(home)
+    return entries
+
+
+def _docstring_owners(obj: griffe.Object) -> Any:
+    """``obj`` and every object defined inside it (not re-exports), depth first."""
+    yield obj
+    for member in obj.members.values():
+        if not member.is_alias:
+            yield from _docstring_owners(member)
+
+
+class DplensDocstrings(griffe.Extension):
+    """Apply :func:`rewrite` to every docstring of a loaded package, with its roles resolved in their own scope."""
+
+    def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
+        entries = _rendered(pkg) if pkg.name == "dplens" else {}
+        for obj in _docstring_owners(pkg):
+            if obj.docstring is not None:
+                obj.docstring.value = rewrite(obj.docstring.value, link=self._linker(obj, entries))
+
+    @staticmethod
+    def _linker(obj: griffe.Object, entries: dict[str, str]) -> Linker:
+        def link(name: str) -> str | None:
+            path = _scope_path(obj, name)
+            target = _find(obj.modules_collection, path) if path else None
+            if target is not None:
+                return entries.get(target.path)  # None: an object with no entry of its own, shown as code
+            if path and path.split(".")[0] != obj.package.name:
+                return None  # outside this package (numpy, the standard library): code, not a link
+            # Not in scope: like Sphinx, accept a name that exactly one documented object ends with.
+            matches = sorted({anchor for path, anchor in entries.items() if path.endswith(f".{name.lstrip('.')}")})
+            if len(matches) == 1:
+                return matches[0]
+            found = f"{len(matches)} documented objects end with it" if matches else "it resolves to no object"
+            _log.warning("%s: the docstring names %r, but %s", obj.path, name, found)
+            return None
+
+        return link

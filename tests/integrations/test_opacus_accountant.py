@@ -25,7 +25,8 @@ def _have_opacus() -> bool:
     return True
 
 
-needs_opacus = pytest.mark.skipif(not _have_opacus(), reason='needs pip install "dplens[torch]"')
+# One line naming the extra when it is absent (a failure under CI=true: root conftest.py).
+needs_opacus = pytest.mark.skipif(not _have_opacus(), reason='needs the [torch] extra: pip install "dplens[torch]"')
 
 
 def _prv_bracket(history, *, eps_error=EPS_ERROR, delta=DELTA):

@@ -15,8 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("opacus")
+# One line naming the extra when it is absent (a failure under CI=true: root conftest.py).
+torch = pytest.importorskip("torch", reason='needs the [torch] extra: pip install "dplens[torch]"')
+pytest.importorskip("opacus", reason='needs the [torch] extra: pip install "dplens[torch]"')
 stats = pytest.importorskip("scipy.stats")
 
 from dplens.auditing import runner  # noqa: E402

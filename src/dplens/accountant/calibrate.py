@@ -267,7 +267,12 @@ def calibrate(
         acc = make_accountant(int(x) if integer else x)
         if route is Method.PLD and (interval is not None or tolerance is not None):
             acc = _with_grid(acc, interval, tolerance)
-        return acc.epsilon(delta, method=route)
+        try:
+            return acc.epsilon(delta, method=route)
+        except pld.PldOutOfRangeError:
+            # Losses beyond the PLD engine's range (e.g. a tiny σ at the unsafe end of the bracket): the point counts
+            # as unsafe, so the search never returns it and the answer stays on the safe side.
+            return math.inf
 
     rdp_eps = _Counter(lambda x: route_epsilon(x, Method.RDP))
     if direction is None:

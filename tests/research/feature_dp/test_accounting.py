@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 import pathlib
 import warnings
+from fractions import Fraction
 
 import dp_accounting as dpa
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import special, stats
 
@@ -331,19 +333,29 @@ def test_property_feature_dp_epsilon_equals_subsampled_gaussian_rdp(z, q, steps,
     event = f.FeatureDpSgd(noise_multiplier=z, sampling_rate=q, steps=steps)
     standard = ev.PoissonSampled(sampling_rate=q, event=ev.Gaussian(noise_multiplier=z))
     ours = Accountant().compose(event).epsilon(delta, method=Method.RDP)
-    assert ours == Accountant().compose(standard, steps).epsilon(delta, method=Method.RDP)
-    assert f.feature_dp_epsilon(event, delta, method=Method.RDP).epsilon == ours
+    # Equal up to the 1e-12 by which every ε is rounded up, not bit for bit: at 50x the examples (issue 33) the same
+    # ledger gave 605.1695122936504 in one call and ...501 in the next, in one process (z = 0.5, q = 0.5, 565 steps,
+    # δ = e^-18); a fresh process gives ...501 every time, so the last bit depends on the process's caches.
+    assert ours == pytest.approx(Accountant().compose(standard, steps).epsilon(delta, method=Method.RDP), rel=1e-12)
+    assert f.feature_dp_epsilon(event, delta, method=Method.RDP).epsilon == pytest.approx(ours, rel=1e-12)
 
 
 @settings(max_examples=6, deadline=None)
 @given(z=st.floats(0.6, 3.0), q=st.floats(0.01, 0.5), steps=st.integers(1, 200))
+# Found at 50x the examples (issue 33): ε ≈ 130, beyond dp-accounting's grid at 1e-4, a refusal and not a failure.
+@example(z=0.6, q=0.4519759926064233, steps=175)
 def test_property_feature_dp_epsilon_equals_subsampled_gaussian_pld(z, q, steps):
     event = f.FeatureDpSgd(noise_multiplier=z, sampling_rate=q, steps=steps)
     standard = ev.PoissonSampled(sampling_rate=q, event=ev.Gaussian(noise_multiplier=z))
-    ours = f.feature_dp_epsilon(event, 1e-5, method=Method.PLD)
     # feature_dp_epsilon reads dp-accounting's PLD (interval 1e-4); the Accountant's PLD route runs dplens's engine,
     # whose certified bracket must contain the true ε below dp-accounting's upper bound, and agree with it.
     bracket = Accountant().compose(standard, steps).epsilon_result(1e-5, method=Method.PLD)
+    try:
+        ours = f.feature_dp_epsilon(event, 1e-5, method=Method.PLD)
+    except pld.PldOutOfRangeError as refusal:
+        # dp-accounting's grid would exceed its 4e6 points: refused, naming the RDP route, only where ε is large
+        assert "use the RDP route" in str(refusal) and bracket.epsilon_lower > 50
+        return
     assert bracket.epsilon_lower <= ours.epsilon <= bracket.epsilon * (1 + 1e-3)
     assert Accountant().compose(event).epsilon(1e-5, method=Method.PLD) == bracket.epsilon  # the same ledger
     assert ours.epsilon_remove >= ours.epsilon_add - 1e-9  # the remove direction dominates for this pair
@@ -466,20 +478,47 @@ def test_baseline_success():
     )
 
 
-@settings(max_examples=40, deadline=None)
-@given(
-    points=st.lists(st.tuples(st.floats(-1, 1), st.floats(-1, 1)), min_size=1, max_size=6),
-    radius=st.floats(0.0, 1.0),
-    data=st.data(),
+def _exact_ball_mass(prior, values, centre, radius) -> float:
+    """Prior mass within distance ``radius`` of ``centre`` (Fractions or floats; scalars or vectors), decided in
+    rational arithmetic: no rounding moves a value into or out of the ball. The sum of the prior is a float sum; every
+    value here weighs at least 0.01 / 8 of the total, so the tests' 1e-9 on masses never hides a whole value."""
+    radius = Fraction(radius)
+    total = 0.0
+    for weight, value in zip(prior, values, strict=True):
+        point = value if isinstance(value, tuple | list) else (value,)
+        at = centre if isinstance(centre, tuple | list) else (centre,)
+        squared = sum((Fraction(a) - Fraction(float(x))) ** 2 for a, x in zip(at, point, strict=True))
+        total += weight * (squared <= radius**2)
+    return total
+
+
+_weighted_points = st.lists(
+    st.tuples(st.tuples(st.floats(-1, 1), st.floats(-1, 1)), st.floats(0.01, 1.0)), min_size=1, max_size=6
 )
-def test_property_euclidean_ball_is_an_upper_bound_on_every_centre(points, radius, data):
-    weights = np.array(data.draw(st.lists(st.floats(0.01, 1.0), min_size=len(points), max_size=len(points))))
+
+
+@settings(max_examples=40, deadline=None)
+@given(weighted=_weighted_points, radius=st.floats(0.0, 1.0))
+# Two points exactly within 2r (the midpoint's ball holds both) whose float distance rounds above 2r: Ball was 0.5.
+@example(
+    weighted=[((-0.6675882120666314, 0.8330327432052731), 1.0), ((0.9815406226389694, 0.504795540126685), 1.0)],
+    radius=0.8407386001222834,
+)
+def test_property_euclidean_ball_is_an_upper_bound_on_every_centre(weighted, radius):
+    points = [point for point, _ in weighted]
+    weights = np.array([weight for _, weight in weighted])
     prior = weights / weights.sum()
     bound = f.baseline_success(prior, values=points, metric=f.AttributeMetric.EUCLIDEAN, radius=radius)
-    grid = np.stack(np.meshgrid(np.linspace(-2, 2, 41), np.linspace(-2, 2, 41)), axis=-1).reshape(-1, 2)
-    centres = np.concatenate([grid, np.asarray(points)])
-    mass = (np.linalg.norm(centres[:, None, :] - np.asarray(points)[None, :, :], axis=2) <= radius) @ prior
-    assert bound >= mass.max() - 1e-12
+    # Every centre the attacker may output gives a mass the bound must cover: a grid, the support, and the midpoint
+    # of every pair (the best centre for two points), all in exact arithmetic.
+    grid = [(Fraction(x), Fraction(y)) for x in np.linspace(-2, 2, 41) for y in np.linspace(-2, 2, 41)]
+    support = [(Fraction(x), Fraction(y)) for x, y in points]
+    midpoints = [((a[0] + b[0]) / 2, (a[1] + b[1]) / 2) for a, b in itertools.combinations(support, 2)]
+    best_centre = max(_exact_ball_mass(prior, points, c, radius) for c in grid + support + midpoints)
+    assert bound >= best_centre - 1e-12
+    # And no more than the documented pessimistic value: the largest mass within 2r of one support point.
+    pessimistic = max(_exact_ball_mass(prior, points, c, 2 * Fraction(radius)) for c in support)
+    assert pessimistic - 1e-12 <= bound <= pessimistic + 1e-9
 
 
 def test_absolute_ball_covers_two_points_closer_than_its_diameter():
@@ -489,21 +528,46 @@ def test_absolute_ball_covers_two_points_closer_than_its_diameter():
     assert bound == pytest.approx(1.0)  # one interval of length 2r = 0.8196 covers both (0.8164 apart)
 
 
+def test_ball_is_decided_in_real_arithmetic_not_up_to_rounding():
+    absolute, euclid, half = f.AttributeMetric.ABSOLUTE, f.AttributeMetric.EUCLIDEAN, [0.5, 0.5]
+    # −1e-20 and 1 are 1 + 1e-20 apart: no interval of length 1 holds both, though fl(−1e-20 + 1) = 1.
+    assert f.baseline_success(half, values=[-1e-20, 1.0], metric=absolute, radius=0.5) == pytest.approx(0.5)
+    assert f.baseline_success(half, values=[-1e-20, 1.0], metric=absolute, radius=0.5, outputs=[0.5]) == (
+        pytest.approx(0.5)
+    )
+    # Far apart near the largest float: 2ρ overflows, the exact comparison does not.
+    huge = [-1.7e308, 1.7e308]
+    assert f.baseline_success(half, values=huge, metric=absolute, radius=1.6e308) == pytest.approx(0.5)
+    assert f.baseline_success(half, values=huge, metric=absolute, radius=1.7e308) == pytest.approx(1.0)
+    assert f.baseline_success(half, values=[(0.0, 0.0), (1e308, 1e308)], metric=euclid, radius=0.71e308) == (
+        pytest.approx(1.0)  # √2·1e308 ≤ 1.42e308
+    )
+    assert f.baseline_success(half, values=[(0.0, 0.0), (1e308, 1e308)], metric=euclid, radius=0.7e308) == (
+        pytest.approx(0.5)
+    )
+
+
 @settings(max_examples=40, deadline=None)
 @given(
-    values=st.lists(st.floats(-5, 5), min_size=1, max_size=8),
+    weighted=st.lists(st.tuples(st.floats(-5, 5), st.floats(0.01, 1.0)), min_size=1, max_size=8),
     radius=st.floats(0.0, 3.0),
-    data=st.data(),
 )
-def test_property_absolute_ball_is_the_supremum(values, radius, data):
-    weights = np.array(data.draw(st.lists(st.floats(0.01, 1.0), min_size=len(values), max_size=len(values))))
+# Issue 33: 3.68e-212 is not within a ball of radius 0 of 0.0; an absolute tolerance of 1e-12 put both in one.
+@example(weighted=[(0.0, 1.0), (3.68e-212, 1.0)], radius=0.0)
+# fl(−1e-20 + 2·0.5) = 1.0, but the two values are 1 + 1e-20 apart: Ball was 1.0.
+@example(weighted=[(-1e-20, 1.0), (1.0, 1.0)], radius=0.5)
+def test_property_absolute_ball_is_the_supremum(weighted, radius):
+    values = [value for value, _ in weighted]
+    weights = np.array([weight for _, weight in weighted])
     prior = weights / weights.sum()
     bound = f.baseline_success(prior, values=values, metric=f.AttributeMetric.ABSOLUTE, radius=radius)
-    v = np.asarray(values)
-    centres = np.concatenate([v, v + radius, v - radius, np.linspace(-9, 9, 2001)])
-    # |(v + r) - v| can round to just above r; the anchored candidate must still count its own endpoint.
-    mass = (np.abs(centres[:, None] - v[None, :]) <= radius + 1e-12 * (1 + np.abs(v).max())) @ prior
-    assert mass.max() - 1e-12 <= bound <= mass.max() + 1e-9  # attained at a support-anchored interval
+    # An optimal interval can slide right until its left end is a value v: the supremum is the largest mass of
+    # [v, v + 2r], i.e. of the ball around v + r, taken in exact arithmetic. No other centre does better.
+    support = [Fraction(v) for v in values]
+    supremum = max(_exact_ball_mass(prior, values, v + Fraction(radius), radius) for v in support)
+    others = [v - Fraction(radius) for v in support] + support + [Fraction(c) for c in np.linspace(-9, 9, 2001)]
+    assert max(_exact_ball_mass(prior, values, c, radius) for c in others) <= supremum + 1e-12
+    assert supremum - 1e-12 <= bound <= supremum + 1e-9
 
 
 @settings(max_examples=60, deadline=None)

@@ -686,6 +686,38 @@ class AttributeMetric(enum.Enum):
     EUCLIDEAN = "euclidean"
 
 
+def _rounding_error_of_sum(a: np.ndarray, b: float, total: np.ndarray) -> np.ndarray:
+    """e with a + b = total + e exactly, for total = fl(a + b) (TwoSum: Knuth, TAOCP vol. 2 §4.2.2, Theorem B)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        b_virtual = total - a
+        return (a - (total - b_virtual)) + (b - b_virtual)
+
+
+def _within_distance(centres: np.ndarray, points: np.ndarray, radius: float, *, times: int = 1) -> np.ndarray:
+    """Matrix [i, j]: ‖centres[i] − points[j]‖₂ ≤ times·radius in real arithmetic (rows are float vectors).
+
+    A floating-point norm errs by a few ulps either way, so it can put a point whose distance is exactly within the
+    radius outside it (and Ball below the supremum). The float norm (scaled: no overflow or underflow in the squares)
+    decides the pairs clearly on one side (further than a relative 1e-9 from the radius); the rest are decided in
+    rational arithmetic.
+    """
+    diff = centres[:, None, :] - points[None, :, :]
+    reach = times * radius  # may overflow to inf: then every pair is decided exactly
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        scale = np.max(np.abs(diff), axis=2)
+        unit = diff / np.where(scale > 0, scale, 1.0)[..., None]
+        dist = scale * np.sqrt(np.sum(unit * unit, axis=2))
+        borderline = ~np.isfinite(dist) | (np.abs(dist - reach) <= 1e-9 * np.maximum(dist, reach) + 1e-300)
+    within = (dist <= reach) & ~borderline
+    exact_reach = times * Fraction(radius)
+    for i, j in zip(*np.nonzero(borderline), strict=True):
+        squared = sum(
+            (Fraction(float(a)) - Fraction(float(b))) ** 2 for a, b in zip(centres[i], points[j], strict=True)
+        )
+        within[i, j] = squared <= exact_reach**2
+    return within
+
+
 def baseline_success(
     prior: Sequence[float] | np.ndarray,
     *,
@@ -706,7 +738,9 @@ def baseline_success(
       pessimistic max_i Pr[‖x − vᵢ‖ ≤ 2ρ] (every ball of radius ρ that hits the support lies inside a ball of
       radius 2ρ around a support point), an upper bound on the supremum over ℝᵈ.
 
-    With ``outputs`` given, the supremum runs over those outputs only (for DISCRETE/ABSOLUTE too).
+    With ``outputs`` given, the supremum runs over those outputs only (for DISCRETE/ABSOLUTE too). Distances are
+    compared with ρ in real arithmetic, not up to floating-point rounding (which could move a point into a ball or,
+    for EUCLIDEAN, out of it and give a Ball below the supremum).
 
     Args:
         prior: probabilities of the attribute values given the public feature u (non-negative, sum 1).
@@ -737,19 +771,25 @@ def baseline_success(
             raise ValueError(f"values must be scalars for the absolute metric; got shape {v.shape!r}")
         if outputs is not None:
             out = np.asarray(outputs, dtype=float).ravel()
-            mass = (np.abs(v[None, :] - out[:, None]) <= rho) @ p
+            mass = _within_distance(out[:, None], v[:, None], rho) @ p
             return min(1.0, conversions.round_up(float(mass.max(initial=0.0))))
         order = np.argsort(v)
         sv, sp = v[order], np.concatenate([[0.0], np.cumsum(p[order])])
-        right = np.searchsorted(sv, sv + 2 * rho, side="right")
+        # The interval [sv[i], sv[i] + 2ρ] holds sv[j] iff sv[j] ≤ sv[i] + 2ρ in real arithmetic: a float strictly
+        # below fl(sv[i] + 2ρ) always is, one equal to it unless the sum was rounded up onto it (error < 0).
+        with np.errstate(over="ignore"):
+            reach = sv + 2 * rho
+        rounded_up = _rounding_error_of_sum(sv, 2 * rho, reach) < 0
+        right = np.where(rounded_up, np.searchsorted(sv, reach, side="left"), np.searchsorted(sv, reach, side="right"))
+        for i in np.flatnonzero(~np.isfinite(reach)):  # overflow: count in rational arithmetic
+            end = Fraction(float(sv[i])) + 2 * Fraction(rho)
+            right[i] = sum(1 for x in sv if Fraction(float(x)) <= end)
         return min(1.0, conversions.round_up(float(np.max(sp[right] - sp[:-1]))))
     vv = v.reshape(p.size, -1)
     if outputs is not None:
         out = np.asarray(outputs, dtype=float).reshape(-1, vv.shape[1])
-        dist = np.linalg.norm(out[:, None, :] - vv[None, :, :], axis=2)
-        return min(1.0, conversions.round_up(float(((dist <= rho) @ p).max(initial=0.0))))
-    dist = np.linalg.norm(vv[:, None, :] - vv[None, :, :], axis=2)
-    return min(1.0, conversions.round_up(float(((dist <= 2 * rho) @ p).max())))
+        return min(1.0, conversions.round_up(float((_within_distance(out, vv, rho) @ p).max(initial=0.0))))
+    return min(1.0, conversions.round_up(float((_within_distance(vv, vv, rho, times=2) @ p).max())))
 
 
 def feature_dp_attribute_bound(

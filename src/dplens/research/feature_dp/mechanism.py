@@ -149,7 +149,7 @@ def feature_dp_sgd(
 
     ``public_batch=SHARED`` computes g_pub on B_priv instead (Σ/m); it reveals the sampling coins, so the returned
     event claims no amplification (P2). The run is f-DP_i^Ψ with the event :class:`FeatureDpSgd` (Theorem 5).
-    The arguments not listed below are those of :func:`dp_sgd`.
+    The arguments not listed below are those of :func:`dplens.mechanisms.dpsgd.dp_sgd`.
 
     Args:
         public: which part of each record is public (Ψ).
