@@ -1129,6 +1129,23 @@ def _accurate_spectrum(factors: list[tuple[GridPmf, int]], size: int, ks: np.nda
     return value, np.where(np.isfinite(bound), bound, np.inf)
 
 
+@functools.lru_cache(maxsize=64)
+def _spectrum_weights(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """For a half spectrum of ``size`` points: each entry's count in the full spectrum (conjugate symmetry: 2, but 1 at
+    0 and at N/2), and its weight in a tail sum of the window (see :func:`_compose_kind`): 1 at 0, 1/(N·sin(πk/N))
+    beyond."""
+    weights = np.full(size // 2 + 1, 2.0)
+    weights[0] = 1.0
+    if size % 2 == 0:
+        weights[-1] = 1.0
+    tail_weights = np.empty(size // 2 + 1)
+    tail_weights[0] = 1.0
+    tail_weights[1:] = 1.0 / (size * np.sin(np.pi * np.arange(1, size // 2 + 1) / size))
+    weights.flags.writeable = False
+    tail_weights.flags.writeable = False
+    return weights, tail_weights
+
+
 def _compose_kind(
     factors: list[tuple[GridPmf, int]], interval: float, window_tail: float, precision: float = DEFAULT_PRECISION
 ) -> ComposedPmf:
@@ -1205,10 +1222,7 @@ def _compose_kind(
     # Componentwise error of a computed transform: ≤ c·u·log₂N·‖a‖₁ per entry (Higham 2002, §24.1); of the inverse:
     # ≤ c·u·log₂N·‖F‖₁/N per entry, or c·u·log₂N·‖p‖₂ in norm.
     transform_error = 8.0 * _UNIT_ROUNDOFF * (log2n + 2.0)
-    # Each frequency's weight in a tail sum of the window (see the bound below): 1 at 0, 1/(N·sin(πk/N)) beyond.
-    tail_weights = np.empty(size // 2 + 1)
-    tail_weights[0] = 1.0
-    tail_weights[1:] = 1.0 / (size * np.sin(np.pi * np.arange(1, size // 2 + 1) / size))
+    weights, tail_weights = _spectrum_weights(size)
     # The spectrum, and a bound on its error. Each factor's transform F̂ has componentwise error E ≤ c·u·log₂N·‖a‖₁
     # (Higham 2002, §24.1), so with R = |F̂| + E ≥ |F|: |F̂ⁿ − Fⁿ| ≤ n·E·R^{n−1}, and repeated squaring rounds F̂ⁿ by
     # at most 2√5·n·u relative (Brent, Percival and Zimmermann 2007: √5·u per complex product), so the computed power
@@ -1241,7 +1255,7 @@ def _compose_kind(
     error = np.where(np.isfinite(error), error, np.inf)
     # Where the bound weighs more than half of ``precision`` in the tail sums (see below), recompute the frequencies
     # weighing most accurately (:func:`_accurate_spectrum`), until the rest weigh at most a quarter of it.
-    weighted = (2.0 * tail_weights) * error
+    weighted = weights * tail_weights * error
     if float(np.sum(weighted)) > 0.5 * precision:
         candidates = np.flatnonzero(weighted > 0.125 * precision / weighted.size)
         order = candidates[np.argsort(weighted[candidates])[::-1]]
@@ -1253,11 +1267,6 @@ def _compose_kind(
             spectrum[chosen[better]] = accurate[better]
             error[chosen[better]] = accurate_error[better]
     magnitude = np.abs(spectrum)
-    # Full-spectrum weights of the half spectrum (conjugate symmetry).
-    weights = np.full(magnitude.size, 2.0)
-    weights[0] = 1.0
-    if size % 2 == 0:
-        weights[-1] = 1.0
     circular = np.fft.irfft(spectrum, n=size)
     pmf = np.maximum(np.roll(circular, (base - j_lo) % size), 0.0)
     # Every use of the composed PMF is a sum Σⱼ wⱼpⱼ with weights wⱼ ∈ [0, 1] non-decreasing in the loss: the hockey
@@ -1297,9 +1306,9 @@ MAX_REFINEMENT = 10
 _SUB_CELLS = 8
 #: Only events whose composition is at most 1/this as wide as the ledger's are refined (see
 #: :func:`_refinement_levels`).
-_OWN_SHARE = 4.0
+_OWN_SHARE = 10.0
 #: The cost of a point of an event's own window (two transforms and the power) in points of the shared window.
-_OWN_COST = 4.0
+_OWN_COST = 0.5
 #: ... and only if its own grid comes out at least 2^this times finer.
 _MIN_LEVEL = 4
 #: Largest number of grid intervals one run of an event may span when its spread is probed.
@@ -1411,7 +1420,7 @@ def _pure_atom(event: ev.Event) -> float | None:
 
 
 #: λ at which an event's log-MGF is probed to size windows (both signs; see :func:`_refinement_levels`).
-_PROBE_LAMBDAS = np.concatenate([2.0 ** np.arange(-7.0, 14.0), -(2.0 ** np.arange(-7.0, 14.0))])
+_PROBE_LAMBDAS = np.concatenate([2.0 ** np.arange(-7.0, 14.0, 1.5), -(2.0 ** np.arange(-7.0, 14.0, 1.5))])
 #: Tail mass at which probed windows are sized (only sizes grids: no bound uses it).
 _PROBE_TAIL = 1e-15
 #: Probe summaries of events already seen: (event, relation) → (log-MGF at ``_PROBE_LAMBDAS``, standard deviation).
@@ -1591,6 +1600,7 @@ class ComposedPld:
     remove: ComposedDirection | None  # None: the ledger is empty or non-private
     add: ComposedDirection | None = None
     non_private: bool = False
+    refined_events: int = 0  # events composed on a grid of their own first (see compose)
 
     def directions(self) -> dict[str, ComposedDirection]:
         out = {}
@@ -1684,6 +1694,7 @@ def compose(
         interval=grid.interval,
         remove=direction("remove"),
         add=direction("add") if asymmetric else None,
+        refined_events=refined,
     )
 
 
@@ -1786,8 +1797,11 @@ def _refine(
         if current <= SMALLEST_INTERVAL:
             break
         # The width shrinks like Δ² (split and merge change each step's variance by O(Δ²)); aim at 85 % of the goal.
+        # With events on grids of their own it shrinks more slowly (an own grid aligned to a pure-DP atom is up to
+        # twice finer than Δ/2^j, and a coarse shared grid makes an event's own grid finer to resolve it): like Δ^1.5.
         goal = tolerance * high * 0.85
-        factor = math.sqrt(goal / width) if width > 0 else 0.5
+        power = 1.5 if pld.refined_events else 2.0
+        factor = (goal / width) ** (1.0 / power) if width > 0 else 0.5
         factor = min(max(factor, 0.1), 0.7)
         current = _atom_interval(entries, max(current * factor, SMALLEST_INTERVAL))
     return best
