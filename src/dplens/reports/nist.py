@@ -18,9 +18,10 @@ Every item gets one status, never more than the facts support:
 
 The thresholds of the detectable hazards are dplens's (SP 800-226 sets no universal value):
 :data:`LARGE_EPSILON` and :data:`DELTA_FACTOR`. The section classifies finished facts; it computes no privacy
-quantity. Sections are cited by number where the publication's numbering is that of its part on differential
-privacy itself (§2.2 the privacy parameter ε, §2.3 variants, §2.4 the unit of privacy, §3 algorithms), and by
-the publication's heading for the lower layers.
+quantity. Items cite the publication by the topic heading they answer (the privacy parameter ε, variants of DP,
+the unit of privacy, algorithms, bias, floating point, timing side channels, security and access control, trust
+models, data collection exposure), not by section number: the numbering was not checked against the publication's
+text.
 
 Example:
     >>> evaluation = evaluate_nist(
@@ -59,25 +60,25 @@ NIST_PUBLICATION = (
     "doi 10.6028/NIST.SP.800-226"
 )
 #: ε above which the "large ε" hazard is flagged (e^10 ≈ 22 000: an output may be that many times likelier with a
-#: person's data than without). A dplens threshold: SP 800-226 §2.2 gives no universal value.
+#: person's data than without). A dplens threshold: SP 800-226 gives no universal value.
 LARGE_EPSILON = 10.0
 #: δ is "well below 1/n" when δ ≤ DELTA_FACTOR / n (n: the number of units in the data, when known). A dplens
 #: threshold; δ ≥ 1/n is flagged separately (a mechanism publishing one random record in full is (0, 1/n)-DP).
 DELTA_FACTOR = 0.1
 
 _SECTIONS = {
-    "epsilon": "§2.2 The Privacy Parameter ε",
-    "variants": "§2.3 Variants of Differential Privacy",
-    "unit": "§2.4 The Unit of Privacy",
-    "algorithms": "§3 Differentially Private Algorithms",
-    "ml": "§3 Differentially Private Algorithms (machine learning)",
+    "epsilon": "'The privacy parameter ε' (top of the pyramid)",
+    "variants": "'Variants of differential privacy' (top of the pyramid)",
+    "unit": "'The unit of privacy' (top of the pyramid)",
+    "algorithms": "'Differentially private algorithms' (algorithms layer)",
+    "ml": "'Differentially private algorithms': machine learning (algorithms layer)",
     "bias": "'Bias' (systemic, human and statistical bias)",
     "floats": "'Floating-point arithmetic' (implementation layer)",
     "side_channels": "'Timing side channels' (implementation layer)",
     "security": "'Security and access control' (deployment layer)",
     "trust": "'Trust models' (local and central models; deployment layer)",
     "collection": "'Data collection exposure' (base of the pyramid)",
-    "composition": "§2 Differential Privacy (composition and the privacy budget)",
+    "composition": "'Composition and the privacy budget' (top of the pyramid)",
 }
 # dplens's default unit (dplens.reports.defaults.DEFAULT_PRIVACY_UNIT) is a record
 _SUB_PERSON = re.compile(
