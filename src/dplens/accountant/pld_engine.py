@@ -1439,9 +1439,10 @@ def _summary(pld: EventPld, interval: float) -> tuple[np.ndarray, float, bool]:
 
 
 def _probed(event: ev.Event, pld: EventPld, grid: LossGrid) -> tuple[np.ndarray, float]:
-    """The probe summary of one run of ``event`` (:func:`_summary`), from its PMFs on ``grid`` if they resolve it,
-    else on a grid 8, 64, … times finer (cheap: the event is then narrow; at most ``_MAX_PROBE_POINTS`` intervals).
-    Remembered per event: it only sizes grids, so the grid it came from does not matter."""
+    """The probe summary of one run of ``event`` (:func:`_summary`) from its PMFs on the grid of ``FIRST_INTERVAL``
+    (``pld`` when ``grid`` is that one: the first grid of an adaptive run), or on a grid 8, 64, … times finer when that
+    does not resolve it (cheap: the event is then narrow; at most ``_MAX_PROBE_POINTS`` intervals). Remembered per
+    event; it depends on the event only, so a ledger's grids do not depend on what was accounted before."""
     try:
         key = (event, grid.neighboring)
         known = _PROBES.get(key)
@@ -1449,7 +1450,9 @@ def _probed(event: ev.Event, pld: EventPld, grid: LossGrid) -> tuple[np.ndarray,
         key = known = None
     if known is not None:
         return known
-    interval = grid.interval
+    interval = FIRST_INTERVAL
+    if grid.interval != interval:
+        pld = loss_distribution(event, LossGrid(interval=interval, neighboring=grid.neighboring))
     log_mgf, spread, resolved = _summary(pld, interval)
     for _ in range(4):
         size = max(d.pessimistic.pmf.size for d in (pld.remove, pld.add) if d is not None)
@@ -1647,6 +1650,11 @@ def compose(
     precision: float = DEFAULT_PRECISION,
 ) -> ComposedPld:
     """Compose a ledger's PLDs on ``grid`` (both kinds, both directions where they differ).
+
+    Events run many times whose composition is narrow next to the ledger's are composed on a grid of their own first
+    and moved onto ``grid`` once (:func:`_refinement_levels`; ``refined_events`` counts them). ``window_tail`` is
+    the finite mass each composition may leave outside its window, ``precision`` the floating-point error (in δ)
+    below which no effort is spent tightening the bound; both are paid for in δ, and shared by the compositions.
 
     Raises:
         UnsupportedEventError: an event is not modelled by the engine (nothing is built).
