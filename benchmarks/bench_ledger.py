@@ -13,6 +13,11 @@
     through ``Ledger.charge`` and copying those rows (a benchmark fixture); ``Ledger.verify`` then checks that the
     copied ledger satisfies every invariant.
 (c) How many identical releases fit under each mode for three standard budgets (the price of ``adaptive``).
+(d) ``--parts pld``: the accountant's PLD engine on a status's ledger (100 configurations × 1000 runs, δ = 10⁻⁶), side
+    by side with dp-accounting's ``PLDAccountant`` at its default grid (1e-4) on the same events: interleaved fresh
+    processes (``--repeat`` each; imports and building the ledger not timed), medians. dplens reports its certified
+    bracket (default tolerance 1e-3) and the tightest route (BEST: RDP and PLD, what ``status`` computes);
+    dp-accounting its pessimistic ε (an upper bound, no lower end).
 """
 
 from __future__ import annotations
@@ -215,6 +220,71 @@ def bench_status(directory: Path, releases: int, mix: str, verify: bool) -> dict
     }
 
 
+# ---- (d) the PLD engine on a status's ledger, against dp-accounting -------------------------------------------------
+
+_PLD_OURS = """
+import json, sys, time
+sys.path.insert(0, {benchmarks!r})
+import dplens
+from bench_ledger import configurations
+acc = dplens.Accountant()
+for event in configurations({mix!r}, seed=3):
+    acc.compose(event, 1000)
+t0 = time.perf_counter()
+result = acc.epsilon_result({delta!r}, method=dplens.Method.{method})
+print(json.dumps([time.perf_counter() - t0, result.epsilon, result.epsilon_lower]))
+"""
+
+_PLD_THEIRS = """
+import json, sys, time
+sys.path.insert(0, {benchmarks!r})
+from dp_accounting.pld import pld_privacy_accountant
+from dplens.accountant import events as ev
+from bench_ledger import configurations
+events = [ev.to_dp_accounting(event) for event in configurations({mix!r}, seed=3)]
+t0 = time.perf_counter()
+acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+for event in events:
+    acc.compose(event, 1000)
+epsilon = acc.get_epsilon({delta!r})
+print(json.dumps([time.perf_counter() - t0, epsilon]))
+"""
+
+
+def bench_pld(mixes: list[str], repeat: int) -> list[dict]:
+    import subprocess
+
+    here = str(Path(__file__).resolve().parent)
+    rows = []
+    for mix in mixes:
+        runs: dict[str, list] = {"theirs": [], "PLD": [], "BEST": []}
+        for _ in range(repeat):  # interleaved: a change of load hits every side alike
+            for side in runs:
+                code = _PLD_THEIRS if side == "theirs" else _PLD_OURS
+                script = code.format(benchmarks=here, mix=mix, delta=DELTA, method=side)
+                done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+                runs[side].append(json.loads(done.stdout.strip().splitlines()[-1]))
+        ours, theirs = runs["PLD"], runs["theirs"]
+        pld_s = statistics.median(run[0] for run in ours)
+        theirs_s = statistics.median(run[0] for run in theirs)
+        rows.append(
+            {
+                "mix": mix,
+                "dplens_pld_s": pld_s,
+                "dplens_best_s": statistics.median(run[0] for run in runs["BEST"]),
+                "dplens_pld_times": [run[0] for run in ours],
+                "dplens_best_times": [run[0] for run in runs["BEST"]],
+                "dplens_epsilon": ours[0][1],
+                "dplens_epsilon_lower": ours[0][2],
+                "dp_accounting_s": theirs_s,
+                "dp_accounting_times": [run[0] for run in theirs],
+                "dp_accounting_epsilon": theirs[0][1],
+                "ratio_dp_accounting_over_dplens_pld": theirs_s / pld_s,
+            }
+        )
+    return rows
+
+
 # ---- (c) capacity per mode --------------------------------------------------------------------------------
 
 
@@ -298,7 +368,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mixes", default="tables,tables+training,tables+counts,all", help="status: mixes")
     parser.add_argument("--charge-mix", default="tables+training", help="the charge benchmark's mix")
     parser.add_argument("--no-verify", action="store_true", help="skip Ledger.verify of the status ledgers")
-    parser.add_argument("--parts", default="charge,status,capacity", help="which parts to run")
+    parser.add_argument("--parts", default="charge,status,capacity", help="which parts to run (also: pld)")
+    parser.add_argument("--pld-mixes", default="tables+training,tables+counts,all", help="pld: mixes")
+    parser.add_argument("--repeat", type=int, default=3, help="pld: runs per side")
     parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args(argv)
     results: dict = {
@@ -317,6 +389,10 @@ def main(argv: list[str] | None = None) -> int:
             for mix in args.mixes.split(","):
                 row = bench_status(directory, args.status_releases, mix, verify=not args.no_verify)
                 results["status"].append(row)
+                print(json.dumps(row), flush=True)
+        if "pld" in parts:
+            results["pld"] = bench_pld(args.pld_mixes.split(","), args.repeat)
+            for row in results["pld"]:
                 print(json.dumps(row), flush=True)
         if "capacity" in parts:
             results["capacity"] = bench_capacity(directory)

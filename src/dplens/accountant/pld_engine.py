@@ -31,7 +31,18 @@ spectra are multiplied and one inverse transform gives the composed PMF. The win
 the exact moment-generating functions of the discretised PLDs; the mass the circular convolution wraps into the
 window is bounded the same way and paid for (added to the upper δ, subtracted from the lower δ), and so is a
 floating-point bound on the transforms (componentwise FFT error c·u·log₂N·‖a‖₁, Higham, *Accuracy and Stability of
-Numerical Algorithms*, 2nd ed., Section 24.1, amplified by each factor's power).
+Numerical Algorithms*, 2nd ed., Section 24.1, amplified by each factor's power). Every use of a composed PMF weighs
+it with weights in [0, 1] non-decreasing in the loss, so the bound is on the error's tail sums, a sum over
+frequencies weighted by 1/(N·sin(πk/N)) (:func:`_compose_kind`); where it matters (low frequencies of factors
+run 10⁴ times and more) the powers are recomputed accurately there (:func:`_accurate_spectrum`).
+
+Events run many times are composed on a grid of their own first (:func:`_refinement_levels`): each split or merge
+costs O(Δ²) in variance, so n runs of an event cost n of them, and an event whose loss fits in a few intervals (a
+subsampled step with q = 10⁻⁴) costs up to O(Δ) each. Such an event's runs are composed on a grid 2^j times finer
+(its own window is narrow), then moved onto the shared grid once: split (pessimistic, :func:`_coarse_pessimistic`)
+or merged by the same inscribed sweep (optimistic, :func:`_coarse_optimistic`), with the floating-point and window
+errors of that composition carried along (:attr:`GridPmf.error`). A ledger of many distinct such events (a budget
+ledger's releases) then needs a shared grid 10–100 times coarser for the same bracket.
 
 Add/remove adjacency is asymmetric for subsampled mechanisms: the remove direction (P = M(D), Q = M(D′), D′ = D
 minus a record) and the add direction (the reverse pair) are composed separately and the worse one is reported,
@@ -90,6 +101,9 @@ _erfc = np.frompyfunc(math.erfc, 1, 1)
 DEFAULT_TAIL_MASS = 1e-22
 #: Finite mass allowed outside the composed window at each end (bounded by Chernoff and paid for in δ).
 DEFAULT_WINDOW_TAIL = 1e-18
+#: Floating-point error bound (in δ) below which a composition spends no effort on tightening it (see
+#: :func:`_compose_kind`); the bound is paid for in δ whatever it is.
+DEFAULT_PRECISION = 1e-9
 #: Coarse buckets span this many grid intervals where the PLD carries little mass (see :func:`discretise`).
 COARSE_SPAN = 16
 #: Mass at each end of an event's PLD discretised on coarse cells: a cell's error grows with mass × width².
@@ -182,12 +196,17 @@ class PrivacyLoss:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GridPmf:
-    """Point masses ``pmf[i]`` at losses (``start`` + i)·Δ + ``offset``, plus ``infinity_mass`` at +∞."""
+    """Point masses ``pmf[i]`` at losses (``start`` + i)·Δ + ``offset``, plus ``infinity_mass`` at +∞.
+
+    ``error`` bounds |Σᵢ wᵢ(``pmf`` − exact)ᵢ| for any weights wᵢ ∈ [0, 1], where exact is the PMF the values stand
+    for (nonzero for an event's runs composed on a finer grid in floating point, see :func:`compose`).
+    """
 
     start: int
     pmf: np.ndarray
     infinity_mass: float = 0.0
     offset: float = 0.0
+    error: float = 0.0
 
     def losses(self, interval: float) -> np.ndarray:
         return (self.start + np.arange(self.pmf.size)) * interval + self.offset
@@ -1001,7 +1020,135 @@ class ComposedPmf:
         return float(min(max(value, low), high))
 
 
-def _compose_kind(factors: list[tuple[GridPmf, int]], interval: float, window_tail: float) -> ComposedPmf:
+#: At most this many frequencies of a composition are recomputed accurately (:func:`_accurate_spectrum`).
+_MAX_ACCURATE_FREQUENCIES = 2048
+_F32_ULP = 2.0**-23
+
+
+def _pairwise_sum(terms: np.ndarray) -> tuple[np.ndarray, int]:
+    """Row sums by a balanced binary tree (error ≤ depth·u·Σ|terms|), and the tree's depth."""
+    width = terms.shape[1]
+    depth = max(0, math.ceil(math.log2(width))) if width else 0
+    padded = np.zeros((terms.shape[0], 1 << depth), dtype=terms.dtype)
+    padded[:, :width] = terms
+    while padded.shape[1] > 1:
+        half = padded.shape[1] // 2
+        padded = padded[:, :half] + padded[:, half:]
+    return padded[:, 0], depth
+
+
+def _accurate_exponent(
+    values: np.ndarray, count: int, size: int, ks: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """count·log Fₖ at the frequencies ``ks`` of a PMF ``values`` (position i ↦ phase e^{−2πiki/N}) as (real part,
+    imaginary part, bound on its error), computed so that it stays accurate where |Fₖ| ≈ 1 whatever the count.
+
+    With c the PMF's mean position (an integer) and φᵢ = 2π·(k(i − c) mod N)/N reduced to (−π, π] (exact integer
+    arithmetic), Fₖ = e^{−2πikc/N}·(1 + z), z = (Σaᵢ − 1) − Σᵢ aᵢ(1 − e^{−iφᵢ}) and 1 − e^{−iφ} = 2sin²(φ/2) + i·sin φ:
+    every term is computed to a few ulps of aᵢ|φᵢ| (small at low frequencies, not of aᵢ), Σaᵢ − 1 is correctly rounded
+    (``math.fsum``), log(1 + z) = ½·log1p(2x + x² + y²) + i·atan2(y, 1 + x), and the phase of e^{−2πikc·count/N} is
+    reduced exactly. Error bounds follow each step (u the unit roundoff; first-order terms with generous constants).
+    """
+    u = _UNIT_ROUNDOFF
+    nonzero = np.flatnonzero(values > 0)
+    a = values[nonzero]
+    total = float(np.sum(a))
+    centre = round(float(np.sum(a * nonzero)) / total) if total > 0 else 0
+    relative = (nonzero - centre).astype(np.int64)
+    mass_minus_one = math.fsum([*a.tolist(), -1.0])
+    ks = ks.astype(np.int64)
+    step = 2.0 * math.pi / size
+    g_re = np.empty(ks.size)
+    g_im = np.empty(ks.size)
+    spread = np.empty(ks.size)  # Σ aᵢ|φᵢ|
+    depth = 0
+    chunk = max(1, (1 << 22) // max(1, a.size))
+    for lo in range(0, ks.size, chunk):
+        part = ks[lo : lo + chunk]
+        turns = (part[:, None] * relative[None, :]) % size
+        turns = np.where(turns > size // 2, turns - size, turns)
+        phi = turns * step
+        half = np.sin(0.5 * phi)
+        re, depth = _pairwise_sum(2.0 * half * half * a)
+        im, _ = _pairwise_sum(np.sin(phi) * a)
+        g_re[lo : lo + chunk], g_im[lo : lo + chunk] = re, im
+        spread[lo : lo + chunk] = np.sum(np.abs(phi) * a, axis=1) * (1.0 + 2.0 * a.size * u)
+    # |δ(Σ aᵢ(1 − e^{−iφᵢ}))|: φ to 3u relative, sin/products to a few ulps (16u·aᵢ|φᵢ| per term), tree sum.
+    g_error = u * (16.0 + 1.5 * (depth + 1)) * spread
+    x = mass_minus_one - g_re
+    y = -g_im
+    z_abs = np.hypot(x, y)
+    z_error = g_error + u * abs(mass_minus_one) + 2.0 * u * z_abs
+    square = 2.0 * x + x * x + y * y  # |1 + z|² − 1
+    one_plus = np.sqrt(np.maximum(1.0 + square, 0.0))  # |1 + z|
+    with np.errstate(divide="ignore", invalid="ignore"):  # |1 + z| = 0: log −∞, and an infinite error bound below
+        log_re = 0.5 * np.log1p(np.maximum(square, -1.0))
+    log_im = np.arctan2(y, 1.0 + x)
+    log_abs = np.hypot(log_re, log_im)
+    # log(1 + z) from the computed z: 4u·(2|x| + x² + y²) in the log1p argument (over |1 + z|²), ulps of the result,
+    # u·|y|/|1 + z| from rounding 1 + x in atan2; from z's own error: |δz|/(|1 + z| − |δz|) (d log(1 + z) = dz/(1 + z)).
+    guard = np.maximum(one_plus - 2.0 * z_error, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_error = np.where(
+            guard > 0,
+            z_error / guard
+            + 2.0 * u * (2.0 * np.abs(x) + x * x + y * y) / (guard * guard)
+            + 3.0 * u * log_abs
+            + u * np.abs(y) / guard,
+            np.inf,
+        )
+    turns = ((ks * (centre % size)) % size) * (count % size) % size
+    turns = np.where(turns > size // 2, turns - size, turns)
+    shift = turns * step
+    exponent_re = count * log_re
+    exponent_im = count * log_im - shift
+    exponent_error = count * log_error + 2.0 * u * count * log_abs + 3.0 * u * np.abs(shift) + u * np.abs(exponent_im)
+    return exponent_re, exponent_im, exponent_error
+
+
+def _accurate_spectrum(factors: list[tuple[GridPmf, int]], size: int, ks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Π Fₖ^count over the factors at the frequencies ``ks``, as exp(Σ count·log Fₖ) (:func:`_accurate_exponent`),
+    and a bound on each value's error: the exponents' errors, the rounding of their sum (m·u·Σ|terms|) and of
+    exp, cos and sin (4u), through |e^{X} − e^{X̃}| ≤ |e^{X̃}|·expm1(|X − X̃|)."""
+    u = _UNIT_ROUNDOFF
+    total_re = np.zeros(ks.size)
+    total_im = np.zeros(ks.size)
+    error = np.zeros(ks.size)
+    magnitude = np.zeros(ks.size)
+    for factor, count in factors:
+        re, im, err = _accurate_exponent(factor.pmf, count, size, ks)
+        total_re += re
+        total_im += im
+        error += err
+        magnitude += np.abs(re) + np.abs(im)
+    error += u * len(factors) * magnitude + 4.0 * u
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        modulus = np.exp(total_re)
+        value = modulus * (np.cos(total_im) + 1j * np.sin(total_im))
+        bound = modulus * (np.expm1(error) + 4.0 * u) * (1.0 + 5.0 * u)
+    return value, np.where(np.isfinite(bound), bound, np.inf)
+
+
+@functools.lru_cache(maxsize=64)
+def _spectrum_weights(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """For a half spectrum of ``size`` points: each entry's count in the full spectrum (conjugate symmetry: 2, but 1 at
+    0 and at N/2), and its weight in a tail sum of the window (see :func:`_compose_kind`): 1 at 0, 1/(N·sin(πk/N))
+    beyond."""
+    weights = np.full(size // 2 + 1, 2.0)
+    weights[0] = 1.0
+    if size % 2 == 0:
+        weights[-1] = 1.0
+    tail_weights = np.empty(size // 2 + 1)
+    tail_weights[0] = 1.0
+    tail_weights[1:] = 1.0 / (size * np.sin(np.pi * np.arange(1, size // 2 + 1) / size))
+    weights.flags.writeable = False
+    tail_weights.flags.writeable = False
+    return weights, tail_weights
+
+
+def _compose_kind(
+    factors: list[tuple[GridPmf, int]], interval: float, window_tail: float, precision: float = DEFAULT_PRECISION
+) -> ComposedPmf:
     """Compose one direction and kind (pessimistic or optimistic) of all factors on one window."""
     log_keep = 0.0  # log P(no step has an infinite loss)
     mean = var = 0.0
@@ -1071,38 +1218,72 @@ def _compose_kind(factors: list[tuple[GridPmf, int]], interval: float, window_ta
     s_below = (j_lo - 1) * interval + offset
     above = float(np.exp(np.min(log_mgf[positive] - lambdas[positive] * s_above)))
     below = float(np.exp(np.min(log_mgf[~positive] - lambdas[~positive] * s_below)))
-    spectrum = None
-    errors: dict[int, float] = {}
     log2n = math.log2(size)
-    for pmf, count in factors:
-        values = pmf.pmf
-        if values.size > size:  # fold: the circular convolution only sees positions modulo the window
+    # Componentwise error of a computed transform: ≤ c·u·log₂N·‖a‖₁ per entry (Higham 2002, §24.1); of the inverse:
+    # ≤ c·u·log₂N·‖F‖₁/N per entry, or c·u·log₂N·‖p‖₂ in norm.
+    transform_error = 8.0 * _UNIT_ROUNDOFF * (log2n + 2.0)
+    weights, tail_weights = _spectrum_weights(size)
+    # The spectrum, and a bound on its error. Each factor's transform F̂ has componentwise error E ≤ c·u·log₂N·‖a‖₁
+    # (Higham 2002, §24.1), so with R = |F̂| + E ≥ |F|: |F̂ⁿ − Fⁿ| ≤ n·E·R^{n−1}, and repeated squaring rounds F̂ⁿ by
+    # at most 2√5·n·u relative (Brent, Percival and Zimmermann 2007: √5·u per complex product), so the computed power
+    # is within Rⁿ·ρ of the exact one, ρ = n·E/R + 5n·u. Over the product of the factors (each multiplication
+    # rounding by √5·u): |S̃ − S| ≤ B·e^{Σρ}·(Σρ + 2.5·m·u), B = Π Rⁿ (accumulated as Σ n·log R in single precision,
+    # each rounding covered by a few single-precision ulps). Where |F| ≈ 1 this is ~n·E: ~10⁻¹⁰ for 10⁴ runs.
+    half = size // 2 + 1
+    spectrum = None
+    log_bound = np.zeros(half)
+    log_size = np.zeros(half)
+    rho = np.full(half, 5.0 * _UNIT_ROUNDOFF * sum(count for _, count in factors))
+    for factor, count in factors:
+        values = factor.pmf
+        mass = float(values.sum())
+        folds = -(-values.size // size)
+        if folds > 1:  # fold: the circular convolution only sees positions modulo the window
             values = np.pad(values, (0, -values.size % size)).reshape(-1, size).sum(axis=0)
         transformed = np.fft.rfft(values, n=size)
+        entry_error = max((transform_error + folds * _UNIT_ROUNDOFF) * mass, 1e-300)
         powered = _power(transformed, count)
         spectrum = powered if spectrum is None else spectrum * powered
-        # Componentwise FFT error ≤ c·u·log₂N·‖a‖₁ per entry, amplified by the power (|F|/|ẑ| ≤ |F|^{1 − 1/count}).
-        errors[count] = errors.get(count, 0.0) + count * 8.0 * _UNIT_ROUNDOFF * (log2n + 2.0) * float(values.sum())
-    total_count = sum(count for _, count in factors)
+        reach = np.abs(transformed) + entry_error
+        logs = np.log(np.maximum((reach * (1.0 + 2.0 * _F32_ULP)).astype(np.float32), np.float32(1e-37)))
+        log_bound += count * logs.astype(float)
+        log_size += count * np.abs(logs.astype(float))
+        rho += (count * entry_error) / reach
+    slack = 4.0 * _F32_ULP * (log_size + sum(count for _, count in factors)) + 4.0 * _F32_ULP
+    with np.errstate(over="ignore", under="ignore"):
+        error = np.exp(log_bound + slack + rho) * (rho + 2.5 * _UNIT_ROUNDOFF * len(factors))
+    error = np.where(np.isfinite(error), error, np.inf)
+    # Where the bound weighs more than half of ``precision`` in the tail sums (see below), recompute the frequencies
+    # weighing most accurately (:func:`_accurate_spectrum`), until the rest weigh at most a quarter of it.
+    weighted = weights * tail_weights * error
+    if float(np.sum(weighted)) > 0.5 * precision:
+        candidates = np.flatnonzero(weighted > 0.125 * precision / weighted.size)
+        order = candidates[np.argsort(weighted[candidates])[::-1]]
+        rest = np.cumsum(weighted[order][::-1])[::-1]  # what the candidates from each position on weigh
+        chosen = order[: min(int(np.searchsorted(-rest, -0.125 * precision)), _MAX_ACCURATE_FREQUENCIES)]
+        if chosen.size:
+            accurate, accurate_error = _accurate_spectrum(factors, size, chosen)
+            better = accurate_error < error[chosen]
+            spectrum[chosen[better]] = accurate[better]
+            error[chosen[better]] = accurate_error[better]
     magnitude = np.abs(spectrum)
-    # Full-spectrum weights of the half spectrum (conjugate symmetry).
-    weights = np.full(magnitude.size, 2.0)
-    weights[0] = 1.0
-    if size % 2 == 0:
-        weights[-1] = 1.0
-    error_spectrum = _UNIT_ROUNDOFF * (4.0 + 2.0 * total_count + len(factors)) * magnitude
-    for count, coefficient in errors.items():
-        error_spectrum += coefficient * (magnitude ** (1.0 - 1.0 / count) if count > 1 else 1.0)
     circular = np.fft.irfft(spectrum, n=size)
     pmf = np.maximum(np.roll(circular, (base - j_lo) % size), 0.0)
-    points = size  # every window point may carry a weight (δ at ε < 0 reaches below 0)
-    # |Σ wⱼ δpⱼ| for weights in [0, 1] on those points, two ways: ‖δp‖∞·M (componentwise) and ‖δp‖₂·√M (Parseval:
-    # ‖δp‖₂ = ‖δF‖₂/√N); the inverse transform adds c·u·log₂N·‖F‖₁/N per entry, or c·u·log₂N·‖p‖₂ in norm.
-    inverse = 8.0 * _UNIT_ROUNDOFF * (log2n + 2.0)
-    sup_bound = (float(np.sum(weights * error_spectrum)) + inverse * float(np.sum(weights * magnitude))) / size * points
+    # Every use of the composed PMF is a sum Σⱼ wⱼpⱼ with weights wⱼ ∈ [0, 1] non-decreasing in the loss: the hockey
+    # stick (1 − e^{ε − s})₊ at any ε ∈ ℝ, convolved with other PMFs, or split between grid neighbours. By Abel
+    # summation |Σ wⱼ δpⱼ| ≤ maxⱼ |Tⱼ|, Tⱼ = Σ_{i ≥ j} δpᵢ the tail sums of the error over the window, and
+    # Tⱼ = (1/N) Σₖ δFₖ Σ_{i=j}^{N−1} ω^{ik} with |Σ_{i=j}^{N−1} ω^{ik}| ≤ N at k = 0 and ≤ 1/sin(πk/N) beyond: so
+    # |Tⱼ| ≤ Σₖ |δFₖ|·tail_weightₖ. Alternatively (any weights): ‖δp‖₂·√N with ‖δp‖₂ = ‖δF‖₂/√N (Parseval).
+    # The inverse transform's own error adds c·u·log₂N·‖F‖₁ to the tail sums, or c·u·log₂N·‖p‖₂·√N.
+    tail_bound = float(np.sum(weights * tail_weights * error)) + transform_error * float(np.sum(weights * magnitude))
     norm_bound = (
-        math.sqrt(float(np.sum(weights * error_spectrum**2)) / size) + inverse * float(np.sqrt(np.sum(pmf * pmf)))
-    ) * math.sqrt(points)
+        math.sqrt(float(np.sum(weights * error**2)) / size) + transform_error * float(np.sqrt(np.sum(pmf * pmf)))
+    ) * math.sqrt(size)
+    # Errors the factors carry (an event composed on a finer grid): telescoping over the factors, each one's error
+    # meets weights w ⋆ (the others), non-decreasing and in [0, Π of the others' masses] (computed ones may exceed 1).
+    carried = sum(count * factor.error for factor, count in factors)
+    if carried > 0:
+        carried *= math.prod(max(1.0, float(factor.pmf.sum()) + factor.error) ** count for factor, count in factors)
     return ComposedPmf(
         start=j_lo,
         interval=interval,
@@ -1111,8 +1292,281 @@ def _compose_kind(factors: list[tuple[GridPmf, int]], interval: float, window_ta
         infinity_mass=infinity_mass,
         above=above,
         outside=above + below,
-        round_off=min(sup_bound, norm_bound),
+        round_off=min(tail_bound, norm_bound) + carried,
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Events run many times: composed on a finer grid of their own, moved onto the shared grid once
+# --------------------------------------------------------------------------------------------
+
+#: At most 2^this finer than the shared grid for an event's own composition (see :func:`_refinement_levels`).
+MAX_REFINEMENT = 10
+#: An event's own composition is merged into cells of Δ/this before the inscribed sweep moves it onto the grid.
+_SUB_CELLS = 8
+#: Only events whose composition is at most 1/this as wide as the ledger's are refined (see
+#: :func:`_refinement_levels`).
+_OWN_SHARE = 10.0
+#: The cost of a point of an event's own window (two transforms and the power) in points of the shared window.
+_OWN_COST = 0.5
+#: ... and only if its own grid comes out at least 2^this times finer.
+_MIN_LEVEL = 4
+#: Largest number of grid intervals one run of an event may span when its spread is probed.
+_MAX_PROBE_POINTS = 2**20
+
+
+def _trimmed(composed: ComposedPmf, budget: float, *, pessimistic: bool) -> tuple[np.ndarray, np.ndarray, float]:
+    """The atoms (losses, P-masses) of an event's composition without its far tails, and the mass sent to +∞.
+
+    At most ``budget`` of mass is taken off each end (a composition's window reaches tails of ~10⁻¹⁸, and its
+    floating-point noise, ~10⁻¹⁷ per point, spreads over all of it). Pessimistic: the bottom tail moves up onto the
+    first atom kept and the top tail goes to +∞ (both only raise every hockey stick). Optimistic: the top tail moves
+    down onto the last atom kept and the bottom tail is dropped (both only lower them).
+    """
+    values = composed.pmf
+    nonzero = np.flatnonzero(values > 0)
+    masses = values[nonzero]
+    if masses.size == 0:
+        return np.zeros(0), masses, 0.0
+    from_bottom = np.cumsum(masses)
+    from_top = np.cumsum(masses[::-1])[::-1]
+    first = min(int(np.searchsorted(from_bottom, budget, side="right")), masses.size - 1)
+    last = max(int(np.flatnonzero(from_top > budget)[-1]) if from_top[0] > budget else 0, first)
+    bottom = float(from_bottom[first - 1]) if first > 0 else 0.0
+    top = float(from_top[last + 1]) if last + 1 < masses.size else 0.0
+    kept = masses[first : last + 1].copy()
+    to_infinity = 0.0
+    if pessimistic:
+        kept[0] += bottom
+        to_infinity = top
+    else:
+        kept[-1] += top
+    losses = (composed.start + nonzero[first : last + 1]) * composed.interval + composed.offset
+    return losses, kept, to_infinity
+
+
+def _coarse_pessimistic(composed: ComposedPmf, interval: float, budget: float) -> GridPmf:
+    """An event's composition on the grid of ``interval``: its tails trimmed (:func:`_trimmed`), each atom split
+    between its two grid neighbours keeping its Q-mass (as one event's atoms in :func:`discretise`). The split pair
+    post-processes to the unsplit one, so it dominates it at every ε (Doroshenko et al. 2022, Theorem 3.3); the
+    composition's own error terms (finite mass above its window, floating point) are carried in ``error`` and paid
+    for in the upper δ of the ledger."""
+    losses, masses, to_infinity = _trimmed(composed, budget, pessimistic=True)
+    k = np.floor(losses / interval).astype(np.int64)
+    below = k * interval
+    t = np.clip(-np.expm1(np.minimum(below - losses, 0.0)) / -math.expm1(-interval), 0.0, 1.0)
+    pmf = _to_grid_pmf(np.concatenate([k, k + 1]), np.concatenate([masses * (1 - t), masses * t]), 0.0)
+    return GridPmf(
+        start=pmf.start,
+        pmf=pmf.pmf,
+        infinity_mass=min(composed.infinity_mass + to_infinity, 1.0),
+        error=composed.above + composed.round_off,
+    )
+
+
+def _coarse_optimistic(composed: ComposedPmf, interval: float, budget: float) -> GridPmf:
+    """An event's composition on the grid of ``interval``, dominated by it: its tails trimmed (:func:`_trimmed`),
+    its atoms are merged into cells of
+    Δ/``_SUB_CELLS`` where it holds all but ``DEFAULT_FINE_MASS`` at each end and of ``COARSE_SPAN``·Δ beyond (a
+    post-processing), then the cells into buckets whose atoms sit on grid points by the inscribed sweep of
+    :func:`discretise` (:func:`_sweep_upward`: the polygon of the buckets lies on or above Ψ, the curve of the
+    composition, so every hockey-stick divergence, at every ε ∈ ℝ, is smaller; Meiser and Mohammadi, CCS 2018).
+
+    The composition's masses stand for a measure pair (P-masses p, Q-masses p·e^{−l}); the argument needs no more:
+    for any other factor X, H_ε(A ⊗ X) = E_{X}[H_{ε − L_X}(A)], so a smaller H_t(A) at every t stays smaller after
+    composition. The composition's error terms (mass outside its window, floating point) are carried in ``error``.
+    """
+    losses, p, _ = _trimmed(composed, budget, pessimistic=False)
+    if p.size == 0:
+        return GridPmf(start=0, pmf=np.zeros(1), infinity_mass=min(composed.infinity_mass, 1.0))
+    q = p * np.exp(-losses)
+    # Cells: runs of consecutive atoms with one key (fine keys in the bulk, coarse ones in the tails).
+    fine = np.floor(losses * (_SUB_CELLS / interval))
+    coarse = np.floor(losses / (COARSE_SPAN * interval)) * (COARSE_SPAN * _SUB_CELLS)
+    below = np.cumsum(p)
+    bulk = (below > DEFAULT_FINE_MASS) & (below[-1] - below + p > DEFAULT_FINE_MASS)
+    cells = np.where(bulk, fine, coarse)
+    first = np.flatnonzero(np.diff(cells, prepend=cells[:1] - 1))
+    cell_p, cell_q = np.add.reduceat(p, first), np.add.reduceat(q, first)
+    keep = (cell_p > 0) & (cell_q > 0)
+    cell_p, cell_q = cell_p[keep], cell_q[keep]
+    # Each cell's target: the first grid point kΔ with e^{kΔ}·Q ≥ P (its merged atom log(P/Q) lies at or below it),
+    # so a bucket opened at that point only gains slack from the cell. Its lower end is put just below it (odd half
+    # intervals): a bucket whose point is below the cell's target checks the slack, one at or above it need not.
+    k = np.ceil((np.log(cell_p) - np.log(cell_q)) / interval)
+    k += np.exp(k * interval) * cell_q < cell_p
+    targets = 2.0 * k
+    out_k, out_p, out_q, slack = _sweep_upward(
+        (targets - 1.0).tolist(), cell_p.tolist(), cell_q.tolist(), targets.tolist(), interval
+    )
+    _settle(out_k, out_p, out_q, slack, interval, downward=False)
+    pmf = _to_grid_pmf(np.array(out_k, dtype=np.int64), np.array(out_p), 0.0)
+    return GridPmf(
+        start=pmf.start,
+        pmf=pmf.pmf,
+        infinity_mass=min(composed.infinity_mass, 1.0),
+        error=composed.outside + composed.round_off,
+    )
+
+
+def _pure_atom(event: ev.Event) -> float | None:
+    """The loss of a pure-DP event's atom (Laplace ±ε₀, randomized response ±ε), or None."""
+    match event:
+        case ev.Laplace():
+            return 1.0 / event.noise_multiplier
+        case ev.RandomizedResponse():
+            return event.epsilon
+    return None
+
+
+#: λ at which an event's log-MGF is probed to size windows (both signs; see :func:`_refinement_levels`).
+_PROBE_LAMBDAS = np.concatenate([2.0 ** np.arange(-7.0, 14.0, 1.5), -(2.0 ** np.arange(-7.0, 14.0, 1.5))])
+#: Tail mass at which probed windows are sized (only sizes grids: no bound uses it).
+_PROBE_TAIL = 1e-15
+#: Probe summaries of events already seen: (event, relation) → (log-MGF at ``_PROBE_LAMBDAS``, standard deviation).
+_PROBES: dict = {}
+_MAX_PROBES = 4096
+
+
+def _summary(pld: EventPld, interval: float) -> tuple[np.ndarray, float, bool]:
+    """(log E[e^{λL}] at ``_PROBE_LAMBDAS``, the standard deviation of L) of one run from its pessimistic PMFs (the
+    larger of its two directions), and whether the grid resolves it (a standard deviation of at least half an
+    interval: the split then at most doubles the variance)."""
+    pmfs = [d.pessimistic for d in (pld.remove, pld.add) if d is not None]
+    spread = max(math.sqrt(_moments(pmf, interval)[2]) for pmf in pmfs)
+    log_mgf = np.max([_log_mgf(pmf, interval, _PROBE_LAMBDAS) for pmf in pmfs], axis=0)
+    return log_mgf, spread, spread >= 0.5 * interval
+
+
+def _probed(event: ev.Event, pld: EventPld, grid: LossGrid) -> tuple[np.ndarray, float]:
+    """The probe summary of one run of ``event`` (:func:`_summary`) from its PMFs on the grid of ``FIRST_INTERVAL``
+    (``pld`` when ``grid`` is that one: the first grid of an adaptive run), or on a grid 8, 64, … times finer when that
+    does not resolve it (cheap: the event is then narrow; at most ``_MAX_PROBE_POINTS`` intervals). Remembered per
+    event; it depends on the event only, so a ledger's grids do not depend on what was accounted before."""
+    try:
+        key = (event, grid.neighboring)
+        known = _PROBES.get(key)
+    except TypeError:  # an unhashable plug-in event
+        key = known = None
+    if known is not None:
+        return known
+    interval = FIRST_INTERVAL
+    if grid.interval != interval:
+        pld = loss_distribution(event, LossGrid(interval=interval, neighboring=grid.neighboring))
+    log_mgf, spread, resolved = _summary(pld, interval)
+    for _ in range(4):
+        size = max(d.pessimistic.pmf.size for d in (pld.remove, pld.add) if d is not None)
+        if resolved or size * 8 > _MAX_PROBE_POINTS:
+            break
+        interval /= 8.0
+        try:
+            pld = loss_distribution(event, LossGrid(interval=interval, neighboring=grid.neighboring))
+        except WindowTooLargeError:
+            break
+        log_mgf, spread, resolved = _summary(pld, interval)
+    log_mgf.flags.writeable = False
+    if key is not None:
+        if len(_PROBES) >= _MAX_PROBES:
+            _PROBES.clear()
+        _PROBES[key] = (log_mgf, spread)
+    return log_mgf, spread
+
+
+def _probed_width(log_mgf: np.ndarray) -> float:
+    """top − bottom of the window holding all but ``_PROBE_TAIL`` at each end, by Chernoff at ``_PROBE_LAMBDAS``."""
+    positive = _PROBE_LAMBDAS > 0
+    with np.errstate(invalid="ignore"):
+        edges = (log_mgf - math.log(_PROBE_TAIL)) / _PROBE_LAMBDAS
+    width = float(np.nanmin(edges[positive]) - np.nanmax(edges[~positive]))
+    return width if math.isfinite(width) and width > 0 else math.inf
+
+
+def _refinement_levels(
+    items: list[tuple[ev.Event, int]], plds: list[EventPld], gaussian_mu2: float, grid: LossGrid
+) -> list[int]:
+    """How much finer than the shared grid each event's runs are composed (0: on the shared grid itself).
+
+    On a grid of interval Δ every run of an event adds its discretisation error: a split or a merge adds up to Δ²/4
+    to the variance of the loss, and more (a merge moves mass down by up to Δ) when the loss of one run fits in a
+    few intervals (a subsampled step with q = 10⁻⁴ has losses of ~10⁻⁴ nats). n runs of it on a grid 2^j times finer,
+    composed there and moved onto the shared grid once, add about n·Δ²/4^j + Δ² instead of n·Δ². The price is the
+    event's own window: W·2^j/Δ points for a composition of width W (its tails included: a subsampled mechanism's
+    rare large losses make W far wider than its standard deviation), each costing α ≈ ``_OWN_COST`` points of the
+    shared window (two transforms and the power), against W_ledger/Δ points of the shared one. Minimising the cost
+    Σ α·W·2^j/Δ + m·W_ledger/Δ at a fixed total error Σ n·Δ²/4^j + m·Δ² (Lagrange) gives
+    2^j = (n·W_ledger/(α·W))^{1/3}, independent of Δ, so the bracket width keeps shrinking like Δ² as the shared grid
+    is refined. A refined event's own grid also resolves one run (Δ/2^j ≤ sd/2, sd its standard deviation), else its
+    merges lose mass moved down by up to a whole interval at every run.
+
+    Refining has overheads the estimate leaves out (discretising on a finer grid, moving the composition onto the
+    shared one), so an event is refined only when its composition is at most 1/``_OWN_SHARE`` as wide as the
+    ledger's and its grid comes out at least 2^``_MIN_LEVEL`` times finer: events as wide as the ledger (a
+    heterogeneous DP-SGD schedule) and single mechanisms stay on the shared grid, as before. Widths are Chernoff
+    estimates from each event's probed log-MGF (:func:`_probed`, from ``plds``: the events' PMFs on the shared
+    grid); events run once are not probed (they stay on the shared grid; leaving them out only narrows W_ledger).
+    """
+    levels = [0] * len(items)
+    repeated = [i for i, (_, count) in enumerate(items) if count >= 2]
+    if not repeated or (len(items) == 1 and gaussian_mu2 == 0):  # one mechanism is the whole ledger: nothing to gain
+        return levels
+    probes = {i: _probed(items[i][0], plds[i], grid) for i in repeated}
+    ledger = _PROBE_LAMBDAS * gaussian_mu2 / 2.0 * (1.0 + _PROBE_LAMBDAS)  # N(μ²/2, μ²): λμ²/2 + λ²μ²/2
+    for i, (log_mgf, _) in probes.items():
+        ledger = ledger + items[i][1] * log_mgf
+    ledger_width = _probed_width(ledger)
+    for i, (log_mgf, spread) in probes.items():
+        count = items[i][1]
+        width = _probed_width(count * log_mgf)
+        if not (math.isfinite(width) and width * _OWN_SHARE <= ledger_width and spread > 0):
+            continue
+        optimal = round(math.log2(count * ledger_width / (_OWN_COST * width)) / 3.0)
+        resolved = math.ceil(math.log2(2.0 * grid.interval / spread))
+        level = min(max(optimal, resolved), MAX_REFINEMENT)
+        levels[i] = level if level >= _MIN_LEVEL else 0
+    return levels
+
+
+def _own_interval(event: ev.Event, interval: float, level: int) -> float:
+    """Δ/2^level, or for a pure-DP event its atom ε₀/2^m ≤ Δ/2^level (its atoms then sit on its own grid)."""
+    fine = interval / 2.0**level
+    atom = _pure_atom(event)
+    if atom is None:
+        return fine
+    return atom / 2.0 ** max(0, math.ceil(math.log2(atom / fine)))
+
+
+def _moved_onto(pmfs: LossPmfs, count: int, own: float, interval: float, window_tail: float, precision: float):
+    """``count`` runs of one direction composed on its own grid of interval ``own``, moved onto ``interval``."""
+    upper = _compose_kind([(pmfs.pessimistic, count)], own, window_tail, precision)
+    lower = _compose_kind([(pmfs.optimistic, count)], own, window_tail, precision)
+    return LossPmfs(
+        pessimistic=_coarse_pessimistic(upper, interval, 0.25 * precision),
+        optimistic=_coarse_optimistic(lower, interval, 0.25 * precision),
+    )
+
+
+def _composed_on_own_grid(
+    event: ev.Event, count: int, level: int, grid: LossGrid, window_tail: float, precision: float
+) -> tuple[EventPld, int]:
+    """``count`` runs of ``event`` composed on a grid of their own (:func:`_own_interval`), then moved onto ``grid``
+    (pessimistic: :func:`_coarse_pessimistic`, optimistic: :func:`_coarse_optimistic`), as (its PLD, 1); (the event's
+    PLD, count) directly on ``grid`` if even its coarsest own grid would be too large."""
+    while level > 0:
+        own = LossGrid(
+            interval=_own_interval(event, grid.interval, level),
+            neighboring=grid.neighboring,
+            tail_mass=grid.tail_mass,
+            fine_mass=grid.fine_mass,
+        )
+        try:
+            pld = loss_distribution(event, own)
+            args = (count, own.interval, grid.interval, window_tail, precision)
+            remove = _moved_onto(pld.remove, *args)
+            add = _moved_onto(pld.add, *args) if pld.add is not None else None
+            return EventPld(remove=remove, add=add), 1
+        except WindowTooLargeError:
+            level //= 2
+    return loss_distribution(event, grid), count
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1149,6 +1603,7 @@ class ComposedPld:
     remove: ComposedDirection | None  # None: the ledger is empty or non-private
     add: ComposedDirection | None = None
     non_private: bool = False
+    refined_events: int = 0  # events composed on a grid of their own first (see compose)
 
     def directions(self) -> dict[str, ComposedDirection]:
         out = {}
@@ -1192,8 +1647,14 @@ def compose(
     grid: LossGrid,
     *,
     window_tail: float = DEFAULT_WINDOW_TAIL,
+    precision: float = DEFAULT_PRECISION,
 ) -> ComposedPld:
     """Compose a ledger's PLDs on ``grid`` (both kinds, both directions where they differ).
+
+    Events run many times whose composition is narrow next to the ledger's are composed on a grid of their own first
+    and moved onto ``grid`` once (:func:`_refinement_levels`; ``refined_events`` counts them). ``window_tail`` is
+    the finite mass each composition may leave outside its window, ``precision`` the floating-point error (in δ)
+    below which no effort is spent tightening the bound; both are paid for in δ, and shared by the compositions.
 
     Raises:
         UnsupportedEventError: an event is not modelled by the engine (nothing is built).
@@ -1211,8 +1672,19 @@ def compose(
     if leaves.non_private:
         return ComposedPld(interval=grid.interval, remove=None, non_private=True)
     plds: list[tuple[EventPld, int]] = []
-    for event, count in leaves.items():
-        plds.append((loss_distribution(event, grid), count))
+    items = list(leaves.items())
+    on_grid = [loss_distribution(event, grid) for event, _ in items]
+    levels = _refinement_levels(items, on_grid, leaves.gaussian_mu2, grid)
+    # The window tail and the precision: half for the ledger's composition, half shared by the events' own.
+    refined = sum(level > 0 for level in levels)
+    if refined:
+        window_tail /= 2
+        precision /= 2
+    for (event, count), level, pld in zip(items, levels, on_grid, strict=True):
+        if level > 0:
+            plds.append(_composed_on_own_grid(event, count, level, grid, window_tail / refined, precision / refined))
+        else:
+            plds.append((pld, count))
     if leaves.gaussian_mu2 > 0:
         plds.append((gaussian_pld(math.sqrt(leaves.gaussian_mu2), grid), 1))
     if not plds:
@@ -1222,14 +1694,15 @@ def compose(
     def direction(name: str) -> ComposedDirection:
         chosen = [(getattr(pld, name) or pld.remove, count) for pld, count in plds]
         return ComposedDirection(
-            upper=_compose_kind([(c.pessimistic, n) for c, n in chosen], grid.interval, window_tail),
-            lower=_compose_kind([(c.optimistic, n) for c, n in chosen], grid.interval, window_tail),
+            upper=_compose_kind([(c.pessimistic, n) for c, n in chosen], grid.interval, window_tail, precision),
+            lower=_compose_kind([(c.optimistic, n) for c, n in chosen], grid.interval, window_tail, precision),
         )
 
     return ComposedPld(
         interval=grid.interval,
         remove=direction("remove"),
         add=direction("add") if asymmetric else None,
+        refined_events=refined,
     )
 
 
@@ -1268,13 +1741,9 @@ def _atom_interval(entries: list[tuple[ev.Event, int]], interval: float) -> floa
     """Δ aligned to the first pure-DP atom of the ledger (Laplace ±ε₀, randomized response ±ε): ε₀/2^m ≤ Δ, so
     the atoms sit exactly on the grid (dividing by a power of two is exact in binary floating point)."""
     for event, _ in _leaves(entries).items():
-        match event:
-            case ev.Laplace():
-                atom = 1.0 / event.noise_multiplier
-            case ev.RandomizedResponse():
-                atom = event.epsilon
-            case _:
-                continue
+        atom = _pure_atom(event)
+        if atom is None:
+            continue
         if atom >= interval:
             return atom / 2.0 ** math.ceil(math.log2(atom / interval))
         return interval
@@ -1294,10 +1763,18 @@ def _refine(
     interval: float | None,
     measure: Callable[[ComposedPld], tuple[float, float]],
     window_tail: float,
+    precision: Callable[[float | None], float],
 ) -> Bracket:
+    """``precision(upper)``: the floating-point error worth no effort, given the last round's upper end (None before
+    the first round)."""
     if interval is not None:
         grid_interval = interval
-        pld = compose(entries, LossGrid(interval=grid_interval, neighboring=neighboring), window_tail=window_tail)
+        pld = compose(
+            entries,
+            LossGrid(interval=grid_interval, neighboring=neighboring),
+            window_tail=window_tail,
+            precision=precision(None),
+        )
         low, high = measure(pld)
         met = tolerance is None or _within(low, high, tolerance)
         return Bracket(lower=low, upper=high, interval=grid_interval, tolerance=tolerance, tolerance_met=met, pld=pld)
@@ -1307,7 +1784,12 @@ def _refine(
     best = None
     for _ in range(_MAX_ROUNDS):
         try:
-            pld = compose(entries, LossGrid(interval=current, neighboring=neighboring), window_tail=window_tail)
+            pld = compose(
+                entries,
+                LossGrid(interval=current, neighboring=neighboring),
+                window_tail=window_tail,
+                precision=precision(None if best is None else best.upper),
+            )
         except WindowTooLargeError:
             if best is not None:
                 break
@@ -1323,8 +1805,11 @@ def _refine(
         if current <= SMALLEST_INTERVAL:
             break
         # The width shrinks like Δ² (split and merge change each step's variance by O(Δ²)); aim at 85 % of the goal.
+        # With events on grids of their own it shrinks more slowly (an own grid aligned to a pure-DP atom is up to
+        # twice finer than Δ/2^j, and a coarse shared grid makes an event's own grid finer to resolve it): like Δ^1.5.
         goal = tolerance * high * 0.85
-        factor = math.sqrt(goal / width) if width > 0 else 0.5
+        power = 1.5 if pld.refined_events else 2.0
+        factor = (goal / width) ** (1.0 / power) if width > 0 else 0.5
         factor = min(max(factor, 0.1), 0.7)
         current = _atom_interval(entries, max(current * factor, SMALLEST_INTERVAL))
     return best
@@ -1358,6 +1843,7 @@ def epsilon_bracket(
         interval=interval,
         measure=lambda pld: pld.epsilon_bracket(delta),
         window_tail=min(1e-11, delta * 1e-6),
+        precision=lambda upper: delta * tolerance / 4.0 if tolerance else delta * 1e-4,
     )
 
 
@@ -1379,4 +1865,5 @@ def delta_bracket(
         interval=interval,
         measure=lambda pld: pld.delta_bracket(epsilon),
         window_tail=DEFAULT_WINDOW_TAIL,
+        precision=lambda upper: DEFAULT_PRECISION if upper is None else max(upper * (tolerance or 1e-3) / 4.0, 1e-300),
     )
