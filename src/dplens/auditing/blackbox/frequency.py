@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from dplens.auditing.blackbox.base import Binner, OutputKind, numeric
+from dplens.auditing.blackbox.base import Binner, OutputKind, log_ratio, numeric
 
-__all__ = ["JointFrequency", "RowFrequencyBinner", "fit_joint_frequency", "row_hashes"]
+__all__ = ["JointFrequency", "RowFrequencyBinner", "fit_joint_frequency", "row_hashes", "support_profile"]
 
 _MULTIPLIERS = np.random.default_rng(20211123).integers(1, 2**63, size=4096, dtype=np.uint64) | np.uint64(1)
 
@@ -94,7 +94,7 @@ def fit_joint_frequency(
     rest = np.setdiff1d(np.arange(unique.size), keep)
     positive = np.concatenate([counts[0, keep], [counts[0, rest].sum()]])
     negative = np.concatenate([counts[1, keep], [counts[1, rest].sum()]])
-    estimate = _log_ratio(positive, negative)
+    estimate = log_ratio(positive, negative)
     if rest.size == 0:
         estimate[-1] = 0.0  # nothing pooled in the pilot: unseen rows carry no evidence either way
     order = np.argsort(estimate, kind="stable")
@@ -111,9 +111,3 @@ def fit_joint_frequency(
         numeric_kind=kind,
         dimension=dimension,
     )
-
-
-def _log_ratio(positive: np.ndarray, negative: np.ndarray) -> np.ndarray:
-    p = (positive + 0.5) / (positive.sum() + 0.5 * positive.size)
-    q = (negative + 0.5) / (negative.sum() + 0.5 * negative.size)
-    return np.log(p) - np.log(q)

@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from dplens.auditing.blackbox.base import EdgeScoreBinner, OutputKind, Skipped, edge_binner, numeric, quantile_edges
 from dplens.auditing.blackbox.features import FeatureMap
 
-__all__ = ["BoostedTrees", "LogisticRatio", "fit_boosted", "fit_logistic", "sklearn_available"]
+__all__ = ["BoostedTrees", "LogisticRatio", "fit_boosted", "fit_learned", "fit_logistic", "sklearn_available"]
 
 MISSING_SKLEARN = "the boosted-trees score needs scikit-learn: pip install 'dplens[learned]'"
 
@@ -180,3 +181,32 @@ def fit_boosted(
     with _one_thread():
         model.fit(x, y)
     return FeatureModelScore(features, model)
+
+
+def fit_learned(
+    score: LogisticRatio | BoostedTrees,
+    fit: tuple[Any, Any],
+    *,
+    kind: str,
+    dimension: int,
+    features: FeatureMap,
+    seed: int,
+) -> EdgeScoreBinner | Skipped:
+    """The learned score fitted on the fitting half of the pilot (``features``: the pooled pilot's feature map),
+    cut at quantiles of its values there; or why it cannot run (categories, or no scikit-learn for the trees)."""
+    if kind == OutputKind.CATEGORICAL:
+        return Skipped(f"{type(score).__name__} needs numeric outputs")
+    if isinstance(score, BoostedTrees) and not sklearn_available():
+        return Skipped(MISSING_SKLEARN)
+    n_fit = len(fit[0])
+    values = [numeric(side, kind, dimension, n_fit).reshape(n_fit, -1) for side in fit]
+    described = "values, squares" + (", atom indicators" if features.has_atoms else "")
+    described += ", neighbouring differences" if features.pairs.size else ""
+    if isinstance(score, LogisticRatio):
+        fitted: Any = fit_logistic(score, features, (values[0], values[1]))
+        name, family = f"logistic density ratio on ({described}), pilot", "logistic-ratio"
+    else:
+        fitted = fit_boosted(score, features, (values[0], values[1]), seed=seed)
+        name, family = "gradient-boosted trees (scikit-learn HistGradientBoosting), pilot", "boosted-trees"
+    fit_scores = np.concatenate([fitted(v) for v in values])
+    return edge_binner(name, family, fitted, quantile_edges(fit_scores), kind, dimension)
