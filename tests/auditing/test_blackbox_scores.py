@@ -467,7 +467,7 @@ def test_logistic_fit_is_the_same_whatever_its_chunks_and_the_trees_see_capped_r
         sides.append(values)
     features = fit_feature_map(np.concatenate(sides))
     whole = learned.fit_logistic(learned.LogisticRatio(), features, (sides[0], sides[1]))
-    monkeypatch.setattr(learned, "_CHUNK_ROWS", 257)
+    monkeypatch.setattr(learned, "CHUNK_ROWS", 257)
     chunked = learned.fit_logistic(learned.LogisticRatio(), features, (sides[0], sides[1]))
     np.testing.assert_allclose(chunked.weights, whole.weights, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(chunked(sides[0][:1000]), whole(sides[0][:1000]), rtol=1e-9, atol=1e-12)

@@ -162,8 +162,8 @@ def test_bad_arguments():
         tg.audit_target(target, (1, 0), claim_epsilon=-1, trials=10)
     with pytest.raises(ValueError, match="trials must be an integer >= 1; got 0"):
         tg.audit_target(target, (1, 0), claim_epsilon=1.0, trials=0)
-    with pytest.raises(ValueError, match="no score can be applied"):  # constant outputs: nothing to test
-        tg.audit_target(target, (1, 0), claim_epsilon=1.0, trials=10)
+    with pytest.raises(ValueError, match="no score can be applied to these outputs"):  # categories, no histogram
+        tg.audit_target(lambda data, rng: "x", (1, 0), claim_epsilon=1.0, trials=10, scores=(tg.HistogramRatio(),))
 
 
 # --------------------------------------------------------------------------------------------

@@ -56,10 +56,10 @@ from dplens.auditing.blackbox.learned import BoostedTrees, LogisticRatio
 from dplens.auditing.blackbox.reachability import Reachability
 from dplens.auditing.blackbox.tables import FrequencyRatio, HistogramRatio
 from dplens.auditing.blackbox.user import UserScore, load_score
-from dplens.auditing.pairs import search_strength
-from dplens.auditing.stages.candidates import Score, choose_candidates, default_scores
+from dplens.auditing.stages.candidates import Score, choose_candidates, default_scores, user_scores_of
 from dplens.auditing.stages.checks import SEARCH_FRACTION, check_target
 from dplens.auditing.stages.counting import count_trials
+from dplens.auditing.stages.memory import MemoryBudget, plan_audit
 from dplens.auditing.stages.operating_point import pick_operating_point
 from dplens.auditing.stages.pilot import (
     DISCRETE_PILOT_FRACTION,
@@ -71,6 +71,8 @@ from dplens.auditing.stages.pilot import (
 from dplens.auditing.stages.profile import OutputProfile, profile_outputs
 from dplens.auditing.stages.result import TargetAuditResult, build_result
 from dplens.auditing.stages.setting import AuditSetting
+from dplens.auditing.stages.strength import search_strength
+from dplens.auditing.stages.wide import profile_wide
 from dplens.auditing.targets import as_pair, as_target, load_target
 
 __all__ = [
@@ -116,6 +118,7 @@ def audit_target(
     search_budget: int = 24,
     search_trials: int | None = None,
     float_checks: bool = True,
+    memory_budget: int | str | None = None,
 ) -> TargetAuditResult:
     """Audit a user's target on a neighbouring pair and bound its ε from below (see the module docstring).
 
@@ -148,6 +151,11 @@ def audit_target(
             (:func:`~dplens.auditing.pairs.search_query_vector`).
         float_checks: False leaves the float reachability checks out of the default scores (what the scores
             alone find on a target whose floats leak; the bound stays valid, only weaker).
+        memory_budget: the most memory the audit may hold beyond the interpreter, in bytes or as ``"2G"``
+            (default: a quarter of the memory available when it starts; :mod:`dplens.auditing.stages.memory`).
+            Outputs of more than 128 coordinates are reduced as they arrive (:mod:`dplens.auditing.stages.wide`);
+            a score family that does not fit is skipped with a note, and an audit where nothing fits stops before
+            its pilot with a one-line ``ValueError`` giving the numbers.
 
     Returns:
         A frozen :class:`TargetAuditResult`.
@@ -182,12 +190,20 @@ def audit_target(
             f"workers={workers} needs a target that worker processes can import by path ('module:name'); "
             f"{target.name} is a lambda, a closure or defined in __main__: pass 'module:name' or use workers=1"
         )
+    budget = MemoryBudget.resolve(memory_budget)
     checked = check_target(target, as_pair(pair), setting, strength=search_strength)
-    profiled, fit = profile_outputs(target, checked.pair, checked.probe, setting)
-    candidates = choose_candidates(scores, profiled, fit, checked.probe, setting)
+    user_scores = user_scores_of(scores)
+    plan = plan_audit(target, checked.pair, setting, budget, sample=checked.sample, user_score=bool(user_scores))
+    if plan.reduced:
+        profiled, fit = profile_wide(target, checked, setting, plan, user_scores=user_scores)
+    else:
+        profiled, fit = profile_outputs(target, checked, setting, plan)
+    candidates = choose_candidates(scores, profiled, fit, setting, plan)
     del fit  # the fitting draws: the scores are frozen, only counts go on
-    point = pick_operating_point(target, profiled, candidates, setting)
-    counted = count_trials(target, profiled.pair, point.binners, setting)
+    point = pick_operating_point(target, profiled, candidates, setting, batch=plan.batch_rows)
+    counted = count_trials(
+        target, profiled.pair, point.binners, setting, batch=plan.batch_rows, reduction=profiled.reduction
+    )
     return build_result(
         setting=setting,
         target=target.describe(),
@@ -197,4 +213,5 @@ def audit_target(
         point=point,
         counted=counted,
         start=start,
+        memory=plan.to_dict(),
     )

@@ -80,8 +80,8 @@ class FeatureLinearScore:
     def __call__(self, values: Any) -> np.ndarray:
         x = np.asarray(values, dtype=float).reshape(len(values), -1)
         out = np.empty(len(x))
-        for begin in range(0, len(x), _CHUNK_ROWS):  # chunks: the feature matrix of a big batch is never whole
-            z = self.features(x[begin : begin + _CHUNK_ROWS], squares=True)
+        for begin in range(0, len(x), CHUNK_ROWS):  # chunks: the feature matrix of a big batch is never whole
+            z = self.features(x[begin : begin + CHUNK_ROWS], squares=True)
             out[begin : begin + len(z)] = ((z - self.centre) / self.scale) @ self.weights
         return out
 
@@ -97,21 +97,21 @@ class FeatureModelScore:
         x = np.asarray(values, dtype=float).reshape(len(values), -1)
         out = np.empty(len(x))
         with _one_thread():  # one thread per process: OpenMP spinning on a shared machine costs 10×+
-            for begin in range(0, len(x), _CHUNK_ROWS):
-                z = self.features(x[begin : begin + _CHUNK_ROWS])
+            for begin in range(0, len(x), CHUNK_ROWS):
+                z = self.features(x[begin : begin + CHUNK_ROWS])
                 out[begin : begin + len(z)] = np.asarray(self.model.decision_function(z), dtype=float).reshape(-1)
         return out
 
 
-_CHUNK_ROWS = 32_768  # rows of the design matrix built at a time: the fit's memory does not grow with the pilot
+CHUNK_ROWS = 32_768  # rows of the design matrix built at a time: the fit's memory does not grow with the pilot
 TREE_FEATURE_BYTES = 96 * 2**20  # the boosted trees see at most this much feature matrix (rows subsampled evenly)
 
 
 def _chunks(fit: tuple[np.ndarray, np.ndarray]):
-    """(values, labels) in chunks of at most ``_CHUNK_ROWS`` rows: D's rows (label 1), then D′'s (label 0)."""
+    """(values, labels) in chunks of at most ``CHUNK_ROWS`` rows: D's rows (label 1), then D′'s (label 0)."""
     for side, label in ((fit[0], 1.0), (fit[1], 0.0)):
-        for begin in range(0, len(side), _CHUNK_ROWS):
-            block = side[begin : begin + _CHUNK_ROWS]
+        for begin in range(0, len(side), CHUNK_ROWS):
+            block = side[begin : begin + CHUNK_ROWS]
             yield block, np.full(len(block), label)
 
 

@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 #: The families whose order is a pilot frequency table (re-ranked on the whole pilot once the selection half is in).
-RERANKED = ("frequency-ratio", "histogram-ratio", "joint-frequency")
+RERANKED = ("frequency-ratio", "histogram-ratio", "joint-frequency", "bit-pattern")
 #: Larger tables are re-ranked on part of the pilot and predicted on the rest (in-sample predictions over many bins
 #: are too optimistic).
 RERANK_MAX_BINS = 64

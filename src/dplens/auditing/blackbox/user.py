@@ -18,7 +18,7 @@ import numpy as np
 from dplens.auditing.blackbox.base import EdgeScoreBinner, OutputKind, edge_binner, quantile_edges
 from dplens.auditing.targets import load_target
 
-__all__ = ["UserScore", "fit_user_score", "load_score"]
+__all__ = ["UserScore", "fit_user_score", "load_score", "user_score_values"]
 
 _USER_FUNCTIONS: dict[str, Callable[[Any], Any]] = {}
 
@@ -73,17 +73,31 @@ class _UserCall:
         return _user_function(self.score)(values)
 
 
-def fit_user_score(score: UserScore, fit: tuple[Any, Any], kind: str, dimension: int) -> EdgeScoreBinner:
-    """The user's score cut at quantiles of its values on the fitting half of the pilot (both sides pooled)."""
+def _binner(score: UserScore, kind: str, dimension: int, edges: np.ndarray, name: str) -> EdgeScoreBinner:
     if score.function is None and score.path is None:
         raise ValueError("UserScore needs a function or a path 'module:name'")
     if score.function is not None and not callable(score.function):
         raise ValueError(f"score function must be callable; got {score.function!r}")
-    n_fit = len(fit[0])
     numeric_kind = None if kind == OutputKind.CATEGORICAL else kind
-    call = _UserCall(score)
-    probe_binner = edge_binner(score.name, "user-score", call, np.zeros(0), numeric_kind, dimension)
-    fit_scores = np.concatenate([probe_binner.scores(side, n_fit) for side in fit])
-    return edge_binner(
-        f"user score {score.name}", "user-score", call, quantile_edges(fit_scores), numeric_kind, dimension
-    )
+    return edge_binner(name, "user-score", _UserCall(score), edges, numeric_kind, dimension)
+
+
+def user_score_values(score: UserScore, outputs: Any, n: int, *, kind: str, dimension: int) -> np.ndarray:
+    """The user score of a batch of ``n`` outputs (one number each, checked).
+
+    Example:
+        >>> user_score_values(UserScore(function=lambda x: x * 2), [1.0, 2.0], 2, kind="real", dimension=1).tolist()
+        [2.0, 4.0]
+    """
+    return _binner(score, kind, dimension, np.zeros(0), score.name).scores(outputs, n)
+
+
+def fit_user_score(
+    score: UserScore, fit: tuple[Any, Any], kind: str, dimension: int, *, values: Any = None
+) -> EdgeScoreBinner:
+    """The user's score cut at quantiles of its values on the fitting half of the pilot (both sides pooled);
+    ``values``: those values when they were taken as the draws arrived (wide outputs), else computed on ``fit``."""
+    if values is None:
+        values = [user_score_values(score, side, len(fit[0]), kind=kind, dimension=dimension) for side in fit]
+    edges = quantile_edges(np.concatenate(values))
+    return _binner(score, kind, dimension, edges, f"user score {score.name}")

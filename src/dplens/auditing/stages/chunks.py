@@ -49,6 +49,8 @@ class TargetCountTask:
     parent: int
     limits: tuple[int, int] | None = None  # Poissonised trial counts per side (chunk i covers i·chunk_size …)
     chunk_size: int = 0
+    batch: int | None = None  # outputs per draw (the memory plan's; None: :func:`batch_size`)
+    reduction: Any = None  # wide outputs: the reduction the scores see (user scores read whole outputs)
 
     def __call__(self, index: int, trials: int, seed: np.random.SeedSequence) -> np.ndarray:
         if os.getpid() != self.parent and os.getpid() not in _RESEEDED:
@@ -59,7 +61,7 @@ class TargetCountTask:
         sizes = [b.raw_size for b in self.binners]
         offsets = np.concatenate([[0], np.cumsum(sizes)])
         counts = np.zeros((2, int(offsets[-1])), dtype=np.int64)
-        batch = batch_size(self.target)
+        batch = self.batch if self.batch is not None else batch_size(self.target)
         for side, data in enumerate((self.data, self.neighbour)):
             rng = _side_rng(seed, side)
             label = "D" if side == 0 else "D'"
@@ -69,7 +71,9 @@ class TargetCountTask:
             for start in range(0, side_trials, batch):
                 n = min(batch, side_trials - start)
                 outputs = self.target.draw(data, n, rng, where=f"input {label}, chunk {index}, trials from {start + 1}")
+                reduced = outputs if self.reduction is None else self.reduction(outputs, n)
                 for b, binner in enumerate(self.binners):
-                    raw = binner.raw_bins(outputs, n)
+                    raw = binner.raw_bins(outputs if binner.kind == "user-score" else reduced, n)
                     counts[side, offsets[b] : offsets[b + 1]] += np.bincount(raw, minlength=sizes[b])
+                del outputs, reduced  # before the next draw: one batch in memory, not two
         return counts.reshape(-1)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -47,14 +48,21 @@ def count_trials(
     pair: TargetPair,
     binners: tuple[Binner, ...],
     setting: AuditSetting,
+    *,
+    batch: int | None = None,
+    reduction: Any = None,
 ) -> Counted:
-    """Stage 4 (see the module docstring)."""
+    """Stage 4 (see the module docstring); ``batch``: outputs per draw (the memory plan's); ``reduction``: what
+    the scores of wide outputs see."""
     trials, seed, workers, chunk_size = setting.trials, setting.seed, setting.workers, setting.chunk_size
     side_trials = poisson.poisson_trials(trials, seed)
     longest = max(side_trials)
     size = chunk_size if chunk_size is not None else max(1, min(max(math.ceil(longest / 8), 4096), 50_000, longest))
     plan = runner.ChunkPlan(longest, size)
-    task = TargetCountTask(target, pair.data, pair.neighbour, binners, os.getpid(), limits=side_trials, chunk_size=size)
+    task = TargetCountTask(
+        target, pair.data, pair.neighbour, binners, os.getpid(), limits=side_trials, chunk_size=size, batch=batch,
+        reduction=reduction,
+    )  # fmt: skip
     done = runner.run_chunks(
         task, plan, seed=seed, workers=workers, progress=setting.progress, description="target audit"
     )

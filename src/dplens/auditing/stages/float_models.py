@@ -49,6 +49,7 @@ class FloatModels:
     """
 
     pair: TargetPair
+    queries: tuple[Any, Any] | None = None  # the query values the float checks use (of the scored outputs)
     own_reachable: dict[str, float] = dataclasses.field(default_factory=dict)
     own_coordinates: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
     notes: tuple[str, ...] = ()
@@ -161,12 +162,22 @@ def judge_float_models(
     atoms: tuple[np.ndarray, ...],
     pair: TargetPair,
     probe_result: ProbeResult | None,
+    reduction: Any = None,
 ) -> FloatModels:
     """Judge every candidate float model on the fitting pilot (only for non-integral real or vector outputs with
-    query values), and choose between the probe's query values and the inputs (see the module docstring)."""
-    queries = queries_of(pair, probe_result)
+    query values), and choose between the probe's query values and the inputs (see the module docstring).
+    ``reduction`` (wide outputs, :class:`~dplens.auditing.stages.reduction.Reduction`): the fitting draws are
+    reduced, and so are the query values they are judged against."""
+
+    def scored(values: tuple[Any, Any] | None) -> tuple[Any, Any] | None:
+        if values is None or reduction is None:
+            return values
+        return reduction.reduce_query(values[0]), reduction.reduce_query(values[1])
+
+    full = queries_of(pair, probe_result)
+    queries = scored(full)
     if queries is None or kind not in (OutputKind.REAL, OutputKind.VECTOR) or integral:
-        return FloatModels(pair=pair)
+        return FloatModels(pair=pair, queries=queries)
     models = candidate_models(pair, probe_result)
     labels = model_labels(models)
 
@@ -177,17 +188,19 @@ def judge_float_models(
         }
 
     judged, notes = judge(queries), ()
-    inputs = inputs_as_queries(pair, kind, dimension, queries)
+    full_dimension = dimension if reduction is None else reduction.dimension
+    inputs = inputs_as_queries(pair, kind, full_dimension, full)
     if models and inputs is not None and pair.query is None:
         # The probe's zero-noise run gives the output, which is a sentinel wherever a sparse vector answers
         # "below": the inputs themselves may be the query values (noisy answers x_j + noise).
-        tried = judge(inputs)
+        tried = judge(scored(inputs))
         if _described(tried) > _described(judged):
-            judged = tried
+            judged, queries = tried, scored(inputs)
             pair = dataclasses.replace(pair, query=inputs)
             notes = ("float check: the inputs are the query values (the zero-noise output has sentinels)",)
     return FloatModels(
         pair=pair,
+        queries=queries,
         own_reachable={label: f.share for label, f in judged.items()},
         own_coordinates={label: f.coordinates for label, f in judged.items() if f.coordinates},
         notes=notes,

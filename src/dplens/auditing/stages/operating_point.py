@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -45,10 +46,17 @@ class OperatingPoint:
 
 
 def selection_counts(
-    target: Target, pair: TargetPair, binners: tuple[Binner, ...], *, seed: int, selection_trials: int
+    target: Target,
+    pair: TargetPair,
+    binners: tuple[Binner, ...],
+    *,
+    seed: int,
+    selection_trials: int,
+    batch: int | None = None,
+    reduction: Any = None,
 ) -> np.ndarray:
     """Raw counts of the selection half, shape (2 parts, 2 sides, Σ raw sizes): chunk i goes to part i mod 2."""
-    task = TargetCountTask(target, pair.data, pair.neighbour, binners, os.getpid())
+    task = TargetCountTask(target, pair.data, pair.neighbour, binners, os.getpid(), batch=batch, reduction=reduction)
     parts = np.zeros((2, 2, sum(b.raw_size for b in binners)), dtype=np.int64)
     step = max(1, min(selection_trials, 200_000, math.ceil(selection_trials / 2)))
     for index, begin in enumerate(range(0, selection_trials, step)):
@@ -59,13 +67,14 @@ def selection_counts(
 
 
 def pick_operating_point(
-    target: Target, profiled: Profiled, candidates: Candidates, setting: AuditSetting
+    target: Target, profiled: Profiled, candidates: Candidates, setting: AuditSetting, *, batch: int | None = None
 ) -> OperatingPoint:
-    """Stage 3 (see the module docstring)."""
+    """Stage 3 (see the module docstring); ``batch``: outputs per draw (the memory plan's)."""
     binners = list(candidates.binners)
     parts = selection_counts(
-        target, profiled.pair, candidates.binners, seed=setting.seed, selection_trials=profiled.selection_trials
-    )
+        target, profiled.pair, candidates.binners, seed=setting.seed, selection_trials=profiled.selection_trials,
+        batch=batch, reduction=profiled.reduction,
+    )  # fmt: skip
     selection = parts[0] + parts[1]
     offsets = np.concatenate([[0], np.cumsum([b.raw_size for b in binners])])
     predicting = []

@@ -91,6 +91,7 @@ class TargetAuditResult:
     selection_trials: int = 0
     output_profile: dict[str, Any] = dataclasses.field(default_factory=dict)
     method: str = ""
+    memory: dict[str, Any] = dataclasses.field(default_factory=dict)
     format_version: int = RESULT_FORMAT_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -130,6 +131,7 @@ class TargetAuditResult:
             "selection_trials": self.selection_trials,
             "output_profile": dict(self.output_profile),
             "method": self.method,
+            "memory": dict(self.memory),
         }
 
     @classmethod
@@ -140,7 +142,7 @@ class TargetAuditResult:
         if data.get("format_version") != RESULT_FORMAT_VERSION:
             raise ValueError(f"unsupported target audit format_version {data.get('format_version')!r}")
         optional = ("format_version", "pairs_tried", "method", "pilot_fraction", "fit_trials", "selection_trials")
-        names = [n for n in cls.__dataclass_fields__ if n not in (*optional, "output_profile", "side_trials")]
+        names = [n for n in cls.__dataclass_fields__ if n not in (*optional, "output_profile", "side_trials", "memory")]
         missing = [n for n in names if n not in data]
         if missing:
             raise ValueError(f"target audit result is missing required field {missing[0]!r}")
@@ -158,6 +160,7 @@ class TargetAuditResult:
             selection_trials=int(data.get("selection_trials", 0)),
             output_profile=dict(data.get("output_profile", {})),
             method=data.get("method", ""),
+            memory=dict(data.get("memory", {})),
         )
 
     def __repr__(self) -> str:
@@ -263,11 +266,11 @@ def _method(profiled: Profiled, counted: Counted, *, trials: int, count: int) ->
     )
 
 
-def _probe_dict(checked: Checked, pair_query: Any) -> dict[str, Any]:
-    probe_dict = checked.probe.to_dict()
+def _probe_dict(checked: Checked, profiled: Profiled) -> dict[str, Any]:
+    probe_dict = profiled.probe.to_dict()
     if checked.stated_query:
         probe_dict["note"] += "; query values stated in the pair"
-    elif pair_query is not None:
+    elif profiled.pair.query is not None:
         probe_dict["note"] += "; query values: the inputs (the zero-noise output has sentinels)"
     return probe_dict
 
@@ -282,6 +285,7 @@ def build_result(
     point: OperatingPoint,
     counted: Counted,
     start: float,
+    memory: dict[str, Any] | None = None,
 ) -> TargetAuditResult:
     """Stage 5 (see the module docstring): the frozen result of the audit (``target``: the target's description;
     ``start``: the audit's ``time.perf_counter()`` at its start)."""
@@ -305,7 +309,7 @@ def build_result(
         output_kind=profiled.output_kind,
         scores=scored.entries,
         float_evidence=scored.evidence,
-        probe=_probe_dict(checked, profiled.pair.query),
+        probe=_probe_dict(checked, profiled),
         notes=tuple(notes),
         ceiling=scored.ceiling,
         reproducible=checked.reproducible,
@@ -324,4 +328,5 @@ def build_result(
         selection_trials=profiled.selection_trials,
         output_profile=profiled.profile.to_dict(),
         method=_method(profiled, counted, trials=setting.trials, count=len(point.binners)),
+        memory=dict(memory or {}),
     )
