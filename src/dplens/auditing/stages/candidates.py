@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from dplens.auditing.blackbox.base import Binner, OutputKind, Skipped, numeric
+from dplens.auditing.blackbox.coordinates import CoordinateScore, fit_coordinate
 from dplens.auditing.blackbox.features import FeatureMap
 from dplens.auditing.blackbox.frequency import JointFrequency, fit_joint_frequency
 from dplens.auditing.blackbox.learned import (
@@ -53,7 +54,16 @@ __all__ = [
     "user_scores_of",
 ]
 
-Score = FrequencyRatio | HistogramRatio | JointFrequency | LogisticRatio | BoostedTrees | UserScore | Reachability
+Score = (
+    FrequencyRatio
+    | HistogramRatio
+    | JointFrequency
+    | LogisticRatio
+    | BoostedTrees
+    | UserScore
+    | Reachability
+    | CoordinateScore
+)
 _TABLE_ONLY = 64  # at most this many distinct outputs: the frequency table alone
 
 
@@ -83,6 +93,15 @@ def _base_scores(kind: str, profile: OutputProfile) -> list[Score]:
 BITWISE_FLOOR = 20  # pilot draws showing a bit pattern only one side shows, for the bit-pattern table to be tried
 
 
+def _coordinates(profile: OutputProfile) -> list[Score]:
+    """Wide outputs: the strongest screened coordinate and the mean-difference projection, each alone."""
+    if not profile.reduction or not profile.reduction.get("kept"):
+        return []
+    strongest = profile.reduction.get("strongest")
+    alone = [] if strongest is None else [CoordinateScore(index=strongest, label="the largest mean difference")]
+    return [*alone, CoordinateScore(index=profile.reduction["projection"], label="the mean-difference projection")]
+
+
 def _bit_patterns(profile: OutputProfile) -> list[Score]:
     """The bit-pattern table where outputs equal as numbers differ in their bits between the inputs (signed zeros,
     NaN payloads seen on one side only)."""
@@ -102,6 +121,9 @@ def default_scores(
       :class:`BoostedTrees` (when scikit-learn is installed), both on the sentinel-aware features;
     - float reachability for every sampler the probe saw (or the pair states), only on outputs that are
       non-integral floats reachable from their own query value on the pilot (never on integers or flags);
+    - wide outputs (reduced, :mod:`dplens.auditing.stages.reduction`) → the strongest screened coordinate and the
+      mean-difference projection alone (:class:`~dplens.auditing.blackbox.coordinates.CoordinateScore`) beside the
+      learned scores on every kept coordinate;
     - numeric outputs that took one value on the pilot → :class:`JointFrequency` alone (that value against any
       other: outputs that never differ are no evidence, and the counted trials can still show another);
     - numeric outputs equal as numbers but different in their bits (−0.0 and 0.0, NaN payloads) →
@@ -113,7 +135,7 @@ def default_scores(
     """
     if profile is None:
         profile = OutputProfile(kind=kind, dimension=1 if kind != OutputKind.VECTOR else 2)
-    base = _base_scores(kind, profile) + _bit_patterns(profile)
+    base = _coordinates(profile) + _base_scores(kind, profile) + _bit_patterns(profile)
     if kind in (OutputKind.REAL, OutputKind.VECTOR) and not profile.integral:
         candidates = candidate_models(pair, probe_result)
         for (model, scale), label in zip(candidates, model_labels(candidates), strict=True):
@@ -172,6 +194,8 @@ def _fit_one(score: Score, fit: tuple[Any, Any], ctx: _Context) -> Binner | Skip
             return _joint_frequency(score, fit, kind, dimension)
         case LogisticRatio() | BoostedTrees():
             return _fit_learned(score, fit, ctx)
+        case CoordinateScore():
+            return fit_coordinate(score, fit, dimension=dimension)
         case UserScore() if ctx.user_fit is not None:
             return fit_user_score(
                 score, fit, OutputKind.VECTOR, ctx.user_dimension, values=ctx.user_fit.get(score.name)

@@ -90,8 +90,9 @@ class OutputProfile:
         }
 
 
-def profile_of(fit: tuple[Any, Any], kind: str, dimension: int) -> OutputProfile:
-    """The profile of a pilot's outputs (both sides pooled).
+def profile_of(fit: tuple[Any, Any], kind: str, dimension: int, *, differences: bool = True) -> OutputProfile:
+    """The profile of a pilot's outputs (both sides pooled); ``differences``: the learned scores' features include
+    the differences of neighbouring coordinates (not for reduced outputs, whose neighbours are not the output's).
 
     Example:
         >>> profile_of(([1, 2, 2], [2, 3, 3]), "integer", 1).distinct
@@ -106,7 +107,7 @@ def profile_of(fit: tuple[Any, Any], kind: str, dimension: int) -> OutputProfile
     bitwise_only = bitwise_only_draws(sides[0], sides[1]) if np.any((values == 0) | np.isnan(values)) else 0
     finite = values[np.isfinite(values)]
     integral = bool(np.all(finite == np.round(finite)))
-    features = fit_feature_map(values.reshape(len(values), -1))
+    features = fit_feature_map(values.reshape(len(values), -1), differences=differences)
     return OutputProfile(
         kind=kind,
         dimension=dimension,

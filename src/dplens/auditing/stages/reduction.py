@@ -51,6 +51,7 @@ class Reduction:
     dimension: int
     columns: np.ndarray
     weights: np.ndarray
+    strongest: int = -1  # the kept coordinate with the largest mean difference on the screening draws (-1: none)
 
     @property
     def size(self) -> int:
@@ -73,10 +74,12 @@ class Reduction:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the result's ``output_profile["reduction"]``)."""
+        strongest = int(np.searchsorted(self.columns, self.strongest)) if self.strongest >= 0 else None
         return {
             "coordinates": int(self.dimension),
             "kept": [int(j) for j in self.columns],
-            "projection": "mean difference over the pooled variance, every coordinate (last reduced coordinate)",
+            "strongest": strongest,  # its position among the reduced coordinates
+            "projection": self.size - 1,  # the position of the mean-difference projection
         }
 
 
@@ -145,11 +148,13 @@ def screen(screening: Screening, queries: list[tuple[Any, Any]]) -> Reduction:
         nonfinite = np.abs(shares[0] - shares[1]) / np.sqrt(
             pooled_share * (1 - pooled_share) * (1 / max(screening.draws[0], 1) + 1 / max(screening.draws[1], 1))
         )
+    by_mean = _top(welch, SCREEN_MEAN)
     candidates = [*_query_columns(queries, screening.dimension)]
-    candidates += [_top(welch, SCREEN_MEAN), _top(spread, SCREEN_VARIANCE), _top(nonfinite, SCREEN_FINITE)]
+    candidates += [by_mean, _top(spread, SCREEN_VARIANCE), _top(nonfinite, SCREEN_FINITE)]
     columns = np.unique(np.concatenate([c.astype(np.int64) for c in candidates]))
     weights = np.where((count[0] > 1) & (count[1] > 1), difference / pooled, 0.0)
-    return Reduction(dimension=screening.dimension, columns=columns, weights=weights)
+    strongest = int(by_mean[0]) if by_mean.size else -1
+    return Reduction(dimension=screening.dimension, columns=columns, weights=weights, strongest=strongest)
 
 
 def draw_in_batches(target: Target, pair: TargetPair, *, seed: int, rows: int, batch_rows: int, part: int):

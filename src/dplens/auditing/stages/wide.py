@@ -136,7 +136,8 @@ def profile_wide(
         profile = OutputProfile(kind=OutputKind.VECTOR, dimension=dimension)
         models = models_of(fit, OutputKind.CATEGORICAL, 0, profile, checked.pair, checked.probe)
     else:
-        profile = dataclasses.replace(profile_of(fit, OutputKind.VECTOR, reduction.size), integral=integral)
+        reduced = profile_of(fit, OutputKind.VECTOR, reduction.size, differences=False)
+        profile = dataclasses.replace(reduced, integral=integral)
         models = models_of(fit, OutputKind.VECTOR, reduction.size, profile, checked.pair, checked.probe, reduction)
     profile = dataclasses.replace(
         profile,
