@@ -51,6 +51,7 @@ import time
 from typing import Any
 
 from dplens.auditing.blackbox.base import OutputKind
+from dplens.auditing.blackbox.coordinates import CoordinateScore
 from dplens.auditing.blackbox.frequency import JointFrequency
 from dplens.auditing.blackbox.learned import BoostedTrees, LogisticRatio
 from dplens.auditing.blackbox.reachability import Reachability
@@ -82,6 +83,7 @@ __all__ = [
     "PILOT_FRACTION",
     "SEARCH_FRACTION",
     "BoostedTrees",
+    "CoordinateScore",
     "FrequencyRatio",
     "HistogramRatio",
     "JointFrequency",

@@ -22,10 +22,10 @@ __all__ = ["CoordinateScore", "fit_coordinate"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CoordinateScore:
-    """The value of coordinate ``index`` of the (reduced) outputs as a score; ``label`` says what it is.
+    """The value of coordinate ``index`` of the (reduced) outputs as a score; ``label`` names it in the result.
 
     Example:
-        >>> CoordinateScore(index=3, label="the projection").index
+        >>> CoordinateScore(index=3, label="the mean-difference projection").index
         3
     """
 
@@ -47,6 +47,6 @@ def fit_coordinate(score: CoordinateScore, fit: tuple[Any, Any], *, dimension: i
     """The coordinate cut at quantiles of its values on the fitting draws (both sides pooled)."""
     n_fit = len(fit[0])
     values = np.concatenate([numeric(side, OutputKind.VECTOR, dimension, n_fit)[:, score.index] for side in fit])
-    name = f"coordinate {score.index} of the outputs" + (f" ({score.label})" if score.label else "") + ", pilot"
+    name = f"{score.label or f'coordinate {score.index} of the outputs'}, pilot quantiles"
     column = _Column(score.index)
     return edge_binner(name, "coordinate", column, quantile_edges(values), OutputKind.VECTOR, dimension)

@@ -97,9 +97,11 @@ def _coordinates(profile: OutputProfile) -> list[Score]:
     """Wide outputs: the strongest screened coordinate and the mean-difference projection, each alone."""
     if not profile.reduction or not profile.reduction.get("kept"):
         return []
-    strongest = profile.reduction.get("strongest")
-    alone = [] if strongest is None else [CoordinateScore(index=strongest, label="the largest mean difference")]
-    return [*alone, CoordinateScore(index=profile.reduction["projection"], label="the mean-difference projection")]
+    kept, strongest = profile.reduction["kept"], profile.reduction.get("strongest")
+    label = f"coordinate {kept[strongest]} alone (the largest mean difference)" if strongest is not None else ""
+    alone = [] if strongest is None else [CoordinateScore(index=strongest, label=label)]
+    projection = "the mean-difference projection of every coordinate"
+    return [*alone, CoordinateScore(index=profile.reduction["projection"], label=projection)]
 
 
 def _bit_patterns(profile: OutputProfile) -> list[Score]:
