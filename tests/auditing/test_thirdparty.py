@@ -39,9 +39,13 @@ def in_examples(monkeypatch):
 )
 def test_third_party_mechanisms_at_their_claim(name, pair, delta, reproducible):
     trials, pilot = (2_000, 1_000) if name.startswith("opendp") else (5_000, None)  # OpenDP: ~130 us per call
+    # OpenDP draws from its own generator, which no seed reaches: at its exact ε a 95 % audit is a VIOLATION in up to
+    # 5 % of runs (a valid bound does that), so those rows audit at 99.9 % to keep the test from flaking.
+    confidence = 0.95 if reproducible else 0.999
     result = audit_target(
-        f"thirdparty:{name}", pair, claim_epsilon=1.0, claim_delta=delta, trials=trials, seed=0, pilot_trials=pilot
-    )
+        f"thirdparty:{name}", pair, claim_epsilon=1.0, claim_delta=delta, trials=trials, seed=0, pilot_trials=pilot,
+        confidence=confidence,
+    )  # fmt: skip
     assert result.verdict is Verdict.CONSISTENT, result.verdict_reason
     assert result.reproducible is reproducible
     if not reproducible:

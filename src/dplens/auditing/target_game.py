@@ -47,6 +47,7 @@ the audit cannot be replayed from its seed.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -196,6 +197,7 @@ def audit_target(
     checked = check_target(target, as_pair(pair), setting, strength=search_strength)
     user_scores = user_scores_of(scores)
     plan = plan_audit(target, checked.pair, setting, budget, sample=checked.sample, user_score=bool(user_scores))
+    checked = dataclasses.replace(checked, sample=None)  # the sizing draws: not held through the audit
     if plan.reduced:
         profiled, fit = profile_wide(target, checked, setting, plan, user_scores=user_scores)
     else:

@@ -62,10 +62,10 @@ MAX_WHOLE_COORDINATES = 128  # wider outputs are reduced as they arrive (screene
 MIN_FIT_ROWS = 200  # the fewest fitting draws per side a score may be fitted on
 # Pessimistic factors: a streamed output is held by the target (and its temporaries) and converted to float64, hashed
 # and reduced by the scores; a held fitting draw is kept as returned, converted, pooled and hashed by the profile.
-_STREAM_OUTPUT_COPIES = 3
-_STREAM_NUMERIC_COPIES = 6
+_STREAM_OUTPUT_COPIES = 2
+_STREAM_NUMERIC_COPIES = 4
 _FIT_NUMERIC_COPIES = 7
-_SCREEN_ARRAYS = 12  # per-coordinate float64 arrays of the screening statistics (both sides and temporaries)
+_SCREEN_ARRAYS = 16  # per-coordinate float64 arrays of the screening statistics (both sides and temporaries)
 _UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
 

@@ -105,11 +105,23 @@ class Screening:
         if self.integral:
             self.integral = bool(np.all(clean == np.round(clean)))
 
+    def nonfinite_statistic(self) -> np.ndarray:
+        """Per coordinate: the two-proportion z statistic of the sides' shares of non-finite entries."""
+        draws = np.maximum(self.draws, 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            first, second = self.finite[0] / draws[0], self.finite[1] / draws[1]
+            pooled = np.clip((first + second) / 2.0, 1e-12, 1 - 1e-12)
+            return np.abs(first - second) / np.sqrt(pooled * (1 - pooled) * (1 / draws[0] + 1 / draws[1]))
+
     def moments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per side: counts of finite entries, means, variances (each of shape (2, d))."""
-        count = np.maximum(self.finite, 1.0)
-        mean = self.sums / count
-        variance = np.maximum(self.squares / count - mean * mean, 0.0) * count / np.maximum(count - 1.0, 1.0)
+        """Per side: counts of finite entries, means, variances (each of shape (2, d)), computed in place of the
+        accumulators (which they replace: the statistics are read once, and memory stays at a few arrays)."""
+        count = np.maximum(self.finite, 1.0, out=self.finite)
+        mean = np.divide(self.sums, count, out=self.sums)
+        variance = np.divide(self.squares, count, out=self.squares)
+        variance -= mean * mean
+        np.maximum(variance, 0.0, out=variance)
+        variance *= count / np.maximum(count - 1.0, 1.0)
         return count, mean, variance
 
 
@@ -132,27 +144,33 @@ def _query_columns(queries: list[tuple[Any, Any]], dimension: int) -> list[np.nd
     return columns
 
 
-def screen(screening: Screening, queries: list[tuple[Any, Any]]) -> Reduction:
-    """Freeze the reduction on the screening statistics (``queries``: the candidate query values of (D, D′) of
-    the full output, whose differing coordinates a float check reads)."""
-    count, mean, variance = screening.moments()
-    floor = 1e-12 * (1.0 + mean * mean).max(axis=0)
-    pooled = np.maximum((variance[0] + variance[1]) / 2.0, floor)
-    difference = mean[0] - mean[1]
-    welch = np.abs(difference) / np.sqrt(np.maximum(variance[0] / count[0] + variance[1] / count[1], floor))
+def _mean_and_variance_tops(count: np.ndarray, mean: np.ndarray, variance: np.ndarray, floor: np.ndarray):
+    """The coordinates with the largest Welch statistic of the mean difference and of the log variance ratio."""
+    welch = np.abs(mean[0] - mean[1])
+    welch /= np.sqrt(np.maximum(variance[0] / count[0] + variance[1] / count[1], floor))
+    by_mean = _top(welch, SCREEN_MEAN)
+    del welch
     with np.errstate(divide="ignore", invalid="ignore"):
         spread = np.abs(np.log(np.maximum(variance[0], floor) / np.maximum(variance[1], floor)))
         spread /= np.sqrt(2.0 / np.maximum(count[0] - 1, 1) + 2.0 / np.maximum(count[1] - 1, 1))
-        shares = screening.finite / np.maximum(screening.draws[:, None], 1)
-        pooled_share = np.clip(shares.mean(axis=0), 1e-12, 1 - 1e-12)
-        nonfinite = np.abs(shares[0] - shares[1]) / np.sqrt(
-            pooled_share * (1 - pooled_share) * (1 / max(screening.draws[0], 1) + 1 / max(screening.draws[1], 1))
-        )
-    by_mean = _top(welch, SCREEN_MEAN)
-    candidates = [*_query_columns(queries, screening.dimension)]
-    candidates += [by_mean, _top(spread, SCREEN_VARIANCE), _top(nonfinite, SCREEN_FINITE)]
+    return by_mean, _top(spread, SCREEN_VARIANCE)
+
+
+def screen(screening: Screening, queries: list[tuple[Any, Any]]) -> Reduction:
+    """Freeze the reduction on the screening statistics (``queries``: the candidate query values of (D, D′) of
+    the full output, whose differing coordinates a float check reads). The statistics are consumed: their
+    accumulators become the moments."""
+    by_finite = _top(screening.nonfinite_statistic(), SCREEN_FINITE)
+    count, mean, variance = screening.moments()
+    floor = 1.0 + mean[0] * mean[0]
+    np.maximum(floor, 1.0 + mean[1] * mean[1], out=floor)
+    floor *= 1e-12
+    by_mean, by_variance = _mean_and_variance_tops(count, mean, variance, floor)
+    weights = mean[0] - mean[1]
+    weights /= np.maximum((variance[0] + variance[1]) / 2.0, floor)
+    weights[(count[0] <= 1) | (count[1] <= 1)] = 0.0
+    candidates = [*_query_columns(queries, screening.dimension), by_mean, by_variance, by_finite]
     columns = np.unique(np.concatenate([c.astype(np.int64) for c in candidates]))
-    weights = np.where((count[0] > 1) & (count[1] > 1), difference / pooled, 0.0)
     strongest = int(by_mean[0]) if by_mean.size else -1
     return Reduction(dimension=screening.dimension, columns=columns, weights=weights, strongest=strongest)
 

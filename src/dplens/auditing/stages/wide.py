@@ -47,12 +47,17 @@ __all__ = ["profile_wide"]
 _FITTING_PART = 5  # the reduced fitting draws' streams: spawn keys (0, 21 + 5, side)
 
 
-def _screened(target: Target, checked: Checked, setting: AuditSetting, plan: MemoryPlan, rows: int) -> Screening:
-    screening = Screening(plan.size.dimension)
+def _reduction(
+    target: Target, checked: Checked, setting: AuditSetting, plan: MemoryPlan, rows: int
+) -> tuple[Reduction, bool]:
+    """The reduction frozen on ``rows`` screening draws per side, and whether every finite entry was an integer
+    (the statistics are dropped on return: only the reduction goes on)."""
+    dimension = plan.size.dimension
+    screening = Screening(dimension)
     batches = draw_in_batches(target, checked.pair, seed=setting.seed, rows=rows, batch_rows=plan.batch_rows, part=0)
     for side, outputs, n in batches:
-        screening.add(side, numeric(outputs, OutputKind.VECTOR, plan.size.dimension, n))
-    return screening
+        screening.add(side, numeric(outputs, OutputKind.VECTOR, dimension, n))
+    return screen(screening, _candidate_queries(checked, dimension)), screening.integral
 
 
 def _candidate_queries(checked: Checked, dimension: int) -> list[tuple[Any, Any]]:
@@ -123,12 +128,10 @@ def profile_wide(
     fraction = PILOT_FRACTION if setting.pilot_fraction is None else setting.pilot_fraction
     pilot, fit_trials, selection_trials = pilot_plan(setting, plan, fraction)
     screen_rows = fit_trials // 2 if plan.screening else 0
-    screening = _screened(target, checked, setting, plan, screen_rows) if plan.screening else None
-    integral = screening.integral if screening is not None else False
+    reduction, integral = _reduction(target, checked, setting, plan, screen_rows) if plan.screening else (None, False)
     if discrete_pilot(setting, OutputKind.VECTOR, integral):
         fraction = DISCRETE_PILOT_FRACTION
         pilot, fit_trials, selection_trials = pilot_plan(setting, plan, fraction, given=False)
-    reduction = screen(screening, _candidate_queries(checked, dimension)) if screening is not None else None
     fit, user = _reduced_draws(
         target, checked, setting, plan, rows=fit_trials - screen_rows, reduction=reduction, user_scores=user_scores
     )
