@@ -308,10 +308,64 @@ COMMANDS: dict[str, Command] = {
         spec_kind=None,
         required=("--dataset-size", "--batch-size", "--epochs", "--delta"),
     ),
+    "registry-check": Command(
+        argv=("registry", "check", "{spec}", "--json"),
+        bad_values={
+            "--delta": PROBABILITY_BAD,
+            "--schema": ("{out}/missing.yaml", "{dir}"),
+        },
+        spec_kind="record",
+        valid_file=(".yaml", (Path(__file__).parent / "registry" / "records" / "zcdp_rho_only.yaml").read_bytes()),
+    ),
+    "registry-export": Command(
+        argv=("registry", "export", "{spec}", "-o", "{out}"),
+        bad_values={
+            "-o": ("{dir}", "{out}/missing/entry.yaml"),
+            "--deployment": ("{out}/missing.toml", "{dir}"),
+        },
+        spec_kind="report",
+        valid_file=(".json", b"{}"),  # replaced by a real report below (building one needs the accountant)
+    ),
 }
 
 # The subcommand each table entry runs (entries named after a variant of a subcommand).
-SUBCOMMAND = {"audit-target": "audit", "audit-game": "audit", "report-audit": "report"}
+SUBCOMMAND = {
+    "audit-target": "audit",
+    "audit-game": "audit",
+    "report-audit": "report",
+    "registry-check": "registry",
+    "registry-export": "registry",
+}
+
+
+def _valid_report() -> bytes:
+    """A report.json with a [deployment] table, from which ``registry export`` writes a record."""
+    import dplens
+    from dplens.reports.render import to_canonical_json
+
+    spec = dplens.parse_spec(
+        {
+            "mechanism": [{"type": "gaussian", "noise_multiplier": 2.0}],
+            "deployment": {
+                "name": "fuzz",
+                "data_curators": ["fuzz"],
+                "description": "d",
+                "intended_use": "u",
+                "data_product_type": "Dataset",
+                "data_product_region": "r",
+                "publication_date": "2025-01-01",
+            },
+        }
+    )
+    report = dplens.build_report(
+        spec=spec, accounting=spec.accountant().summary(1e-5), title="fuzz", not_audited_reason="fuzz"
+    )
+    return to_canonical_json(report).encode()
+
+
+COMMANDS["registry-export"] = Command(
+    **{**COMMANDS["registry-export"].__dict__, "valid_file": (".json", _valid_report())}
+)
 
 TARGET_MODULE = b"""
 def noisy_count(data, rng):

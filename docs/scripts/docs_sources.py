@@ -178,15 +178,20 @@ def cli_commands() -> list[Command]:
         return _commands(build_parser())
 
 
-def _commands(parser: argparse.ArgumentParser) -> list[Command]:
+def _commands(parser: argparse.ArgumentParser, prefix: str = "") -> list[Command]:
+    """The subcommands of ``parser``; a command group (``budget``, ``registry``) is listed as each of its
+    subcommands, named by both words."""
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     helps = {choice.dest: choice.help or "" for choice in sub._choices_actions}
     commands = []
     for name, subparser in sub.choices.items():
+        if any(isinstance(a, argparse._SubParsersAction) for a in subparser._actions):
+            commands += _commands(subparser, prefix=f"{prefix}{name} ")  # a command group: `dplens budget create`
+            continue
         actions = [a for a in subparser._actions if not isinstance(a, argparse._HelpAction)]
         commands.append(
             Command(
-                name=name,
+                name=prefix + name,
                 help=helps.get(name, ""),
                 usage=subparser.format_usage().strip().removeprefix("usage: "),
                 description=subparser.description or "",
@@ -199,7 +204,17 @@ def _commands(parser: argparse.ArgumentParser) -> list[Command]:
 
 def cli_option_names() -> dict[str, set[str]]:
     """subcommand → every option string it accepts (for the stale-option check of the guides)."""
-    return {c.name: {f for o in c.options for f in o.flags} | {"-h", "--help"} for c in cli_commands()}
+    names: dict[str, set[str]] = {}
+    for c in cli_commands():
+        flags = {f for o in c.options for f in o.flags} | {"-h", "--help"}
+        names[c.name] = flags
+        if " " in c.name:  # a group's options under the group's name too (`dplens budget charge ... --release`)
+            names.setdefault(c.name.split(" ")[0], set()).update(flags)
+    return names
+
+
+def _slug(name: str) -> str:
+    return name.replace(" ", "-")
 
 
 def _cell(text: str) -> str:
@@ -227,9 +242,9 @@ def cli_markdown() -> str:
         "|---|---|",
     ]
     commands = cli_commands()
-    lines += [f"| [`dplens {c.name}`](#dplens-{c.name}) | {_cell(c.help)} |" for c in commands]
+    lines += [f"| [`dplens {c.name}`](#dplens-{_slug(c.name)}) | {_cell(c.help)} |" for c in commands]
     for c in commands:
-        lines += ["", f"## `dplens {c.name}` {{#dplens-{c.name}}}", "", _cell(c.help).capitalize() + ".", ""]
+        lines += ["", f"## `dplens {c.name}` {{#dplens-{_slug(c.name)}}}", "", _cell(c.help).capitalize() + ".", ""]
         if c.description:
             lines += [c.description, ""]
         lines += ["```text", c.usage, "```", ""]

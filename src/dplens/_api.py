@@ -411,6 +411,8 @@ def generate_report(
     claim_source: str | None = None,
     progress: Callable[[str], None] | None = None,
     command: Sequence[str] = (),
+    ledger: str | Path | None = None,
+    deployment: Mapping[str, Any] | None = None,
 ) -> Any:
     """Account ``spec`` by every route, audit it (per ``audit_mode``), and write the report files into ``out_dir``.
 
@@ -424,14 +426,21 @@ def generate_report(
         delta: δ of the statements (default: the claim's δ, else 1e-5).
         audit_mode: :class:`AuditMode` (default AUTO: audit when the audit layer can).
         trials, confidence, seed, workers: the audit's settings.
-        privacy_unit: the unit of protection, in words.
+        privacy_unit: the unit of protection, in words (default: the ``[deployment]`` table's ``privacy_unit``,
+            else one record).
         calibration: a ``CalibrationResult.to_dict()`` when a parameter was calibrated.
         claim_source: overrides the claim's source text.
         progress: a callback receiving one-line progress messages.
         command: the command line, recorded in the provenance.
+        ledger: a budget ledger (file or ``postgresql://`` URL): the report adds its cumulative section (spent and
+            remaining per budget and period, and a figure of spend over time).
+        deployment: ``[deployment]`` keys over the spec's table (e.g. ``--deployment FILE``). With a table, the
+            report is also written as a DP Deployments Registry record, ``registry-entry.yaml``
+            (:mod:`dplens.registry.export`); a table without a tier-1 key is refused before any work.
 
     Returns:
-        :class:`dplens.reports.render.ReportFiles` (paths and the :class:`~dplens.reports.model.Report`).
+        :class:`dplens.reports.render.ReportFiles` (paths and the :class:`~dplens.reports.model.Report`; with a
+        ``[deployment]`` table also ``registry_entry``, the record's path, and ``registry``, the record).
 
     Raises:
         ValueError: bad parameters; with ``AuditMode.REQUIRED`` also when the audit cannot run.
@@ -452,7 +461,6 @@ def generate_report(
     spec = loaded
     trials = DEFAULT_TRIALS if trials is None else trials
     confidence = DEFAULT_CONFIDENCE if confidence is None else confidence
-    privacy_unit = DEFAULT_PRIVACY_UNIT if privacy_unit is None else privacy_unit
     title = title or (Path(spec.source).stem if spec.source else "dplens report")
     if not isinstance(audit_mode, AuditMode):
         raise ValueError(f"audit_mode must be an AuditMode; got {audit_mode!r}")
@@ -463,9 +471,20 @@ def generate_report(
     delta = default_delta(spec) if delta is None else delta
     if isinstance(delta, bool) or not isinstance(delta, int | float) or not 0 <= delta < 1:
         raise ValueError(f"delta must be in [0, 1); got {delta!r}")
+    table = _deployment(spec, deployment)  # refused before any work when a record could not be written
+    if privacy_unit is None:  # the unit the author declared for the registry, else dplens's default (a record)
+        privacy_unit = (
+            DEFAULT_PRIVACY_UNIT if table is None or table.privacy_unit is None else _unit(table.privacy_unit)
+        )
     if not isinstance(privacy_unit, str) or not privacy_unit.strip():
         raise ValueError(f"privacy_unit must be a non-empty string; got {privacy_unit!r}")
     say = progress or (lambda _message: None)
+    budget_ledger = None
+    if ledger is not None:
+        from dplens.ledger.report import ledger_section
+
+        say("reading the budget ledger ...")
+        budget_ledger = ledger_section(ledger)  # read first: a bad ledger fails before any audit runs
     audit = None
     reason: str | None = None
     if audit_mode is AuditMode.OFF:
@@ -517,8 +536,60 @@ def generate_report(
         seeds={"audit": seed} if audit is not None or additional else {},
         command=command,
         additional_audits=additional,
+        budget_ledger=budget_ledger,
+        deployment=None if table is None else table.to_dict(),
     )
-    return write_report(report, Path(out_dir))
+    entry = None
+    if table is not None:
+        from dplens.registry.export import export_entry
+
+        entry = export_entry(report, deployment=table)  # built and validated before any file is written
+    files = write_report(report, Path(out_dir))
+    if entry is None:
+        return files
+    import dataclasses
+
+    from dplens.registry.export import write_entry
+
+    path = write_entry(entry, Path(out_dir) / "registry-entry.yaml")
+    return dataclasses.replace(files, registry_entry=path, registry=entry)
+
+
+def _unit(label: str) -> str:
+    """A registry unit label as the report's unit in words: "Person-level" → "one person", "User-day-level" →
+    "one user-day", "Record-level (one admission)" → "one record (one admission)"; other labels as they are."""
+    match = re.match(r"^\s*([A-Za-z][\w -]*?)-level\b(.*)$", label)
+    return f"one {match.group(1).lower()}{match.group(2)}" if match else label
+
+
+def _deployment(spec: Any, override: Mapping[str, Any] | None) -> Any:
+    """The spec's ``[deployment]`` table with ``override`` on top, validated and complete for tier 1; None without
+    either."""
+    from dplens.registry.deployment import (
+        merge_deployment_tables,
+        parse_deployment,
+        require_authors,
+        require_tier_one,
+    )
+    from dplens.registry.fields import VariantName
+
+    if spec.deployment is None and not override:
+        return None
+    recorded = None if spec.deployment is None else spec.deployment.to_dict()
+    table = parse_deployment(merge_deployment_tables(recorded, override))
+    require_tier_one(table)
+    require_authors(table)
+    if table.variant_name is VariantName.ZCDP:
+        import json
+
+        from dplens.registry.export import composed_rho
+
+        if composed_rho(json.loads(spec.accountant().to_json())) is None:
+            raise ValueError(
+                "[deployment] variant_name 'Zero-concentrated DP' needs rho, which dplens derives only for "
+                "compositions of Gaussian and zCDP mechanisms; registry-entry.yaml was not written"
+            )
+    return table
 
 
 def _spec_game(

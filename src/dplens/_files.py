@@ -7,8 +7,9 @@ accepts, or an unreadable one raises ``ValueError`` naming the path; the CLI pri
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-__all__ = ["check_input_file", "read_input_bytes"]
+__all__ = ["check_input_file", "read_document", "read_input_bytes"]
 
 
 def check_input_file(path: str | Path, *, what: str, max_bytes: int | None = None) -> Path:
@@ -45,3 +46,24 @@ def read_input_bytes(path: str | Path, *, what: str, max_bytes: int | None = Non
         return path.read_bytes()
     except OSError as err:
         raise ValueError(f"cannot read {what} {str(path)!r}: {err.strerror or err}") from None
+
+
+def read_document(path: str | Path, *, what: str, max_bytes: int) -> tuple[Any, bytes]:
+    """A TOML (``.toml``) or JSON (any other suffix) file, decoded, and its bytes; not UTF-8, not valid TOML/JSON
+    or nested too deeply is a one-line ``ValueError`` naming the file."""
+    import json
+    import tomllib
+
+    path = Path(path)
+    name = repr(str(path))
+    raw = read_input_bytes(path, what=what, max_bytes=max_bytes)
+    kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
+    try:
+        text = raw.decode("utf-8")
+        return (tomllib.loads(text) if kind == "TOML" else json.loads(text)), raw
+    except UnicodeDecodeError:
+        raise ValueError(f"{what} {name} is not UTF-8 text") from None
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{what} {name} is not valid {kind}: {err}") from None
+    except RecursionError:
+        raise ValueError(f"{what} {name} is nested too deeply to be read") from None

@@ -26,6 +26,8 @@ METHODS = ("rdp", "pld", "exact", "best")
 CONVERSIONS = ("optimal", "classic")
 #: The PLD engine's relative bracket width by default (dplens.accountant.pld.DEFAULT_TOLERANCE; a test checks it).
 DEFAULT_TOLERANCE = 1e-3
+#: δ of a registry record's ρ without a stated δ (dplens.registry.check.DEFAULT_DERIVE_DELTA; a test checks it).
+DEFAULT_DERIVE_DELTA = 1e-10
 
 EXIT_USAGE = 2
 
@@ -597,6 +599,8 @@ def _cmd_report_audit(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     if getattr(args, "audit", None) is not None:
+        if getattr(args, "ledger", None) is not None:
+            raise CliError("--ledger adds a section to a SPEC's report, not to --audit RESULT.json")
         return _cmd_report_audit(args)
     if args.spec is None:
         raise CliError("report needs a SPEC file, or --audit RESULT.json (a saved audit result)")
@@ -606,6 +610,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     _output_dir(args.output, "-o")
     spec = load_spec(args.spec)
+    deployment = None
+    if getattr(args, "deployment", None) is not None:
+        from dplens.registry.deployment import load_deployment_file
+
+        deployment = load_deployment_file(args.deployment)
     if args.no_audit and args.trials is not None:
         raise ValueError("--no-audit and --trials exclude each other")
     if args.no_audit:
@@ -628,11 +637,30 @@ def _cmd_report(args: argparse.Namespace) -> int:
             privacy_unit=args.unit,
             progress=_progress(args.quiet),
             command=["dplens", *getattr(args, "argv", [])],
+            ledger=args.ledger,
+            deployment=deployment,
         )
     report = files.report
     print(f"verdict: {report.verdict.status.value}. {report.verdict.sentence}")
-    print(f"dplens report: wrote {files.html.resolve()}")
+    print(_registry_line(files))
+    print(f"dplens report: wrote {files.html.resolve()}")  # last: scripts read the page's path from it
     return 0
+
+
+def _registry_line(files: Any) -> str:
+    """What became of the registry record: written (and its tier), or why not."""
+    entry = files.registry
+    if entry is None:
+        return (
+            "dplens report: registry-entry.yaml not written: the spec has no [deployment] table (a registry record "
+            "needs name, data_curators, description, intended_use, data_product_type, data_product_region, "
+            "publication_date)"
+        )
+    needs = f"; tier {int(entry.tier) + 1} needs [deployment] {', '.join(entry.missing_for_next_tier)}"
+    return (
+        f"dplens report: wrote {files.registry_entry.resolve()} (registry tier {int(entry.tier)}"
+        f"{needs if entry.missing_for_next_tier else ''})"
+    )
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -640,6 +668,250 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     _output_dir(args.output, "-o")
     return run_demo(Path(args.output), progress=not args.quiet)
+
+
+# --------------------------------------------------------------------------------------------
+# budget (the ledger across releases: dplens.ledger)
+# --------------------------------------------------------------------------------------------
+
+#: Values of dplens.ledger.Mode and dplens.ledger.Period (a test checks them against the enums).
+LEDGER_MODES = ("planned", "adaptive")
+LEDGER_PERIODS = ("none", "day", "week", "month", "quarter", "year")
+RELATIONS = ("add_remove", "replace_one", "zero_out")
+EXIT_REFUSED = 3
+DEFAULT_LOCK_TIMEOUT = 60.0
+
+
+def _open_ledger(args: argparse.Namespace, *, create: bool = False, reading: bool = False):
+    from dplens.ledger import Ledger
+
+    location = args.db
+    read_only = False
+    if reading and "://" not in location:
+        path = Path(location)
+        read_only = path.is_file() and not (path.stat().st_mode & 0o222)
+    return Ledger.open(location, create=create, read_only=read_only, timeout=args.lock_timeout)
+
+
+def _cmd_budget_create(args: argparse.Namespace) -> int:
+    with _open_ledger(args, create=True) as ledger:
+        budget = ledger.create_budget(
+            name=args.name,
+            unit=args.unit,
+            epsilon=args.epsilon,
+            rho=args.rho,
+            mu=args.mu,
+            delta=args.delta,
+            mode=args.mode,
+            period=args.period,
+            neighbouring=args.neighbouring,
+        )
+        location = ledger.location
+    target = budget.target
+    what = {"rho": f"rho = {_fmt(target.rho or 0)}", "mu": f"mu = {_fmt(target.mu or 0)}"}.get(target.kind, "")
+    text = (
+        f"budget {budget.name!r} in {location}: epsilon <= {_fmt(target.epsilon)} at delta = {target.delta:g}"
+        f"{' (' + what + ')' if what else ''}, {budget.mode.value}, period {budget.period.value}, "
+        f"unit: {budget.unit}; rule: {budget.rule['theorem']}"
+    )
+    _emit(budget.to_dict() | {"ledger": location}, args.json, text)
+    return 0
+
+
+def _charge_time(text: str | None):
+    if text is None:
+        return None
+    import datetime as dt
+
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"--time must be an ISO 8601 time with a timezone, e.g. 2026-11-27T12:00:00Z; got {text!r}"
+        ) from None
+    if when.tzinfo is None:
+        raise ValueError(f"--time must name its timezone (e.g. a trailing Z for UTC); got {text!r}")
+    return when
+
+
+def _cmd_budget_charge(args: argparse.Namespace) -> int:
+    when = _charge_time(args.time)
+    with _open_ledger(args) as ledger:
+        result = ledger.charge(
+            args.spec, release=args.release, budgets=args.budget, charged_by=args.charged_by, time=when
+        )
+    if result.accepted and not result.duplicate:
+        parts = [
+            f"{b.budget} [{b.period}]: spent epsilon <= {_fmt(b.spent_epsilon)} of {_fmt(b.target_epsilon)} "
+            f"at delta = {b.delta:g}, remaining >= {_fmt(b.remaining_epsilon)}"
+            for b in result.budgets
+        ]
+        text = f"accepted: {result.reason}; " + "; ".join(parts)
+    else:
+        text = ("accepted: " if result.accepted else "") + result.reason
+    _emit(result.to_dict(), args.json, text)
+    return 0 if result.accepted else EXIT_REFUSED
+
+
+def _cmd_budget_status(args: argparse.Namespace) -> int:
+    with _open_ledger(args, reading=True) as ledger:
+        status = ledger.status()
+    if args.json:
+        print(json.dumps(status.to_dict(), sort_keys=True))
+        return 0
+    lines = [f"ledger {status.location} (schema version {status.schema_version}), {status.time_utc}"]
+    if not status.budgets:
+        lines.append("  no budget yet (dplens budget create)")
+    for item in status.budgets:
+        budget = item.budget
+        lines.append(
+            f"budget {budget.name!r} ({budget.mode.value}, period {budget.period.value}, unit: {budget.unit}, "
+            f"{budget.neighbouring}): epsilon <= {_fmt(budget.target.epsilon)} at delta = {budget.target.delta:g}"
+        )
+        lines.append(
+            f"  current period {item.current_period}: spent epsilon <= {_fmt(item.spent_epsilon)} (upper bound), "
+            f"remaining >= {_fmt(item.remaining_epsilon)} (lower bound)"
+        )
+        for period in item.periods:
+            bracket = (
+                f"; certified bracket [{_fmt(period.spent_epsilon_lower)}, {_fmt(period.spent_epsilon)}]"
+                if period.spent_epsilon_lower is not None
+                else ""
+            )
+            lines.append(
+                f"  {period.period}: {period.releases} release(s), spent <= {_fmt(period.spent_epsilon)} "
+                f"[{period.spent_method}]{bracket}, remaining >= {_fmt(period.remaining_epsilon)}"
+            )
+            state = period.filter or {}
+            if isinstance(state.get("used"), float | int):
+                lines.append(f"    filter: {state['quantity']} used {_fmt(state['used'])} of {_fmt(state['budget'])}")
+            if period.largest:
+                top = ", ".join(f"{r.name} ({_fmt(r.epsilon_alone)})" for r in period.largest)
+                lines.append(f"    largest (epsilon of the release alone): {top}")
+        if item.chargers:
+            lines.append("  charged by: " + ", ".join(f"{k} ({v})" for k, v in sorted(item.chargers.items())))
+    print("\n".join(lines))
+    return 0
+
+
+def _cmd_budget_verify(args: argparse.Namespace) -> int:
+    with _open_ledger(args, reading=True) as ledger:
+        result = ledger.verify()
+    text = f"integrity {result.integrity}; {result.budgets} budget(s), {result.releases} release(s); " + (
+        "every invariant holds" if result.ok else "PROBLEMS: " + "; ".join(result.problems)
+    )
+    _emit(result.to_dict(), args.json, text)
+    return 0 if result.ok else 1
+
+
+def _add_budget_parser(sub: Any) -> None:
+    budget = sub.add_parser("budget", help="a privacy budget across releases (a ledger: SQLite file or PostgreSQL)")
+    commands = budget.add_subparsers(dest="budget_command", required=True, parser_class=_Parser)
+    lock = {
+        "type": _non_negative,
+        "default": DEFAULT_LOCK_TIMEOUT,
+        "metavar": "SECONDS",
+        "help": f"wait this long for another writer's lock (default {DEFAULT_LOCK_TIMEOUT:g})",
+    }
+    db_help = "the ledger: a file (SQLite) or a postgresql:// URL"
+
+    create = commands.add_parser("create", help="create a budget (and the ledger, if it does not exist)")
+    create.add_argument("db", help=db_help)
+    create.add_argument("--unit", required=True, help="the privacy unit, in words (e.g. 'one person')")
+    target = create.add_mutually_exclusive_group(required=True)
+    target.add_argument("--epsilon", type=_non_negative, help="the budget's epsilon (at --delta)")
+    target.add_argument("--rho", type=_non_negative, help="a zCDP budget rho instead (zCDP filter)")
+    target.add_argument("--mu", type=_non_negative, help="a Gaussian DP budget mu instead (GDP filter; Gaussians only)")
+    create.add_argument("--delta", type=_probability, required=True, help="the delta of the budget's epsilon")
+    create.add_argument(
+        "--mode",
+        choices=list(LEDGER_MODES),
+        default="planned",
+        help="planned (parameters fixed in advance) or "
+        "adaptive (each release may depend on earlier outputs: a privacy filter decides)",
+    )
+    create.add_argument("--period", choices=list(LEDGER_PERIODS), default="none", help="one budget per period")
+    create.add_argument("--name", default="default", help="the budget's name (default: default)")
+    create.add_argument("--neighbouring", choices=list(RELATIONS), default="add_remove", help="neighbouring relation")
+    create.add_argument("--lock-timeout", **lock)
+    create.add_argument("--json", action="store_true", help="print one JSON object")
+    create.set_defaults(func=_cmd_budget_create)
+
+    charge = commands.add_parser("charge", help="charge a release: exit 0 accepted, 3 refused, 2 bad input")
+    charge.add_argument("db", help=db_help)
+    charge.add_argument("spec", help="what the release spent: a spec, an Accountant ledger JSON or a report.json")
+    charge.add_argument("--release", required=True, help="the release's name (unique per budget)")
+    charge.add_argument("--budget", action="append", metavar="NAME", help="charge this budget (default: all)")
+    charge.add_argument("--charged-by", help="who charges it (default: user@host)")
+    charge.add_argument("--time", help="the release's time, ISO 8601 with a timezone (default: now)")
+    charge.add_argument("--lock-timeout", **lock)
+    charge.add_argument("--json", action="store_true", help="print one JSON object")
+    charge.set_defaults(func=_cmd_budget_charge)
+
+    status = commands.add_parser("status", help="spent and remaining per budget and period, releases, top spenders")
+    status.add_argument("db", help=db_help)
+    status.add_argument("--lock-timeout", **lock)
+    status.add_argument("--json", action="store_true", help="print one JSON object")
+    status.set_defaults(func=_cmd_budget_status)
+
+    verify = commands.add_parser("verify", help="integrity check and invariants recomputed from the stored releases")
+    verify.add_argument("db", help=db_help)
+    verify.add_argument("--lock-timeout", **lock)
+    verify.add_argument("--json", action="store_true", help="print one JSON object")
+    verify.set_defaults(func=_cmd_budget_verify)
+
+
+# registry
+# --------------------------------------------------------------------------------------------
+
+
+def _cmd_registry_check(args: argparse.Namespace) -> int:
+    from dplens.registry.check import CheckStatus, check_records
+
+    schema = None
+    if args.schema is not None:
+        from dplens.registry.schema import load_schema_file
+
+        schema = load_schema_file(args.schema)
+    result = check_records(args.paths, schema=schema, delta=args.delta)
+    if result.errors:  # bad input: one line per file, nothing on stdout
+        for _, message in result.errors:
+            _error(message)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(result.to_dict(), sort_keys=True, default=_json_default))
+    else:
+        for record in result.records:
+            print(record.line())
+        counts = result.to_dict()["counts"]
+        summary = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in counts.items() if n)
+        print(f"dplens registry check: {len(result.records)} record(s): {summary}")
+    strict = {CheckStatus.INCONSISTENT, CheckStatus.NEEDS_CITATION}
+    return 1 if args.strict and any(r.status in strict for r in result.records) else 0
+
+
+def _cmd_registry_export(args: argparse.Namespace) -> int:
+    from dplens.registry.export import export_entry, read_report, write_entry
+
+    if args.output is not None:
+        _output_file(args.output, "-o")
+    override = None
+    if args.deployment is not None:
+        from dplens.registry.deployment import load_deployment_file
+
+        override = load_deployment_file(args.deployment)
+    report = read_report(args.report)
+    entry = export_entry(report, override=override)
+    if args.output is None:
+        print(entry.to_yaml(), end="")
+        return 0
+    path = write_entry(entry, Path(args.output))
+    needs = f"; tier {int(entry.tier) + 1} needs [deployment] {', '.join(entry.missing_for_next_tier)}"
+    print(
+        f"dplens registry export: wrote {path.resolve()} (tier {int(entry.tier)}"
+        f"{needs if entry.missing_for_next_tier else ''})"
+    )
+    return 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -855,11 +1127,52 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--confidence", type=_probability, default=DEFAULT_CONFIDENCE, help="audit confidence")
     report.add_argument("--seed", type=_seed, default=0, help="audit seed (default 0)")
     report.add_argument("--workers", type=_workers, default=1, help="audit worker processes")
-    report.add_argument("--unit", default=DEFAULT_PRIVACY_UNIT, help="the unit of privacy, in words")
+    report.add_argument(
+        "--unit",
+        help=f"the unit of privacy, in words (default: [deployment] privacy_unit, else {DEFAULT_PRIVACY_UNIT!r})",
+    )
     report.add_argument("--title", help="report title (default: the spec's name)")
     report.add_argument("--quiet", action="store_true", help="no progress output")
     report.add_argument("--log-json", metavar="FILE", help="write the audit's progress events to FILE as JSON lines")
+    report.add_argument(
+        "--ledger", metavar="DB", help="add the cumulative spend of a budget ledger (a file or a postgresql:// URL)"
+    )
+    report.add_argument(
+        "--deployment",
+        metavar="FILE.toml",
+        help="a [deployment] table (TOML or JSON) over the spec's: also write registry-entry.yaml",
+    )
     report.set_defaults(func=_cmd_report)
+
+    registry = sub.add_parser("registry", help="DP Deployments Registry records: check them, export a report as one")
+    registry_sub = registry.add_subparsers(dest="registry_command", required=True, parser_class=_Parser)
+    check = registry_sub.add_parser(
+        "check", help="re-derive the privacy parameters of registry records (rho -> epsilon, mu, variants)"
+    )
+    check.add_argument("paths", nargs="+", metavar="FILE|DIR", help="record files, or directories of *.yaml records")
+    check.add_argument(
+        "--schema",
+        metavar="SCHEMA.yaml",
+        help="validate against this JSON schema (e.g. the registry's schemas/deployments-schema.yaml), not dplens's",
+    )
+    check.add_argument(
+        "--delta",
+        type=_probability,
+        default=DEFAULT_DERIVE_DELTA,
+        help=f"delta at which a rho without a stated delta is converted (default {DEFAULT_DERIVE_DELTA:g})",
+    )
+    check.add_argument(
+        "--strict", action="store_true", help="exit with status 1 when a record is inconsistent or needs a citation"
+    )
+    check.add_argument("--json", action="store_true", help="print one JSON object")
+    check.set_defaults(func=_cmd_registry_check)
+    export = registry_sub.add_parser("export", help="a report's DP Deployments Registry record (YAML)")
+    export.add_argument("report", metavar="REPORT.json", help="a report.json written by dplens report")
+    export.add_argument(
+        "--deployment", metavar="FILE.toml", help="a [deployment] table (TOML or JSON) over the report's"
+    )
+    export.add_argument("-o", "--output", metavar="FILE.yaml", help="write the record to FILE (default: stdout)")
+    export.set_defaults(func=_cmd_registry_export)
 
     demo = sub.add_parser("demo", help="the main job end to end on a built-in example")
     demo.add_argument("-o", "--output", default="dplens-demo", help="output directory (default: ./dplens-demo)")
@@ -871,6 +1184,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("-o", "--output", default="reports", help="output root (default: ./reports)")
     rep.add_argument("--quick", action="store_true", help="fewer seeds / smaller grids (for smoke tests)")
     rep.set_defaults(func=_cmd_reproduce)
+
+    _add_budget_parser(sub)
     return parser
 
 

@@ -3,7 +3,9 @@
 A spec is a list of ``[[mechanism]]`` tables composed in order, an optional ``[claim]`` (the guarantee
 under test in an audit: ``epsilon``, ``delta``) and an optional top-level ``neighboring``. Each mechanism
 table has a ``type`` and that type's parameters; ``count`` / ``steps`` repeat it. Unknown keys, missing
-keys and bad values raise ``ValueError`` naming the key and echoing the value.
+keys and bad values raise ``ValueError`` naming the key and echoing the value. An optional ``[deployment]`` table
+says what only the deployment's author knows, for a DP Deployments Registry record and the report's NIST SP 800-226
+section (:mod:`dplens.registry.deployment`; its values are checked against the registry's enumerations).
 
 Plug-ins (:mod:`dplens.accountant.plugins`) add types: their accounting module exports
 ``SPEC_TYPES = {"name": builder}``, ``builder(table) -> Event`` (or ``(Event, count)``), imported on first use.
@@ -15,7 +17,6 @@ import copy
 import hashlib
 import json
 import math
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,11 +24,13 @@ from typing import Any
 
 from dplens.accountant import events as ev
 from dplens.accountant.compose import Accountant
+from dplens.registry.deployment import Deployment, parse_deployment
 
 __all__ = [
     "SUPPORTED_RANGES",
     "AuditTable",
     "Claim",
+    "Deployment",
     "Spec",
     "load_spec",
     "parse_spec",
@@ -622,6 +625,7 @@ class Spec:
     source: str = ""
     entries: tuple[tuple[ev.Event, int], ...] = field(default=())
     audit: AuditTable | None = None
+    deployment: Deployment | None = None
 
     def accountant(self, **options: Any) -> Accountant:
         """A fresh Accountant with every mechanism composed in order (``options``: Accountant keywords)."""
@@ -651,6 +655,8 @@ class Spec:
             data["neighboring"] = self.neighboring.value
         if self.audit is not None:
             data["audit"] = self.audit.to_dict()
+        if self.deployment is not None:
+            data["deployment"] = self.deployment.to_dict()
         return parse_spec(data, source=self.source)
 
 
@@ -667,7 +673,7 @@ def parse_spec(data: dict[str, Any], *, source: str = "<dict>") -> Spec:
     """
     if not isinstance(data, dict):
         raise ValueError(f"spec must be a table/object; got {type(data).__name__}")
-    unknown = set(data) - {"mechanism", "claim", "neighboring", "name", "description", "audit"}
+    unknown = set(data) - {"mechanism", "claim", "neighboring", "name", "description", "audit", "deployment"}
     if unknown:
         raise ValueError(f"unknown top-level key(s) {sorted(unknown)} in spec {source}")
     tables = data.get("mechanism")
@@ -710,6 +716,11 @@ def parse_spec(data: dict[str, Any], *, source: str = "<dict>") -> Spec:
             raise ValueError(f"claim delta must be in [0, 1); got {delta!r}")
         claim = Claim(epsilon=float(eps), delta=float(delta))
     audit = _audit_table(data["audit"]) if "audit" in data else None
+    deployment = None
+    if "deployment" in data:
+        # the spec's top-level name and description are the record's unless the table gives its own
+        defaults = {k: data[k] for k in ("name", "description") if isinstance(data.get(k), str) and data[k].strip()}
+        deployment = parse_deployment(data["deployment"], defaults=defaults)
     canonical = json.dumps(data, sort_keys=True, default=str).encode()
     return Spec(
         mechanisms=tuple(copy.deepcopy(tables)),
@@ -719,6 +730,7 @@ def parse_spec(data: dict[str, Any], *, source: str = "<dict>") -> Spec:
         source=source,
         entries=tuple(entries),
         audit=audit,
+        deployment=deployment,
     )
 
 
@@ -737,21 +749,11 @@ def load_spec(path: str | Path) -> Spec:
         >>> spec.source == str(path), len(spec.sha256)
         (True, 64)
     """
-    from dplens._files import read_input_bytes
+    from dplens._files import read_document
 
     path = Path(path)
     name = repr(str(path))
-    raw = read_input_bytes(path, what="spec file", max_bytes=MAX_SPEC_BYTES)
-    kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
-    try:
-        text = raw.decode("utf-8")
-        data = tomllib.loads(text) if kind == "TOML" else json.loads(text)
-    except UnicodeDecodeError:
-        raise ValueError(f"spec file {name} is not UTF-8 text") from None
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"spec file {name} is not valid {kind}: {err}") from None
-    except RecursionError:
-        raise ValueError(f"spec file {name} is nested too deeply to be a spec") from None
+    data, raw = read_document(path, what="spec file", max_bytes=MAX_SPEC_BYTES)
     try:
         spec = parse_spec(data, source=str(path))
     except RecursionError:
@@ -764,4 +766,5 @@ def load_spec(path: str | Path) -> Spec:
         source=str(path),
         entries=spec.entries,
         audit=spec.audit,
+        deployment=spec.deployment,
     )

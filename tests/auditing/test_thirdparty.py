@@ -39,13 +39,20 @@ def in_examples(monkeypatch):
 )
 def test_third_party_mechanisms_at_their_claim(name, pair, delta, reproducible):
     trials, pilot = (2_000, 1_000) if name.startswith("opendp") else (5_000, None)  # OpenDP: ~130 us per call
-    # OpenDP draws from its own generator, which no seed reaches: at its exact ε a 95 % audit is a VIOLATION in up to
-    # 5 % of runs (a valid bound does that), so those rows audit at 99.9 % to keep the test from flaking.
-    confidence = 0.95 if reproducible else 0.999
+    # A valid bound exceeds the true ε with probability up to 1 − confidence, and OpenDP's draws cannot be seeded: at
+    # 95 % a mechanism exactly at its claim (randomized response) would fail up to one run in twenty. At 99.99 % such
+    # a false alarm is a one-in-10⁴ event; the seeded diffprivlib rows keep 95 % (the same draws every run).
+    confidence = 0.95 if reproducible else 0.9999
     result = audit_target(
-        f"thirdparty:{name}", pair, claim_epsilon=1.0, claim_delta=delta, trials=trials, seed=0, pilot_trials=pilot,
+        f"thirdparty:{name}",
+        pair,
+        claim_epsilon=1.0,
+        claim_delta=delta,
+        trials=trials,
+        seed=0,
+        pilot_trials=pilot,
         confidence=confidence,
-    )  # fmt: skip
+    )
     assert result.verdict is Verdict.CONSISTENT, result.verdict_reason
     assert result.reproducible is reproducible
     if not reproducible:
@@ -59,6 +66,13 @@ def test_opendp_gaussians_against_their_zcdp_claim():
     claim = 0.5 + 2 * math.sqrt(0.5 * math.log(1e5))
     for name, pair in (("opendp_gaussian", "pair_float.json"), ("opendp_discrete_gaussian", "pair_int.json")):
         result = audit_target(
-            f"thirdparty:{name}", pair, claim_epsilon=claim, claim_delta=1e-5, trials=2_000, seed=0, pilot_trials=1_000
+            f"thirdparty:{name}",
+            pair,
+            claim_epsilon=claim,
+            claim_delta=1e-5,
+            trials=2_000,
+            seed=0,
+            pilot_trials=1_000,
+            confidence=0.9999,  # unseedable draws: a false alarm must be rare, not one run in twenty
         )
         assert result.verdict is Verdict.CONSISTENT and result.reproducible is False

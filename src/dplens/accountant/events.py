@@ -670,7 +670,10 @@ def from_dp_accounting(
     ``neighboring`` is the relation of the ledger (dp-accounting fixes it on the accountant, not the event);
     ``replace_one_noise`` how a Gaussian noise multiplier under REPLACE_ONE is read (:class:`ReplaceOneNoise`).
     Degenerate parameters map to the structural events: a noise multiplier or parameter 0 → :class:`NonPrivate`,
-    randomized response with p = 1 or one bucket → :class:`NoOp`.
+    randomized response with p = 1 or one bucket → :class:`NoOp`, and so do events that touch no record or shift
+    nothing (a sampling probability or sample size 0, a mixture of Gaussians whose every shift is 0: the output has
+    the same distribution on both data sets, whatever the noise); sampling from a non-private event is
+    :class:`NonPrivate` (its true δ(ε) is the sampling probability at every ε, so ε = ∞ below it: a valid bound).
 
     Example:
         >>> from dp_accounting import dp_event
@@ -713,6 +716,8 @@ def from_dp_accounting(
         case dpa.ZCDpEvent():
             return ZcdpMechanism(rho=dp_event.rho, xi=dp_event.xi, neighboring=neighboring)
         case dpa.MixtureOfGaussiansDpEvent():
+            if all(float(c) == 0 for c in dp_event.sensitivities):
+                return NoOp(neighboring=neighboring)
             if dp_event.standard_deviation == 0:
                 return NonPrivate(neighboring=neighboring)
             return MixtureOfGaussians(
@@ -741,14 +746,20 @@ def from_dp_accounting(
                 neighboring=neighboring,
             )
         case dpa.PoissonSampledDpEvent():
-            return PoissonSampled(
-                sampling_rate=dp_event.sampling_probability, event=inner(dp_event.event), neighboring=neighboring
-            )
+            if dp_event.sampling_probability == 0:
+                return NoOp(neighboring=neighboring)
+            sampled = inner(dp_event.event)
+            if isinstance(sampled, NonPrivate):  # δ(ε) = q at every ε: accounted as non-private (ε = ∞), valid
+                return NonPrivate(neighboring=neighboring)
+            return PoissonSampled(sampling_rate=dp_event.sampling_probability, event=sampled, neighboring=neighboring)
         case dpa.SampledWithoutReplacementDpEvent():
+            if dp_event.sample_size == 0:
+                return NoOp(neighboring=NeighboringRelation.REPLACE_ONE)
+            sampled = inner(dp_event.event, NeighboringRelation.REPLACE_ONE)
+            if isinstance(sampled, NonPrivate):
+                return sampled
             return SampledWithoutReplacement(
-                sample_size=dp_event.sample_size,
-                dataset_size=dp_event.source_dataset_size,
-                event=inner(dp_event.event, NeighboringRelation.REPLACE_ONE),
+                sample_size=dp_event.sample_size, dataset_size=dp_event.source_dataset_size, event=sampled
             )
         case dpa.SampledWithReplacementDpEvent():
             return _core_event_type("SampledWithReplacement")(

@@ -33,6 +33,7 @@ from dplens.reports.model import (
     Verdict,
     combined_status,
 )
+from dplens.reports.nist import evaluate_nist
 
 __all__ = [
     "CERTIFICATION_TOLERANCE",
@@ -301,6 +302,8 @@ def build_report(
     command: Sequence[str] = (),
     created_utc: str | None = None,
     additional_audits: Sequence[Any] = (),
+    budget_ledger: Mapping[str, Any] | None = None,
+    deployment: Mapping[str, Any] | None = None,
 ) -> Report:
     """Assemble the report from finished results (figures are added on writing).
 
@@ -317,6 +320,9 @@ def build_report(
         created_utc: a fixed timestamp (default: now).
         additional_audits: further audit results (the spec's ``[audit]`` game: one run, many trainings, attribute
             inference, scores); a VIOLATION in any of them makes the report's verdict a VIOLATION.
+        budget_ledger: the cumulative section of a budget ledger (:func:`dplens.ledger.report.ledger_section`).
+        deployment: the ``[deployment]`` table (``Deployment.to_dict()``; default: the spec's): recorded in the
+            report and read by its NIST SP 800-226 section (:func:`dplens.reports.nist.evaluate_nist`).
 
     Example:
         >>> import dplens
@@ -347,15 +353,32 @@ def build_report(
         sampling=describe_sampling(ledger),
         ledger=ledger,
     )
+    if deployment is None and getattr(spec, "deployment", None) is not None:
+        deployment = spec.deployment.to_dict()
+    deployment = None if deployment is None else dict(deployment)
+    nist = evaluate_nist(
+        claim=claim.to_dict(),
+        accounting=section.to_dict(),
+        audit=None if audit is None else audit.to_dict(),
+        additional_audits=extras,
+        components=mechanism.components,
+        deployment=deployment,
+        unit_given=privacy_unit != DEFAULT_PRIVACY_UNIT,
+        not_audited_reason=not_audited_reason,
+        budget_ledger=budget_ledger,
+    )
     return Report(
         title=title,
         claim=claim,
         mechanism=mechanism,
         accounting=section,
         audit=audit,
+        nist=nist,
+        deployment=deployment,
         not_audited_reason=None if audit is not None else not_audited_reason,
         verdict=_with_additional(_verdict(claim, section, audit, not_audited_reason), extras, _certifies(section)),
         additional_audits=extras,
+        budget_ledger=None if budget_ledger is None else dict(budget_ledger),
         provenance=provenance(
             spec=spec,
             seeds=seeds if seeds is not None else ({"audit": audit.seed} if audit is not None else {}),

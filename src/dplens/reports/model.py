@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dplens.reports.nist import NistEvaluation
 from dplens.reports.schema import (
     REPORT_FORMAT,
     REPORT_SCHEMA,
@@ -40,6 +41,7 @@ __all__ = [
     "Estimate",
     "Figure",
     "MechanismSection",
+    "NistEvaluation",
     "OperatingPoint",
     "Provenance",
     "Report",
@@ -674,7 +676,8 @@ def combined_status(main: Status | None, additional: tuple[dict[str, Any], ...] 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Report:
-    """A compliance report: claim, mechanism, accounting, audit evidence (optional), verdict, provenance.
+    """A compliance report: claim, mechanism, accounting, audit evidence (optional), verdict, the NIST SP 800-226
+    evaluation (:mod:`dplens.reports.nist`), the spec's ``[deployment]`` table (optional), provenance.
 
     Example:
         >>> import dplens
@@ -697,6 +700,11 @@ class Report:
     not_audited_reason: str | None = None
     figures: tuple[Figure, ...] = ()
     additional_audits: tuple[dict[str, Any], ...] = ()
+    #: the cumulative spend of a budget ledger (``dplens report --ledger DB``): ``dplens.ledger`` computes it
+    #: (:func:`dplens.ledger.report.ledger_section`), the report renders it; absent when no ledger was given.
+    budget_ledger: dict[str, Any] | None = None
+    nist: NistEvaluation
+    deployment: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -728,10 +736,14 @@ class Report:
             not_audited_reason=self.not_audited_reason,
             figures=tuple(figures),
             additional_audits=self.additional_audits,
+            budget_ledger=self.budget_ledger,
+            nist=self.nist,
+            deployment=self.deployment,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        ledger = {} if self.budget_ledger is None else {"budget_ledger": self.budget_ledger}
+        return ledger | {
             "format": REPORT_FORMAT,
             "schema_version": self.schema_version,
             "title": self.title,
@@ -743,6 +755,8 @@ class Report:
             "verdict": self.verdict.to_dict(),
             "figures": [f.to_dict() for f in self.figures],
             "additional_audits": [dict(a) for a in self.additional_audits],
+            "nist": self.nist.to_dict(),
+            "deployment": None if self.deployment is None else dict(self.deployment),
             "provenance": self.provenance.to_dict(),
         }
 
@@ -787,5 +801,8 @@ class Report:
             verdict=Verdict.from_dict(data["verdict"]),
             figures=tuple(Figure.from_dict(f) for f in data["figures"]),
             additional_audits=tuple(dict(a) for a in data.get("additional_audits", ())),
+            nist=NistEvaluation.from_dict(data["nist"]),
+            deployment=None if data.get("deployment") is None else dict(data["deployment"]),
             provenance=Provenance.from_dict(data["provenance"]),
+            budget_ledger=data.get("budget_ledger"),
         )

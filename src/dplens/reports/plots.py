@@ -24,7 +24,14 @@ from matplotlib.figure import Figure
 from dplens.reports.format import fmt_lower, fmt_upper, percent
 from dplens.reports.model import AuditEvidence, Report
 
-__all__ = ["audit_trials_figure", "epsilon_delta_figure", "figures_for", "rdp_figure", "trade_off_figure"]
+__all__ = [
+    "audit_trials_figure",
+    "epsilon_delta_figure",
+    "figures_for",
+    "ledger_figure",
+    "rdp_figure",
+    "trade_off_figure",
+]
 
 _DPI = 110
 _STYLE = {"font.size": 9}
@@ -237,6 +244,39 @@ def audit_trials_figure(report: Report) -> bytes | None:
     return _png(fig)
 
 
+def ledger_figure(report: Report) -> bytes | None:
+    """Cumulative spent ε of each budget of a ledger over time (one line per budget, restarting each period), with
+    each budget's target; None without a ledger section (``dplens report --ledger DB``)."""
+    import datetime as dt
+
+    section = report.budget_ledger
+    if not section or not any(p.get("history") for b in section["budgets"] for p in b["periods"]):
+        return None
+    fig = _new()
+    ax = fig.add_subplot()
+    colours = ("#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#ff7f0e", "#8c564b")
+    for index, budget in enumerate(section["budgets"]):
+        colour = colours[index % len(colours)]
+        label = f"{budget['name']} ({budget['mode']}, target ε ≤ {fmt_upper(budget['target_epsilon'])})"
+        for period in budget["periods"]:
+            points = period.get("history") or []
+            if not points:
+                continue
+            times = [dt.datetime.fromisoformat(p["time_utc"].replace("Z", "+00:00")) for p in points]
+            spent = [p["spent_epsilon"] if isinstance(p["spent_epsilon"], float | int) else math.inf for p in points]
+            ax.step(times, spent, where="post", color=colour, marker="o", markersize=3, label=label)
+            label = None
+        ax.axhline(budget["target_epsilon"], color=colour, linestyle="--", linewidth=1)
+    ax.set_xlabel("release time (UTC)")
+    ax.set_ylabel(f"spent ε (upper bound) at δ = {section['budgets'][0]['delta']:g}")
+    ax.set_title("Budget ledger: cumulative spend (dashed: each budget)")
+    ax.set_ylim(bottom=0.0)
+    ax.legend(loc="best", fontsize=8)
+    ax.grid(True, alpha=0.3)
+    fig.autofmt_xdate()
+    return _png(fig)
+
+
 #: name → (file, caption, function)
 _FIGURES = (
     (
@@ -266,6 +306,13 @@ _FIGURES = (
         "The audit's valid lower bound on ε as the number of trials grows, against the claimed ε and the "
         "accountant's upper bound.",
         audit_trials_figure,
+    ),
+    (
+        "budget_ledger",
+        "budget_ledger.png",
+        "Cumulative spent ε of each budget of the ledger after its releases (each point an upper bound by the "
+        "budget's rule; a new period starts from zero), against the budget (dashed).",
+        ledger_figure,
     ),
 )
 

@@ -205,6 +205,23 @@ def render_statement(report: Report) -> str:
                 f"({estimate.assumption})",
                 "  ",
             )
+    if report.budget_ledger:
+        lines.append("")
+        book = report.budget_ledger
+        lines += _wrap(
+            f"Budget ledger {book['ledger']} (read {book['time_utc']}): cumulative spend per budget and period."
+        )
+        for budget in book["budgets"]:
+            for period in budget["periods"]:
+                lines += _wrap(
+                    f"- {budget['name']} ({budget['mode']}; {budget['unit']}), period {period['period']}: "
+                    f"{period['releases']} release(s), spent ε ≤ {fmt_upper(period['spent_epsilon'])} (UPPER BOUND) "
+                    f"of {fmt_upper(budget['target_epsilon'])} at δ = {budget['delta']:g}, remaining ≥ "
+                    f"{fmt_lower(period['remaining_epsilon'])} (LOWER BOUND).",
+                    "  ",
+                )
+    lines.append("")
+    lines += _nist_lines(report)
     lines.append("")
     lines += _wrap(f"Verdict: {report.verdict.status.value}. {report.verdict.sentence}")
     lines.append("")
@@ -215,6 +232,23 @@ def render_statement(report: Report) -> str:
         f"created {prov.created_utc}."
     )
     return "\n".join(lines) + "\n"
+
+
+def _nist_lines(report: Report) -> list[str]:
+    """The NIST SP 800-226 section as text: every layer and hazard with its status, section, finding and where."""
+    nist = report.nist
+    lines = _wrap(
+        f"NIST SP 800-226 evaluation ({nist.publication}): each layer of the pyramid and each privacy hazard, "
+        "marked SHOWN BY THIS REPORT, DECLARED BY THE AUTHOR (not checked), NOT ASSESSED BY DPLENS, or HAZARD FLAGGED."
+    )
+    for group, items in (("Layers", nist.layers), ("Hazards", nist.hazards)):
+        lines += _wrap(f"{group}:", "  ")
+        for item in items:
+            where = f" [where: {item.where}]" if item.where else ""
+            lines += _wrap(
+                f"- {item.status.label.upper()}: {item.title} ({item.section}): {item.finding}{where}", "    "
+            )
+    return lines
 
 
 # --------------------------------------------------------------------------------------------
@@ -231,6 +265,8 @@ class ReportFiles:
     statement: Path
     figures: tuple[Path, ...]
     report: Report
+    registry_entry: Path | None = None  # registry-entry.yaml, when the spec has a [deployment] table
+    registry: Any = None  # its dplens.reports.registry_entry.RegistryEntry (the tier it reaches)
 
 
 def write_report(report: Report, out_dir: Path, *, with_figures: bool = True) -> ReportFiles:

@@ -19,7 +19,8 @@ __all__ = ["REPORT_FORMAT", "REPORT_SCHEMA", "SCHEMA_VERSION", "Definition", "St
 
 REPORT_FORMAT = "dplens-report"
 #: Bump on any incompatible change of the JSON form; readers reject other versions.
-SCHEMA_VERSION = 2  # 2: the accounting section carries the accountant's whole summary
+SCHEMA_VERSION = 3  # 2: the accounting section carries the accountant's whole summary; 3: the NIST SP 800-226
+# section and the spec's [deployment] table
 
 
 class Definition(enum.Enum):
@@ -145,6 +146,85 @@ _AUDIT = _obj(
     }
 )
 
+# The cumulative section of a budget ledger (``dplens report --ledger DB``); optional, so a report without it is
+# exactly what this schema version wrote before the section existed. Every ε in it is an upper bound (remaining: a
+# lower bound), as ``dplens budget status`` states them.
+_LEDGER_PERIOD = _obj(
+    {
+        "period": _STR,
+        "releases": {"type": "integer", "minimum": 0},
+        "spent_epsilon": _XNUM,
+        "spent_epsilon_lower": _OPT_XNUM,
+        "spent_method": _STR,
+        "remaining_epsilon": _XNUM,
+        "history": _arr(
+            _obj(
+                {
+                    "releases": {"type": "integer", "minimum": 1},
+                    "time_utc": _STR,
+                    "release": _STR,
+                    "spent_epsilon": _XNUM,
+                }
+            )
+        ),
+    },
+    extra=True,
+)
+_BUDGET_LEDGER = _obj(
+    {
+        "ledger": _STR,
+        "schema_version": _INT,
+        "time_utc": _STR,
+        "is_upper_bound": {"const": True},
+        "budgets": _arr(
+            _obj(
+                {
+                    "name": _STR,
+                    "unit": _STR,
+                    "neighbouring": _STR,
+                    "mode": {"enum": ["planned", "adaptive"]},
+                    "rule": _STR,
+                    "theorem": _STR,
+                    "target_epsilon": _XNUM,
+                    "delta": _PROB,
+                    "period": _STR,
+                    "current_period": _STR,
+                    "spent_epsilon": _XNUM,
+                    "remaining_epsilon": _XNUM,
+                    "releases_count": {"type": "integer", "minimum": 0},
+                    "periods": _arr(_LEDGER_PERIOD),
+                },
+                extra=True,
+            )
+        ),
+    }
+)
+
+# The NIST SP 800-226 section (dplens.reports.nist): each layer of the pyramid and each hazard with one status.
+_NIST = _obj(
+    {
+        "publication": _STR,
+        "thresholds": {"type": "object", "additionalProperties": _NUM},
+        "items": {
+            **_arr(
+                _obj(
+                    {
+                        "key": _STR,
+                        "kind": {"enum": ["layer", "hazard"]},
+                        "title": _STR,
+                        "section": _STR,
+                        "status": {"enum": ["shown", "declared", "not_assessed", "flagged"]},
+                        "status_label": _STR,
+                        "finding": _STR,
+                        "where": _STR,
+                    }
+                )
+            ),
+            "minItems": 1,
+        },
+    }
+)
+
 REPORT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "dplens compliance report",
@@ -208,6 +288,8 @@ REPORT_SCHEMA: dict[str, Any] = {
                     }
                 )
             ),
+            "nist": _NIST,
+            "deployment": {"anyOf": [{"type": "object"}, _NULL]},
             "provenance": _obj(
                 {
                     "tool": {
@@ -226,7 +308,9 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "command": _arr(_STR),
                 }
             ),
-        }
+            "budget_ledger": _BUDGET_LEDGER,
+        },
+        optional=("budget_ledger",),
     ),
 }
 

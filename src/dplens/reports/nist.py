@@ -1,0 +1,757 @@
+"""The report's NIST SP 800-226 section: each layer of the "differential privacy pyramid" and each privacy hazard,
+with what dplens can honestly say about it.
+
+NIST SP 800-226, *Guidelines for Evaluating Differential Privacy Guarantees* (Near, Darais, Lefkovitz, Howarth;
+March 2025; doi 10.6028/NIST.SP.800-226) evaluates a DP claim as a pyramid: the privacy parameters (ε, δ and the
+variant) on top, resting on the unit of privacy, then the algorithms and their correctness (and bias), then the
+implementation (floating-point arithmetic, side channels such as timing), then the deployment's security, access
+control, trust model and data collection exposure at the base; each layer is only as good as those below it. Along
+the way it names *privacy hazards*: common pitfalls.
+
+Every item gets one status, never more than the facts support:
+
+- ``shown`` — shown by this report, and where (the accountant's certificate, the audit, a float check);
+- ``declared`` — declared by the author (the spec's ``[deployment]`` table, ``--unit``), not checked by dplens;
+- ``not_assessed`` — not assessed by dplens (e.g. timing side channels, access control);
+- ``flagged`` — a hazard the facts show (a large ε, δ not well below 1/n, a record-level unit where a person may
+  hold many records, a claim the accountant does not certify, an audit that refutes it).
+
+The thresholds of the detectable hazards are dplens's (SP 800-226 sets no universal value):
+:data:`LARGE_EPSILON` and :data:`DELTA_FACTOR`. The section classifies finished facts; it computes no privacy
+quantity. Items cite the publication by the topic heading they answer (the privacy parameter ε, variants of DP,
+the unit of privacy, algorithms, bias, floating point, timing side channels, security and access control, trust
+models, data collection exposure), not by section number: the numbering was not checked against the publication's
+text.
+
+Example:
+    >>> evaluation = evaluate_nist(
+    ...     claim={"definition": "approx-DP", "epsilon": 12.0, "delta": 1e-5, "certified_by_accountant": True,
+    ...            "privacy_unit": "one user", "neighbouring": "add_remove",
+    ...            "neighbouring_description": "data sets that differ by adding or removing one user"},
+    ...     accounting={"epsilon": 11.9, "delta": 1e-5, "tightest": "pld"},
+    ...     deployment={"dataset_size": 1000}, unit_given=True)
+    >>> evaluation.item("large_epsilon").status, evaluation.item("delta_vs_n").status
+    (<NistStatus.FLAGGED: 'flagged'>, <NistStatus.SHOWN: 'shown'>)
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "DELTA_FACTOR",
+    "LARGE_EPSILON",
+    "NIST_PUBLICATION",
+    "NistEvaluation",
+    "NistItem",
+    "NistStatus",
+    "evaluate_nist",
+    "ledger_summary",
+]
+
+#: The publication, as the report cites it.
+NIST_PUBLICATION = (
+    "NIST SP 800-226, Guidelines for Evaluating Differential Privacy Guarantees (March 2025), "
+    "doi 10.6028/NIST.SP.800-226"
+)
+#: ε above which the "large ε" hazard is flagged (e^10 ≈ 22 000: an output may be that many times likelier with a
+#: person's data than without). A dplens threshold: SP 800-226 gives no universal value.
+LARGE_EPSILON = 10.0
+#: δ is "well below 1/n" when δ ≤ DELTA_FACTOR / n (n: the number of units in the data, when known). A dplens
+#: threshold; δ ≥ 1/n is flagged separately (a mechanism publishing one random record in full is (0, 1/n)-DP).
+DELTA_FACTOR = 0.1
+
+_SECTIONS = {
+    "epsilon": "'The privacy parameter ε' (top of the pyramid)",
+    "variants": "'Variants of differential privacy' (top of the pyramid)",
+    "unit": "'The unit of privacy' (top of the pyramid)",
+    "algorithms": "'Differentially private algorithms' (algorithms layer)",
+    "ml": "'Differentially private algorithms': machine learning (algorithms layer)",
+    "bias": "'Bias' (systemic, human and statistical bias)",
+    "floats": "'Floating-point arithmetic' (implementation layer)",
+    "side_channels": "'Timing side channels' (implementation layer)",
+    "security": "'Security and access control' (deployment layer)",
+    "trust": "'Trust models' (local and central models; deployment layer)",
+    "collection": "'Data collection exposure' (base of the pyramid)",
+    "composition": "'Composition and the privacy budget' (top of the pyramid)",
+}
+# dplens's default unit (dplens.reports.defaults.DEFAULT_PRIVACY_UNIT) is a record
+_SUB_PERSON = re.compile(
+    r"\b(records?|rows?|examples?|events?|transactions?|visits?|trips?|items?|samples?|quer(?:y|ies)|"
+    r"contributions?|observations?|tuples?|days?|weeks?|months?|quarters?|years?|hours?|sessions?|"
+    r"aggregate(?:-level)?)\b",
+    re.IGNORECASE,
+)
+_PERSON = re.compile(
+    r"\b(persons?|people|individuals?|users?|patients?|households?|accounts?|devices?|customers?|respondents?|"
+    r"employees?|students?|members?|subjects?|businesses|business|establishments?|births?|housing)\b",
+    re.IGNORECASE,
+)
+_TRAINING_TYPES = frozenset(
+    {
+        "dp_sgd_training",
+        "poisson_subsampled_gaussian",
+        "feature_dp_sgd",
+        "dp_ftrl",
+        "truncated_subsampled_gaussian",
+        "sampled_without_replacement_gaussian",
+        "sampled_with_replacement_gaussian",
+        "single_epoch_tree_aggregation",
+    }
+)
+
+
+class NistStatus(enum.Enum):
+    """What the report can say about an item of SP 800-226."""
+
+    SHOWN = "shown"
+    DECLARED = "declared"
+    NOT_ASSESSED = "not_assessed"
+    FLAGGED = "flagged"
+
+    @property
+    def label(self) -> str:
+        return {
+            NistStatus.SHOWN: "shown by this report",
+            NistStatus.DECLARED: "declared by the author",
+            NistStatus.NOT_ASSESSED: "not assessed by dplens",
+            NistStatus.FLAGGED: "hazard flagged",
+        }[self]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NistItem:
+    """One layer of the pyramid or one hazard: its status, where the report shows it, and the finding in words."""
+
+    key: str
+    kind: str  # "layer" | "hazard"
+    title: str
+    section: str
+    status: NistStatus
+    finding: str
+    where: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "kind": self.kind,
+            "title": self.title,
+            "section": self.section,
+            "status": self.status.value,
+            "status_label": self.status.label,
+            "finding": self.finding,
+            "where": self.where,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NistItem:
+        return cls(
+            key=data["key"],
+            kind=data["kind"],
+            title=data["title"],
+            section=data["section"],
+            status=NistStatus(data["status"]),
+            finding=data["finding"],
+            where=data.get("where", ""),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NistEvaluation:
+    """The NIST SP 800-226 section: the pyramid's layers (top first), then the hazards."""
+
+    items: tuple[NistItem, ...]
+    publication: str = NIST_PUBLICATION
+    thresholds: dict[str, float] = field(default_factory=dict)
+
+    def item(self, key: str) -> NistItem:
+        """The item named ``key`` (``KeyError`` if none)."""
+        for item in self.items:
+            if item.key == key:
+                return item
+        raise KeyError(key)
+
+    @property
+    def layers(self) -> tuple[NistItem, ...]:
+        return tuple(i for i in self.items if i.kind == "layer")
+
+    @property
+    def hazards(self) -> tuple[NistItem, ...]:
+        return tuple(i for i in self.items if i.kind == "hazard")
+
+    @property
+    def flagged(self) -> tuple[NistItem, ...]:
+        return tuple(i for i in self.items if i.status is NistStatus.FLAGGED)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "publication": self.publication,
+            "thresholds": dict(self.thresholds),
+            "items": [i.to_dict() for i in self.items],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NistEvaluation:
+        return cls(
+            items=tuple(NistItem.from_dict(i) for i in data["items"]),
+            publication=data["publication"],
+            thresholds={k: float(v) for k, v in data["thresholds"].items()},
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# The facts
+# --------------------------------------------------------------------------------------------
+
+
+def _fmt(value: float | None) -> str:
+    from dplens.reports.format import fmt_upper
+
+    return fmt_upper(value)
+
+
+def _unit_level(text: str) -> str:
+    """'sub-person' (a record, an event, a user-day: one person may hold many), 'person', or 'unknown'."""
+    if _SUB_PERSON.search(text):
+        return "sub-person"
+    if _PERSON.search(text):
+        return "person"
+    return "unknown"
+
+
+def _dataset_size(components: Sequence[Mapping[str, Any]], deployment: Mapping[str, Any]) -> int | None:
+    size = deployment.get("dataset_size")
+    if isinstance(size, int) and not isinstance(size, bool) and size >= 1:
+        return size
+    sizes = [c["dataset_size"] for c in components if isinstance(c.get("dataset_size"), int) and c["dataset_size"] > 0]
+    return max(sizes) if sizes else None
+
+
+def _is_training(components: Sequence[Mapping[str, Any]], deployment: Mapping[str, Any]) -> bool:
+    return deployment.get("data_product_type") == "Machine learning model" or any(
+        c.get("type") in _TRAINING_TYPES for c in components
+    )
+
+
+def _declared(deployment: Mapping[str, Any], key: str) -> str | None:
+    value = deployment.get(key)
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _float_evidence(additional: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    out = []
+    for extra in additional:
+        result = extra.get("result", {})
+        if isinstance(result, Mapping):
+            out += [e for e in result.get("float_evidence", ()) if isinstance(e, Mapping)]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The items
+# --------------------------------------------------------------------------------------------
+
+
+def _parameters(claim: Mapping[str, Any], accounting: Mapping[str, Any]) -> NistItem:
+    certificate = (
+        f"the accountant certifies ε ≤ {_fmt(accounting['epsilon'])} at δ = {accounting['delta']:g} (an upper bound; "
+        f"tightest route: {accounting['tightest']})"
+    )
+    claimed = (
+        f"the claim is {claim['definition']} with ε = {_fmt(claim.get('epsilon'))}, δ = {claim.get('delta') or 0:g}"
+    )
+    if claim.get("certified_by_accountant") is False:
+        return NistItem(
+            key="privacy_parameters",
+            kind="layer",
+            title="Privacy parameters (ε, δ) and the DP variant",
+            section=f"{_SECTIONS['epsilon']}; {_SECTIONS['variants']}",
+            status=NistStatus.FLAGGED,
+            finding=f"{claimed}, which the accountant does NOT certify: {certificate}.",
+            where="Claim and Accounting sections (the accountant's certificate)",
+        )
+    return NistItem(
+        key="privacy_parameters",
+        kind="layer",
+        title="Privacy parameters (ε, δ) and the DP variant",
+        section=f"{_SECTIONS['epsilon']}; {_SECTIONS['variants']}",
+        status=NistStatus.SHOWN,
+        finding=f"{claimed}; {certificate}.",
+        where="Claim and Accounting sections (the accountant's certificate)",
+    )
+
+
+def _relation(claim: Mapping[str, Any]) -> NistItem:
+    return NistItem(
+        key="neighbouring_relation",
+        kind="layer",
+        title="Unit of privacy: which data sets are neighbours",
+        section=_SECTIONS["unit"],
+        status=NistStatus.SHOWN,
+        finding=(
+            f"the accounting is under {claim['neighbouring']} adjacency: {claim['neighbouring_description']}; the "
+            "same noise gives a different ε under another relation."
+        ),
+        where="Accounting section (the neighbouring relation of the composed events)",
+    )
+
+
+def _unit(claim: Mapping[str, Any], deployment: Mapping[str, Any], unit_given: bool) -> NistItem:
+    label = _declared(deployment, "privacy_unit")
+    common = {
+        "key": "unit_of_privacy",
+        "kind": "layer",
+        "title": "Unit of privacy: what one unit is in the world",
+        "section": _SECTIONS["unit"],
+    }
+    if unit_given or label:
+        said = "; ".join(dict.fromkeys(t for t in (claim["privacy_unit"] if unit_given else None, label) if t))
+        return NistItem(
+            **common,
+            status=NistStatus.DECLARED,
+            finding=f"the author states the unit as: {said}. dplens cannot check what one unit is in the data.",
+            where="spec [deployment] privacy_unit / dplens report --unit",
+        )
+    return NistItem(
+        **common,
+        status=NistStatus.NOT_ASSESSED,
+        finding=(
+            f"no unit was stated: the report assumes '{claim['privacy_unit']}' (state it with --unit or "
+            "[deployment] privacy_unit)."
+        ),
+    )
+
+
+def _analysis(components: Sequence[Mapping[str, Any]], accounting: Mapping[str, Any]) -> NistItem:
+    return NistItem(
+        key="algorithm_analysis",
+        kind="layer",
+        title="Algorithms: the privacy analysis of the mechanisms",
+        section=_SECTIONS["algorithms"],
+        status=NistStatus.SHOWN,
+        finding=(
+            f"the {len(components)} mechanism component(s) described in the spec are accounted by dplens's routes "
+            f"(tightest: {accounting['tightest']}); dplens does not check that the deployed code implements this "
+            "description."
+        ),
+        where="Mechanism and Accounting sections",
+    )
+
+
+def _test(
+    audit: Mapping[str, Any] | None, additional: Sequence[Mapping[str, Any]], not_audited: str | None
+) -> NistItem:
+    common = {
+        "key": "algorithm_test",
+        "kind": "layer",
+        "title": "Correctness: an empirical test of the mechanism",
+        "section": _SECTIONS["algorithms"],
+    }
+    verdicts = ([audit["verdict"]] if audit else []) + [a.get("verdict") for a in additional]
+    if "VIOLATION" in verdicts:
+        return NistItem(
+            **common,
+            status=NistStatus.FLAGGED,
+            finding="an audit gives a valid lower bound on ε above the claim: the mechanism leaks more than claimed.",
+            where="Audit evidence section",
+        )
+    if audit is not None and audit["verdict"] == "CONSISTENT":
+        return NistItem(
+            **common,
+            status=NistStatus.SHOWN,
+            finding=(
+                f"the audit ({audit['trials']} trials per side) found no evidence against the claim: ε ≥ "
+                f"{audit['epsilon_lower_bound']:.4g} at {audit['confidence']:.0%} confidence. It tests dplens's "
+                "implementation of the spec's mechanisms, not the deployed code, and cannot prove a claim."
+            ),
+            where="Audit evidence section",
+        )
+    if "CONSISTENT" in verdicts:
+        return NistItem(
+            **common,
+            status=NistStatus.SHOWN,
+            finding="the additional audit(s) found no evidence against the claim (see their sections).",
+            where="additional audit sections",
+        )
+    reason = (
+        "the audit was inconclusive (too few trials for this claim)" if verdicts else f"not audited ({not_audited})"
+    )
+    return NistItem(**common, status=NistStatus.NOT_ASSESSED, finding=f"{reason}.")
+
+
+def _bias() -> NistItem:
+    return NistItem(
+        key="bias",
+        kind="layer",
+        title="Bias and utility of the released outputs",
+        section=_SECTIONS["bias"],
+        status=NistStatus.NOT_ASSESSED,
+        finding="dplens measures privacy, not the accuracy or bias the noise introduces.",
+    )
+
+
+def _floats(additional: Sequence[Mapping[str, Any]], deployment: Mapping[str, Any]) -> NistItem:
+    common = {
+        "key": "floating_point",
+        "kind": "layer",
+        "title": "Implementation: floating-point arithmetic",
+        "section": _SECTIONS["floats"],
+    }
+    evidence = _float_evidence(additional)
+    if evidence:
+        leaking = [
+            e
+            for e in evidence
+            if (e.get("unreachable_from_neighbour") or 0) + (e.get("unreachable_from_data") or 0) > 0
+        ]
+        if leaking:
+            return NistItem(
+                **common,
+                status=NistStatus.FLAGGED,
+                finding=f"the float check found outputs that identify the input: {leaking[0].get('sentence', '')}",
+                where="float check of the target audit",
+            )
+        return NistItem(
+            **common,
+            status=NistStatus.SHOWN,
+            finding="the float check of the audited code found no output that identifies the input.",
+            where="float check of the target audit",
+        )
+    declared = _declared(deployment, "floating_point")
+    if declared:
+        return NistItem(
+            **common, status=NistStatus.DECLARED, finding=declared, where="spec [deployment] floating_point"
+        )
+    return NistItem(
+        **common,
+        status=NistStatus.NOT_ASSESSED,
+        finding=(
+            "no float check of the deployed code ran (a spec audit samples dplens's own mechanisms; "
+            "`dplens audit --target` checks code for float leaks)."
+        ),
+    )
+
+
+def _declared_item(key: str, title: str, section: str, deployment: Mapping[str, Any], absent: str) -> NistItem:
+    declared = _declared(deployment, key)
+    if declared:
+        return NistItem(
+            key=key,
+            kind="layer",
+            title=title,
+            section=section,
+            status=NistStatus.DECLARED,
+            finding=declared,
+            where=f"spec [deployment] {key}",
+        )
+    return NistItem(key=key, kind="layer", title=title, section=section, status=NistStatus.NOT_ASSESSED, finding=absent)
+
+
+def _trust(deployment: Mapping[str, Any]) -> NistItem:
+    model = _declared(deployment, "model_name")
+    common = {"key": "trust_model", "kind": "layer", "title": "Trust model", "section": _SECTIONS["trust"]}
+    if model:
+        actors = _declared(deployment, "actors")
+        text = f"{model} model" + (f"; actors: {' '.join(actors.split())}" if actors else "")
+        return NistItem(
+            **common, status=NistStatus.DECLARED, finding=text, where="spec [deployment] model_name, actors"
+        )
+    return NistItem(
+        **common,
+        status=NistStatus.NOT_ASSESSED,
+        finding="who sees the raw data (central, local, shuffle model) is not stated ([deployment] model_name).",
+    )
+
+
+def _large_epsilon(claim: Mapping[str, Any], accounting: Mapping[str, Any], threshold: float) -> NistItem:
+    epsilon = claim.get("epsilon")
+    if not isinstance(epsilon, int | float) or math.isnan(epsilon):
+        epsilon = accounting["epsilon"]
+    common = {"key": "large_epsilon", "kind": "hazard", "title": "A large ε", "section": _SECTIONS["epsilon"]}
+    if epsilon > threshold:
+        return NistItem(
+            **common,
+            status=NistStatus.FLAGGED,
+            finding=(
+                f"ε = {_fmt(epsilon)} exceeds {threshold:g} (dplens's threshold): an output may be up to e^ε ≈ "
+                f"{_fmt(math.exp(min(epsilon, 700.0)))} times likelier with one unit's data than without it."
+            ),
+            where="Claim section",
+        )
+    return NistItem(
+        **common,
+        status=NistStatus.SHOWN,
+        finding=f"ε = {_fmt(epsilon)} is at most {threshold:g} (a dplens threshold, not one set by SP 800-226).",
+        where="Claim section",
+    )
+
+
+def _delta_items(claim: Mapping[str, Any], n: int | None, factor: float) -> tuple[NistItem, NistItem]:
+    delta = claim.get("delta") or 0.0
+    well = {
+        "key": "delta_vs_n",
+        "kind": "hazard",
+        "title": "δ not well below 1/n",
+        "section": _SECTIONS["variants"],
+    }
+    full = {
+        "key": "delta_exceeds_n",
+        "kind": "hazard",
+        "title": "An approximate-DP claim whose δ allows publishing a record in full (δ ≥ 1/n)",
+        "section": _SECTIONS["variants"],
+    }
+    if delta == 0:
+        text = "the claim is pure DP (δ = 0)."
+        return (
+            NistItem(**well, status=NistStatus.SHOWN, finding=text, where="Claim section"),
+            NistItem(**full, status=NistStatus.SHOWN, finding=text, where="Claim section"),
+        )
+    if n is None:
+        text = f"δ = {delta:g}, but the number of units n is unknown (state [deployment] dataset_size)."
+        return NistItem(**well, status=NistStatus.NOT_ASSESSED, finding=text), NistItem(
+            **full, status=NistStatus.NOT_ASSESSED, finding=text
+        )
+    where = "Claim section and the data size (spec)"
+    ratio = f"δ = {delta:g} with n = {n} (δ·n = {delta * n:.3g})"
+    first = (
+        NistItem(**well, status=NistStatus.FLAGGED, finding=f"{ratio}: δ is not below {factor:g}/n.", where=where)
+        if delta * n > factor
+        else NistItem(**well, status=NistStatus.SHOWN, finding=f"{ratio}: δ ≤ {factor:g}/n.", where=where)
+    )
+    second = (
+        NistItem(
+            **full,
+            status=NistStatus.FLAGGED,
+            finding=(
+                f"{ratio}: δ ≥ 1/n, so the claim is met by a mechanism that publishes one random record in full; the "
+                "data size does not warrant this δ."
+            ),
+            where=where,
+        )
+        if delta * n >= 1
+        else NistItem(**full, status=NistStatus.SHOWN, finding=f"{ratio}: δ < 1/n.", where=where)
+    )
+    return first, second
+
+
+def _contributions(
+    claim: Mapping[str, Any], deployment: Mapping[str, Any], unit_given: bool, training: bool
+) -> NistItem:
+    common = {
+        "key": "unit_contributions",
+        "kind": "hazard",
+        "title": "A record-level unit where one person may hold many records",
+        "section": _SECTIONS["unit"],
+    }
+    per_person = deployment.get("records_per_person")
+    label = _declared(deployment, "privacy_unit")
+    texts = list(dict.fromkeys(t for t in ((claim["privacy_unit"] if unit_given else None), label) if t))
+    texts = texts or [claim["privacy_unit"]]
+    unit = " / ".join(texts)
+    levels = {_unit_level(t) for t in texts}
+    level = "sub-person" if "sub-person" in levels else "person" if "person" in levels else "unknown"
+    if per_person == 1:
+        return NistItem(
+            **common,
+            status=NistStatus.DECLARED,
+            finding=f"the author declares that each person holds at most one unit ('{unit}').",
+            where="spec [deployment] records_per_person",
+        )
+    where = "Claim section (unit of privacy)" + (" and spec [deployment] records_per_person" if per_person else "")
+    if level == "sub-person" or isinstance(per_person, int):
+        many = (
+            f"each person may hold up to {per_person} units"
+            if isinstance(per_person, int)
+            else "a person may hold many"
+        )
+        context = "in a training run " if training else ""
+        return NistItem(
+            **common,
+            status=NistStatus.FLAGGED,
+            finding=(
+                f"the unit is '{unit}' {context}and {many}: the guarantee covers one unit, and all of a person's units "
+                "together only by group privacy (a weaker guarantee that grows with their number)."
+            ),
+            where=where,
+        )
+    if level == "person":
+        return NistItem(
+            **common,
+            status=NistStatus.DECLARED,
+            finding=(
+                f"the unit is stated at the person level ('{unit}'); dplens cannot check each person's "
+                "contribution bound."
+            ),
+            where="Claim section / spec [deployment] privacy_unit",
+        )
+    return NistItem(
+        **common,
+        status=NistStatus.NOT_ASSESSED,
+        finding=f"dplens cannot tell whether the unit '{unit}' is a person or a part of one.",
+    )
+
+
+def _number(value: Any) -> float:
+    """A number of a JSON section (∞ written as the string "Infinity")."""
+    if value in ("Infinity", "-Infinity"):
+        return math.inf if value == "Infinity" else -math.inf
+    return float(value)
+
+
+def ledger_summary(budget_ledger: Mapping[str, Any]) -> str:
+    """The budgets of a report's budget-ledger section in words: spend, target and rule of each (every ε an upper
+    bound, remaining a lower bound, as the ledger states them)."""
+    parts = []
+    for budget in budget_ledger.get("budgets", ()):
+        total = budget.get("releases_count", 0)
+        # spent and remaining are the current period's, so the count beside them is too
+        current = budget.get("current_period")
+        in_current = sum(p.get("releases", 0) for p in budget.get("periods", ()) if p.get("period") == current)
+        if budget.get("period") in (None, "none"):
+            period = f" over {total} release(s)"
+        else:
+            period = (
+                f" per {budget['period']} (current period {current}: {in_current} release(s); {total} in all periods)"
+            )
+        parts.append(
+            f"budget '{budget['name']}' ({budget.get('mode', '?')}, {budget.get('theorem') or budget.get('rule')}): "
+            f"spent ε ≤ {_fmt(_number(budget['spent_epsilon']))} of {_fmt(_number(budget['target_epsilon']))} "
+            f"at δ = {budget.get('delta', 0):g}{period}, "
+            f"remaining ≥ {_fmt(_number(budget['remaining_epsilon']))}"
+        )
+    return f"budget ledger {budget_ledger.get('ledger', '')}: " + "; ".join(parts)
+
+
+def _releases(deployment: Mapping[str, Any], budget_ledger: Mapping[str, Any] | None = None) -> NistItem:
+    release = _declared(deployment, "release_type")
+    common = {
+        "key": "releases_over_time",
+        "kind": "hazard",
+        "title": "Releases over time: privacy loss across releases",
+        "section": _SECTIONS["composition"],
+    }
+    if budget_ledger and budget_ledger.get("budgets"):
+        return NistItem(
+            **common,
+            status=NistStatus.SHOWN,
+            finding=f"{ledger_summary(budget_ledger)}.",
+            where="Budget ledger section (dplens report --ledger)",
+        )
+    if release == "One release":
+        return NistItem(
+            **common,
+            status=NistStatus.DECLARED,
+            finding="one release: the report's accounting covers the whole data product.",
+            where="spec [deployment] release_type",
+        )
+    if release == "Many releases":
+        return NistItem(
+            **common,
+            status=NistStatus.NOT_ASSESSED,
+            finding=(
+                "many releases: this report accounts one release; the privacy loss across releases (the budget "
+                "over time) is not shown here."
+            ),
+            where="spec [deployment] release_type",
+        )
+    return NistItem(**common, status=NistStatus.NOT_ASSESSED, finding="the release type is not stated.")
+
+
+def _preprocessing(deployment: Mapping[str, Any], training: bool) -> NistItem:
+    declared = _declared(deployment, "preprocessing_and_hyperparameter_tuning")
+    common = {
+        "key": "preprocessing",
+        "kind": "hazard",
+        "title": "Data-dependent pre-processing and hyperparameter tuning outside the accounting",
+        "section": _SECTIONS["ml"] if training else _SECTIONS["algorithms"],
+    }
+    if declared:
+        return NistItem(
+            **common,
+            status=NistStatus.DECLARED,
+            finding=" ".join(declared.split()),
+            where="spec [deployment] preprocessing_and_hyperparameter_tuning",
+        )
+    return NistItem(
+        **common,
+        status=NistStatus.NOT_ASSESSED,
+        finding="dplens accounts the spec's mechanisms only; pre-processing or tuning on the data outside them is not.",
+    )
+
+
+def evaluate_nist(
+    *,
+    claim: Mapping[str, Any],
+    accounting: Mapping[str, Any],
+    audit: Mapping[str, Any] | None = None,
+    additional_audits: Sequence[Mapping[str, Any]] = (),
+    components: Sequence[Mapping[str, Any]] = (),
+    deployment: Mapping[str, Any] | None = None,
+    unit_given: bool = False,
+    not_audited_reason: str | None = None,
+    large_epsilon: float = LARGE_EPSILON,
+    delta_factor: float = DELTA_FACTOR,
+    budget_ledger: Mapping[str, Any] | None = None,
+) -> NistEvaluation:
+    """The NIST SP 800-226 section from a report's facts (the JSON forms of its sections).
+
+    Args:
+        claim, accounting, audit: the report's claim, accounting and audit sections (``to_dict()`` forms).
+        additional_audits: the report's additional audits (``{"kind", "verdict", "result"}``).
+        components: the spec's mechanism tables (their types say whether this is a training; ``dataset_size``).
+        deployment: the spec's ``[deployment]`` table (``Deployment.to_dict()``), or None.
+        unit_given: whether the author stated the unit of privacy (``--unit``); else the report's unit is dplens's
+            default.
+        large_epsilon, delta_factor: the thresholds of the detectable hazards.
+        budget_ledger: the report's budget-ledger section (``dplens report --ledger DB``: every budget's spend across
+            releases, computed by the ledger), which shows the privacy loss across releases.
+    """
+    deployment = dict(deployment or {})
+    training = _is_training(components, deployment)
+    n = _dataset_size(components, deployment)
+    well, full = _delta_items(claim, n, delta_factor)
+    items = (
+        _parameters(claim, accounting),
+        _relation(claim),
+        _unit(claim, deployment, unit_given),
+        _analysis(components, accounting),
+        _test(audit, additional_audits, not_audited_reason),
+        _bias(),
+        _floats(additional_audits, deployment),
+        _declared_item(
+            "side_channels",
+            "Implementation: timing and other side channels",
+            _SECTIONS["side_channels"],
+            deployment,
+            "dplens does not measure running time or other side channels of the deployed code.",
+        ),
+        _declared_item(
+            "security",
+            "Security and access control of the raw data",
+            _SECTIONS["security"],
+            deployment,
+            "who can read the raw data and how it is stored are outside what dplens sees.",
+        ),
+        _trust(deployment),
+        _declared_item(
+            "data_collection",
+            "Data collection exposure",
+            _SECTIONS["collection"],
+            deployment,
+            "how the data were collected, and who saw them before the DP mechanism, is not stated.",
+        ),
+        _large_epsilon(claim, accounting, large_epsilon),
+        well,
+        full,
+        _contributions(claim, deployment, unit_given, training),
+        _releases(deployment, budget_ledger),
+        _preprocessing(deployment, training),
+    )
+    return NistEvaluation(
+        items=items, thresholds={"large_epsilon": float(large_epsilon), "delta_factor": float(delta_factor)}
+    )

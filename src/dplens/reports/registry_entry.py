@@ -1,0 +1,342 @@
+"""A report rendered as a DP Deployments Registry record (``registry-entry.yaml``).
+
+The record joins the report's facts — the variant from the claim, ε and δ (upper bounds, rounded up), ρ when the
+composition is zCDP (computed by the accountant and passed in: this layer computes no privacy quantity), the
+neighbouring relation in words, the composition and its route, the mechanisms, the audit — with the author's
+``[deployment]`` table (:mod:`dplens.registry.deployment`). The record reaches the highest tier whose fields are
+all there; a missing tier-1 field is a ``ValueError`` naming it (and no record is written).
+
+Example:
+    >>> import dplens
+    >>> from dplens.registry.deployment import parse_deployment
+    >>> spec = dplens.parse_spec({"mechanism": [{"type": "laplace", "epsilon": 0.5}]})
+    >>> report = dplens.build_report(spec=spec, accounting=spec.accountant().summary(0.0), title="Counts",
+    ...                              not_audited_reason="example")
+    >>> deployment = parse_deployment({"name": "Counts", "data_curators": ["Example Agency"],
+    ...     "description": "Noisy counts.", "intended_use": "Planning.", "data_product_type": "Summary statistics",
+    ...     "data_product_region": "Atlantis", "publication_date": "2025-03-01"})
+    >>> entry = build_registry_entry(report, deployment, rho=None, tool="dplens 0.1.0")
+    >>> int(entry.tier), entry.record["deployment"]["privacy_loss"]["privacy_parameters"]
+    (1, {'epsilon': 0.5001})
+    >>> entry.missing_for_next_tier
+    ('model_name', 'release_type', 'data_source_type', 'access_type')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from dplens.registry.deployment import (
+    Deployment,
+    missing_for_tier,
+    registry_slug,
+    require_authors,
+    require_tier_one,
+)
+from dplens.registry.fields import REGISTRY_COMMIT, ReleaseType, Tier, VariantName
+from dplens.reports.format import fmt_lower, fmt_upper, percent
+from dplens.reports.model import Definition, Report, Status
+from dplens.reports.output import significant
+
+__all__ = ["RegistryEntry", "build_registry_entry"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegistryEntry:
+    """A registry record (a dict in the registry's key order), the tier it reaches and what the next tier needs."""
+
+    record: dict[str, Any]
+    tier: Tier
+    missing_for_next_tier: tuple[str, ...]
+    header: str = ""
+
+    def to_yaml(self) -> str:
+        """The record as YAML, after a comment saying where it came from."""
+        from dplens.registry.yamlio import dump_record
+
+        comment = "".join(f"# {line}\n" for line in self.header.splitlines())
+        return comment + dump_record(self.record)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "record": self.record,
+            "tier": int(self.tier),
+            "missing_for_next_tier": list(self.missing_for_next_tier),
+        }
+
+
+def _number(value: float) -> float:
+    """An upper bound as a record's number: rounded up to 4 significant digits (never below the bound)."""
+    return float(fmt_upper(value))
+
+
+def _parameters(report: Report, rho: float | None) -> tuple[dict[str, Any], str, bool]:
+    """privacy_parameters, the text that says where each number comes from, and whether the claim is certified."""
+    claim, accounting = report.claim, report.accounting
+    certified = claim.certified_by_accountant is not False and claim.epsilon is not None
+    if certified:
+        epsilon, delta = float(claim.epsilon), float(claim.delta or 0.0)
+        source = f"the claim ({claim.source}), certified by the accountant"
+    else:
+        delta = float(claim.delta or 0.0)
+        bound = accounting.epsilon_for(delta)
+        epsilon = accounting.epsilon if bound is None else bound
+        delta = delta if bound is not None else accounting.delta
+        source = (
+            f"the accountant's upper bound: the claimed epsilon = {fmt_upper(claim.epsilon)} is NOT certified by "
+            "the accountant and is not stated here"
+        )
+    params: dict[str, Any] = {"epsilon": _number(epsilon) if math.isfinite(epsilon) else None}
+    if params["epsilon"] is None:
+        raise ValueError("the report's epsilon is infinite: there is no privacy guarantee to register")
+    if delta > 0:
+        params["delta"] = delta
+    tight = accounting.tightest
+    text = [
+        f"epsilon = {fmt_upper(epsilon)}" + (f" at delta = {delta:g}" if delta > 0 else " (pure DP)") + f": {source}.",
+        f"The accountant's tightest upper bound at delta = {accounting.delta:g} is epsilon <= "
+        f"{fmt_upper(accounting.epsilon)} ({tight.method}: {tight.details})"
+        + (
+            f"; certified bracket: the exact epsilon at that delta is at least {fmt_lower(tight.epsilon_lower)}"
+            if tight.epsilon_lower is not None
+            else ""
+        )
+        + ".",
+    ]
+    if rho is not None:
+        params["rho"] = _number(rho)
+        text.append(f"The composition is rho-zCDP with rho = {fmt_upper(rho)} (an upper bound, rounded up).")
+    text.append("Every number is an upper bound on the mechanism's true privacy loss, rounded up (computed by dplens).")
+    return params, " ".join(text), certified
+
+
+def _variant(report: Report, deployment: Deployment, rho: float | None) -> VariantName:
+    if deployment.variant_name is not None:
+        if deployment.variant_name is VariantName.ZCDP and rho is None:
+            raise ValueError(
+                "[deployment] variant_name 'Zero-concentrated DP' needs rho, which dplens derives only for "
+                "compositions of Gaussian and zCDP mechanisms; registry-entry.yaml was not written"
+            )
+        if deployment.variant_name is VariantName.PURE and (report.claim.delta or 0) > 0:
+            raise ValueError(
+                "[deployment] variant_name 'Pure DP' but the report's claim has delta > 0; "
+                "registry-entry.yaml was not written"
+            )
+        return deployment.variant_name
+    return VariantName.PURE if report.claim.definition is Definition.PURE_DP else VariantName.APPROXIMATE
+
+
+def _components(report: Report) -> list[str]:
+    out = []
+    for component in report.mechanism.components:
+        # sorted: the same text from a report in memory and from its canonical JSON (whose keys are sorted)
+        params = ", ".join(f"{k} = {significant(v)}" for k, v in sorted(component.items()) if k != "type")
+        out.append(f"- {component.get('type', '?')}: {params}")
+    return out
+
+
+def _ledger(report: Report) -> str | None:
+    """The budget ledger's spend across releases in words, when the report has that section (``--ledger``)."""
+    from dplens.reports.nist import ledger_summary
+
+    section = getattr(report, "budget_ledger", None)
+    if not section or not section.get("budgets"):
+        return None
+    return f"Privacy loss across releases is tracked by a dplens {ledger_summary(section)}."
+
+
+def _composition(report: Report, deployment: Deployment) -> str:
+    accounting = report.accounting
+    routes = "; ".join(f"{r.method}: epsilon <= {fmt_upper(r.epsilon)}" for r in accounting.routes)
+    lines = [
+        f"dplens composes the {len(report.mechanism.components)} mechanism component(s) below in order (sequential "
+        f"composition under {report.mechanism.neighbouring} adjacency) and reports the tightest of every valid "
+        f"accounting route at delta = {accounting.delta:g}: {routes}.",
+        f"Tightest: {accounting.tightest.details}.",
+        *_components(report),
+    ]
+    if (across := _ledger(report)) is not None:
+        lines.append(across)
+    if deployment.composition_details:
+        lines.append(deployment.composition_details)
+    return "\n".join(lines)
+
+
+def _mechanisms(report: Report, deployment: Deployment) -> str:
+    lines = [
+        f"Mechanisms (from the dplens spec, sha256 {report.provenance.spec_sha256}):",
+        *_components(report),
+        f"Sampling assumption: {report.mechanism.sampling}.",
+    ]
+    declared = [
+        ("Implementation", deployment.implementation),
+        ("Floating point (declared by the author)", deployment.floating_point),
+        ("Side channels (declared by the author)", deployment.side_channels),
+        ("Security and access control (declared by the author)", deployment.security),
+    ]
+    lines += [f"{label}: {text}" for label, text in declared if text]
+    return "\n".join(lines)
+
+
+def _justification(report: Report, deployment: Deployment) -> str:
+    audit = report.audit
+    if audit is not None:
+        lines = [
+            f"Empirical audit (dplens, {audit.trials} trials per side, seed {audit.seed}): verdict "
+            f"{audit.verdict.value}; with {percent(audit.confidence)} confidence epsilon >= "
+            f"{fmt_lower(audit.epsilon_lower_bound)} at delta = {audit.delta:g} (a valid lower bound), against the "
+            f"claimed epsilon = {fmt_upper(audit.epsilon_claimed)}. {audit.verdict_reason}"
+        ]
+    else:
+        lines = [f"Not audited: {report.not_audited_reason}."]
+    for extra in report.additional_audits:
+        bound = extra["result"].get("epsilon_lower_bound")
+        shown = fmt_lower(bound) if isinstance(bound, int | float) else "n/a"
+        lines.append(f"Additional audit ({extra['kind']}): verdict {extra['verdict']}, epsilon >= {shown}.")
+    floats = report.nist.item("floating_point")
+    lines.append(f"Floating-point check: {floats.status.label}: {floats.finding}")
+    lines.append(f"Overall verdict of the dplens report: {report.verdict.status.value}. {report.verdict.sentence}")
+    if deployment.justification_details:
+        lines.append(deployment.justification_details)
+    return "\n".join(lines)
+
+
+def _unit_details(report: Report, deployment: Deployment) -> str:
+    if deployment.privacy_unit_details:
+        return deployment.privacy_unit_details
+    claim = report.claim
+    return f"Adjacent data sets are {claim.neighbouring_description} (dplens's relation '{claim.neighbouring}')."
+
+
+def _put(section: dict[str, Any], key: str, value: Any) -> None:
+    if value is not None and value != () and value != "":
+        section[key] = list(value) if isinstance(value, tuple) else value
+
+
+def _given(deployment: Deployment, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The ``[deployment]`` keys that were given, in the registry's order (enums as their values)."""
+    section: dict[str, Any] = {}
+    for key in keys:
+        value = getattr(deployment, key)
+        _put(section, key, value.value if hasattr(value, "value") else value)
+    return section
+
+
+def build_registry_entry(report: Report, deployment: Deployment, *, rho: float | None, tool: str) -> RegistryEntry:
+    """The registry record of ``report`` with the author's ``deployment`` table.
+
+    Args:
+        report: a finished report.
+        deployment: the validated ``[deployment]`` table.
+        rho: ρ of the composition when it is ρ-zCDP (an upper bound computed by the accountant), else None.
+        tool: the tool and version named in the file's header comment.
+
+    Raises:
+        ValueError: a tier-1 field is missing (named), the declared variant does not fit the report, or the
+            report has no finite ε.
+    """
+    if report.verdict.status is Status.VIOLATION:
+        note = "The dplens audit refutes the claim (VIOLATION): see implementation.justification."
+    else:
+        note = None
+    require_tier_one(deployment)
+    require_authors(deployment)
+    params, params_text, certified = _parameters(report, rho)
+    variant = _variant(report, deployment, rho)
+    basic = _given(
+        deployment,
+        (
+            "name",
+            "data_curators",
+            "intended_use",
+            "data_product_type",
+            "data_product_region",
+            "description",
+            "publication_date",
+            "data_product_sector",
+        ),
+    )
+    dp_variant: dict[str, Any] = {"variant_name": variant.value}
+    _put(dp_variant, "data_domain", deployment.data_domain)
+    _put(dp_variant, "unprotected_quantities", deployment.unprotected_quantities)
+    details = params_text + (
+        f"\n{deployment.privacy_parameters_details}" if deployment.privacy_parameters_details else ""
+    )
+    privacy_loss = {
+        "privacy_unit": deployment.privacy_unit or report.claim.privacy_unit,
+        "privacy_unit_details": _unit_details(report, deployment),
+        "privacy_parameters": params,
+        "privacy_parameters_details": details,
+    }
+    across = _ledger(report)
+    if across is not None:  # a ledger across releases: many releases, managed by the ledger's budgets
+        updates: dict[str, Any] = {
+            "release_type_details": "\n".join(t for t in (deployment.release_type_details, across) if t)
+        }
+        if deployment.release_type is None:
+            updates["release_type"] = ReleaseType.MANY
+        deployment = dataclasses.replace(deployment, **updates)
+    model = _given(
+        deployment,
+        (
+            "model_name",
+            "model_name_details",
+            "actors",
+            "release_type",
+            "release_type_details",
+            "data_source_type",
+            "data_source_type_details",
+            "access_type",
+            "access_type_details",
+        ),
+    )
+    accounting = {"composition": _composition(report, deployment)}
+    _put(accounting, "post_processing", deployment.post_processing)
+    accounting = {k: accounting[k] for k in ("post_processing", "composition") if k in accounting}
+    implementation: dict[str, Any] = {}
+    _put(implementation, "preprocessing_and_hyperparameter_tuning", deployment.preprocessing_and_hyperparameter_tuning)
+    implementation["mechanisms"] = _mechanisms(report, deployment)
+    implementation["justification"] = _justification(report, deployment)
+    section: dict[str, Any] = {"basic": basic, "dp_variant": dp_variant, "privacy_loss": privacy_loss}
+    if model:
+        section["deployment_model"] = model
+    section["accounting"] = accounting
+    section["implementation"] = implementation
+    administrative: dict[str, Any] = {}
+    _put(administrative, "sources", deployment.sources)
+    notes = "\n".join(t for t in (deployment.notes, note) if t)
+    _put(administrative, "notes", notes)
+    _put(administrative, "registry_authors", deployment.registry_authors)
+    if administrative:
+        if "registry_authors" not in administrative:  # only the audit's note: it goes without the section
+            administrative = {}
+        else:
+            section["administrative"] = administrative
+    tier = Tier.BASIC
+    for level in (Tier.INTERMEDIATE, Tier.ADVANCED):
+        if missing_for_tier(deployment, level):
+            break
+        tier = level
+    missing_next = tuple(missing_for_tier(deployment, Tier(tier + 1))) if tier < Tier.ADVANCED else ()
+    record = {
+        "url_slug": deployment.url_slug
+        or registry_slug(deployment.name or "", deployment.data_curators, deployment.publication_date or ""),
+        "status": deployment.status.value,
+        "tier": int(tier),
+        "deployment": section,
+    }
+    header = (
+        f"Written by {tool} from the report '{report.title}' (spec sha256 {report.provenance.spec_sha256}).\n"
+        f"Follows the DP Deployments Registry schema at commit {REGISTRY_COMMIT} (opendp/deployments-registry-data).\n"
+        f"Tier {int(tier)}"
+        + (f"; tier {int(tier) + 1} needs [deployment] {', '.join(missing_next)}." if missing_next else ".")
+        + (
+            ""
+            if certified
+            else "\nThe claim's epsilon is not certified by the accountant: the record states the bound."
+        )
+    )
+    return RegistryEntry(record=record, tier=tier, missing_for_next_tier=missing_next, header=header)
