@@ -13,8 +13,8 @@ available memory; ``--budget`` sets one) whatever DIM and TRIALS. The raw output
 output would take (both sides, pilot and counted trials).
 
 The default grid is issue 30's: 10, 10³, 10⁵ and 10⁶ coordinates at 10⁴ to 10⁶ trials per side where they fit the
-time, and the issue's own case (200 000 coordinates, 2 000 trials per side). ``--write PATH`` appends the section to
-PATH (benchmarks/RESULTS.md).
+time, and the issue's own case (200 000 coordinates, 2 000 trials per side). ``--write PATH`` puts the section in
+PATH (benchmarks/RESULTS.md) between its markers, replacing the previous run's (one section per ``--budget``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _sections import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
@@ -165,9 +167,11 @@ def main(argv: list[str] | None = None) -> int:
         shown = f"error {row['error']}" if "error" in row else f"audit peak {_mib(row['audit_bytes'])} MiB"
         print(f"{dimension:>9,} × {trials:>9,}: {shown}, {row['seconds']:.0f} s", file=sys.stderr, flush=True)
     command = shlex.join(["python", "benchmarks/bench_target_memory.py", *(argv if argv is not None else sys.argv[1:])])
+    budget = f", budget {args.budget}" if args.budget else ", default budget"
     lines = [
-        f"### Target audit memory against the output's dimension and the trials ({time.strftime('%Y-%m-%d')}, "
-        f"{platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} cores)",
+        f"### Target audit memory against the output's dimension and the trials (issue 30{budget}) "
+        f"({time.strftime('%Y-%m-%d')}, {platform.machine()}, Python {platform.python_version()}, "
+        f"{os.cpu_count()} cores)",
         "",
         f"Command: `{command}`",
         "",
@@ -184,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"command": command, "rows": rows}, indent=1))
     if args.write:
-        with open(args.write, "a", encoding="utf-8") as handle:
-            handle.write("\n" + section)
+        name = "bench_target_memory" + (f"_{args.budget}" if args.budget else "")
+        write_section(Path(args.write), (f"<!-- {name}:start -->", f"<!-- {name}:end -->"), section)
     return 0
 
 
