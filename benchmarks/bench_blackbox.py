@@ -307,10 +307,16 @@ def identical_section(before_path: str, after_path: str, command: str) -> str:
             f"Runs compared: `{shown[0]}` (before) and `{shown[1]}` (after), each saved with "
             "`--json`. Every audit (fixed pair, query-vector search, scores alone) compared in its bound, verdict, "
             f"best score, ceiling, pilot and trials, to the last bit: **{same} of {same + len(differ)} identical**"
-            + (f"; different: {', '.join(differ)}." if differ else "."),
+            + (f"; different: {', '.join(differ)}." if differ else ".")
+            + f" The whole suite took {_seconds(runs[0])} before and {_seconds(runs[1])} after (shared machine).",
             "",
         ]
     )
+
+
+def _seconds(run: dict[str, Any]) -> str:
+    seconds = [entry.get("seconds") for entry in run.get("runs", {}).values()]
+    return f"{sum(s for s in seconds if s):.0f} s" if any(seconds) else "—"
 
 
 def main(argv: list[str] | None = None) -> int:
