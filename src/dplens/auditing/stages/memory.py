@@ -14,8 +14,9 @@ scores — is small and fixed):
 :func:`plan_memory` sizes each against the budget (:class:`MemoryBudget`; default :data:`DEFAULT_SHARE` of the
 memory available when the audit starts) from the size of one output, measured on the reproducibility check's
 draws, before the pilot. The plan never changes what an audit computes while it fits the budget (batches follow a
-fixed byte size, :data:`BATCH_BYTES`, not the budget); when the budget binds, a note says what it cut (smaller
-batches, a smaller fitting half), and when nothing can run within it, :class:`MemoryBudgetError` says so before
+fixed byte size, :data:`BATCH_BYTES`, or :data:`WIDE_BATCH_BYTES` for wide outputs, not the budget); when the budget
+binds, a note says what it cut (smaller batches, a smaller fitting half), and when nothing can run within it,
+:class:`MemoryBudgetError` says so before
 any pilot is drawn, with the numbers and what to do.
 
 The byte counts are estimates with pessimistic factors (a target's own temporaries are not visible to dplens);
@@ -58,6 +59,9 @@ DEFAULT_SHARE = 0.25  # of the memory available at the start of the audit
 FALLBACK_BYTES = 2 * 2**30  # the default budget where the available memory cannot be read
 MIN_BUDGET = 16 * 2**20  # a smaller budget is refused as a value error
 BATCH_BYTES = 256 * 2**20  # a streamed batch's working memory (outputs, the target's temporaries, our copies)
+# Wide outputs are reduced batch by batch: smaller batches keep their peak flat from the smallest audits on (a batch of
+# held outputs is at most 16 384 draws of 128 coordinates, well under BATCH_BYTES, so theirs never change).
+WIDE_BATCH_BYTES = 64 * 2**20
 MAX_WHOLE_COORDINATES = 128  # wider outputs are reduced as they arrive (screened coordinates and a projection)
 MIN_FIT_ROWS = 200  # the fewest fitting draws per side a score may be fitted on
 # Pessimistic factors: a streamed output is held by the target (and its temporaries) and converted to float64, hashed
@@ -290,7 +294,8 @@ def plan_memory(
     """Size the batches, the fitting half and the reduction of wide outputs against ``budget`` (module docstring).
     Raises :class:`MemoryBudgetError` when not even one output per worker, or no score, fits."""
     notes: list[str] = []
-    batch_rows = max(1, min(default_batch, BATCH_BYTES // size.stream_bytes))
+    wide = kind == "vector" and size.dimension > MAX_WHOLE_COORDINATES
+    batch_rows = max(1, min(default_batch, (WIDE_BATCH_BYTES if wide else BATCH_BYTES) // size.stream_bytes))
     streams = max(int(workers), 1)
     if streams * batch_rows * size.stream_bytes > budget.bytes // 2:
         batch_rows = int(budget.bytes // 2 // (streams * size.stream_bytes))
@@ -298,7 +303,7 @@ def plan_memory(
             _nothing_fits(size, budget, need=2 * streams * size.stream_bytes, what="one draw per worker", trials=trials)
         notes.append(f"the memory budget cut the batches to {batch_rows} draws")
     stream = streams * batch_rows * size.stream_bytes
-    if kind == "vector" and size.dimension > MAX_WHOLE_COORDINATES:
+    if wide:
         need = _SCREEN_ARRAYS * size.numeric_bytes + stream
         if need > budget.bytes and not user_score:
             _nothing_fits(size, budget, need=need, what="screening the coordinates", trials=trials)
