@@ -17,6 +17,10 @@ kind reaches the target except by luck, and the summary says so. ``--seeds K`` a
 SEED … SEED+K−1) and judges the median; ``--scores-only`` adds, for the rows whose floats leak, the bound of the
 scores alone (float checks off), which is what compares the learned scores with the published testers there.
 
+``--identical BEFORE AFTER`` compares two ``--json`` files of the same command (e.g. before and after a
+restructuring) audit by audit — bound, verdict, best score, ceiling, pilot and trials must be equal to the last bit
+— and prints (``--write``: puts in RESULTS.md between its markers) how many are.
+
 ``--relation-search`` adds, for every mechanism whose input is a vector of query answers, an audit with
 ``{"data": …, "relation": "query_vector"}`` instead of the fixed neighbour (searched pairs, final audit on fresh
 trials) at the same total budget (the search's share, ``SEARCH_FRACTION`` of the final trials, is taken out of
@@ -35,6 +39,7 @@ import json
 import math
 import os
 import platform
+import re
 import resource
 import shlex
 import sys
@@ -270,6 +275,50 @@ def table(
     return lines
 
 
+_IDENTICAL_FIELDS = ("bound", "verdict", "best_score", "ceiling", "pilot_trials", "trials")
+
+
+def identical(before: dict[str, Any], after: dict[str, Any]) -> tuple[int, list[str]]:
+    """How many audits of two runs' results agree in every field of ``_IDENTICAL_FIELDS``, and the ones that do not."""
+    same, differ = 0, []
+    for name, entry in before.items():
+        for kind in ("fixed", "relation", "scores_only"):
+            old, new = entry.get(kind), after.get(name, {}).get(kind)
+            if old is None and new is None:
+                continue
+            if old is not None and new is not None and all(old.get(k) == new.get(k) for k in _IDENTICAL_FIELDS):
+                same += 1
+            else:
+                differ.append(f"{name} ({kind})")
+    return same, differ
+
+
+def identical_section(before_path: str, after_path: str, command: str) -> str:
+    runs = [json.loads(Path(p).read_text()) for p in (before_path, after_path)]
+    before, after = (run.get("results") or next(iter(run["runs"].values()))["results"] for run in runs)
+    same, differ = identical(before, after)
+    shown = [re.sub(r"--json (\S+)", lambda m: f"--json {Path(m.group(1)).name}", run["command"]) for run in runs]
+    return "\n".join(
+        [
+            f"### Black-box suite: the same bounds before and after a change (issue 30) ({time.strftime('%Y-%m-%d')})",
+            "",
+            f"Command: `{command}`",
+            "",
+            f"Runs compared: `{shown[0]}` (before) and `{shown[1]}` (after), each saved with "
+            "`--json`. Every audit (fixed pair, query-vector search, scores alone) compared in its bound, verdict, "
+            f"best score, ceiling, pilot and trials, to the last bit: **{same} of {same + len(differ)} identical**"
+            + (f"; different: {', '.join(differ)}." if differ else ".")
+            + f" The whole suite took {_seconds(runs[0])} before and {_seconds(runs[1])} after (shared machine).",
+            "",
+        ]
+    )
+
+
+def _seconds(run: dict[str, Any]) -> str:
+    seconds = [entry.get("seconds") for entry in run.get("runs", {}).values()]
+    return f"{sum(s for s in seconds if s):.0f} s" if any(seconds) else "—"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, nargs="+", default=[1_000_000, 10_000_000])
@@ -288,7 +337,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", metavar="FILE", help="an earlier --json file: its bounds as a 'before' column")
     parser.add_argument("--label", default="", help="a label for the section heading")
     parser.add_argument("--write", nargs="?", const=str(RESULTS), metavar="PATH", help="append the section")
+    parser.add_argument("--identical", nargs=2, metavar=("BEFORE", "AFTER"), help="compare two --json files")
     args = parser.parse_args(argv)
+    if args.identical:
+        command = shlex.join(["python", "benchmarks/bench_blackbox.py", *(argv if argv is not None else sys.argv[1:])])
+        section = identical_section(*args.identical, command)
+        print(section)
+        if args.write:
+            from results_md import write_section  # benchmarks/ is sys.path[0] when run as a script
+
+            write_section(Path(args.write), "bench_blackbox_identical", section)
+        return 0
 
     suite = _suite()
     if args.only:

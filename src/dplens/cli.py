@@ -381,6 +381,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         return _cmd_audit_target(args)
     if args.spec is None:
         raise CliError("audit needs a SPEC file, or --target MODULE:NAME with --pair and --claim-epsilon")
+    if getattr(args, "memory_budget", None) is not None:
+        raise CliError("--memory-budget applies to --target audits (a SPEC audit's memory is flat in its trials)")
     if _wants_audit_game(args):
         return _cmd_audit_game(args)
     from dplens.auditing.games import audit_spec
@@ -461,6 +463,7 @@ def _cmd_audit_target(args: argparse.Namespace) -> int:
         confidence=args.confidence,
         scores=score,
         progress=not args.quiet,
+        memory_budget=args.memory_budget,
     )
     _emit(result.to_dict(), args.json, _target_audit_text(result))
     return _verdict_status(args, result)
@@ -1056,6 +1059,12 @@ def build_parser() -> argparse.ArgumentParser:
     aud.add_argument("--claim-delta", type=_delta, default=0.0, help="with --target: the claimed delta (default 0)")
     aud.add_argument("--score", metavar="MODULE:NAME", help="with --target: a score function of the outputs")
     aud.add_argument(
+        "--memory-budget",
+        metavar="SIZE",
+        help="with --target: the most memory the audit may hold, e.g. 2G or 512M (default: a quarter of the "
+        "available memory); wide outputs are reduced to fit, and an audit that cannot fit says so before its pilot",
+    )
+    aud.add_argument(
         "--trials", type=_positive_int, help="trials per side (required except with --game one-run: the canaries)"
     )
     aud.add_argument(
@@ -1248,8 +1257,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OverflowError, ZeroDivisionError) as err:
         code = _error(f"a value is out of the supported range ({type(err).__name__}: {_first_line(err)})")
         return code
-    except MemoryError:
-        code = _error("out of memory: a parameter is out of the supported range")
+    except MemoryError as err:
+        code = _error(
+            f"out of memory ({_first_line(err)}): the command needed more memory than the machine could give and "
+            "wrote nothing; use smaller inputs (dplens audit --target plans within --memory-budget)"
+        )
         return code
     except BrokenPipeError:
         # The reader went away (``dplens ... | head``): nothing is wrong with the input; stop quietly, and point stdout

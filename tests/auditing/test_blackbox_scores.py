@@ -16,7 +16,9 @@ from dplens.auditing import target_game as tg
 from dplens.auditing.blackbox import operating, poisson
 from dplens.auditing.blackbox.features import fit_feature_map
 from dplens.auditing.blackbox.frequency import row_hashes
+from dplens.auditing.blackbox.reachability import REACH_RANK, ReachBinner
 from dplens.auditing.bounds import RateCounts
+from dplens.auditing.floats import SamplerModel
 from dplens.auditing.pairs import query_vector_patterns, search_query_vector
 from dplens.auditing.targets import TargetPair, as_target, batched
 
@@ -411,12 +413,12 @@ def test_float_check_judges_the_real_entries_beside_sentinels_and_keeps_its_powe
     assert any(s["kind"] == "reachability" for s in result.scores)
     assert any("inputs are the query values" in note for note in result.notes)
     assert result.best_score.startswith("float reachability") and result.verdict.value == "VIOLATION"
-    binner = tg._ReachBinner(
+    binner = ReachBinner(
         name="reach",
         kind="reachability",
-        rank=tg._REACH_RANK.copy(),
+        rank=REACH_RANK.copy(),
         cut_scores=np.array([-0.5, 0.5]),
-        sampler=tg.SamplerModel("numpy-laplace"),
+        sampler=SamplerModel("numpy-laplace"),
         scale=2.0,
         query_data=np.array([0.0, 1.0]),
         query_neighbour=np.array([1.0, 0.0]),
@@ -465,7 +467,7 @@ def test_logistic_fit_is_the_same_whatever_its_chunks_and_the_trees_see_capped_r
         sides.append(values)
     features = fit_feature_map(np.concatenate(sides))
     whole = learned.fit_logistic(learned.LogisticRatio(), features, (sides[0], sides[1]))
-    monkeypatch.setattr(learned, "_CHUNK_ROWS", 257)
+    monkeypatch.setattr(learned, "CHUNK_ROWS", 257)
     chunked = learned.fit_logistic(learned.LogisticRatio(), features, (sides[0], sides[1]))
     np.testing.assert_allclose(chunked.weights, whole.weights, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(chunked(sides[0][:1000]), whole(sides[0][:1000]), rtol=1e-9, atol=1e-12)

@@ -13,6 +13,9 @@ from scipy import stats
 from dplens.auditing import target_game as tg
 from dplens.auditing.floats import SamplerModel
 from dplens.auditing.games import Verdict
+from dplens.auditing.stages.candidates import fit_candidates
+from dplens.auditing.stages.chunks import TargetCountTask
+from dplens.auditing.stages.pilot import draw_pilot
 from dplens.auditing.targets import TargetPair, as_target, batched
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "targets"
@@ -120,9 +123,9 @@ def test_counts_do_not_grow_with_trials():
         return float(data) + rng.normal(0.0, 1.0)
 
     pair = TargetPair(data=1.0, neighbour=0.0)
-    fit = tg._pilot(as_target(target), pair, 0, 200, 0)
-    binners, _ = tg._build_binners((tg.HistogramRatio(),), fit, tg.OutputKind.REAL, 1, None, pair)
-    task = tg._TargetCountTask(as_target(target), 1.0, 0.0, tuple(binners), 0)
+    fit = draw_pilot(as_target(target), pair, 0, 200, 0)
+    binners, _ = fit_candidates((tg.HistogramRatio(),), fit, tg.OutputKind.REAL, 1, None, pair)
+    task = TargetCountTask(as_target(target), 1.0, 0.0, tuple(binners), 0)
     small = task(0, 10, np.random.SeedSequence(1))
     large = task(0, 3_000, np.random.SeedSequence(1))
     assert small.shape == large.shape and large.sum() == 6_000
@@ -159,8 +162,8 @@ def test_bad_arguments():
         tg.audit_target(target, (1, 0), claim_epsilon=-1, trials=10)
     with pytest.raises(ValueError, match="trials must be an integer >= 1; got 0"):
         tg.audit_target(target, (1, 0), claim_epsilon=1.0, trials=0)
-    with pytest.raises(ValueError, match="no score can be applied"):  # constant outputs: nothing to test
-        tg.audit_target(target, (1, 0), claim_epsilon=1.0, trials=10)
+    with pytest.raises(ValueError, match="no score can be applied to these outputs"):  # categories, no histogram
+        tg.audit_target(lambda data, rng: "x", (1, 0), claim_epsilon=1.0, trials=10, scores=(tg.HistogramRatio(),))
 
 
 # --------------------------------------------------------------------------------------------

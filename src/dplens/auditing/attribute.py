@@ -770,6 +770,98 @@ def _adjacency(mechanism: Any) -> str:
     return ADJACENCY
 
 
+def _count_confusion(
+    mechanism: Any,
+    datasets: Any,
+    prior: np.ndarray,
+    guesser: Any,
+    attacker_name: str,
+    *,
+    trials: int,
+    seed: int,
+    chunk_size: int | None,
+    execution: dict[str, Any],
+) -> tuple[runner.ChunkPlan, np.ndarray]:
+    """The counted trials in chunks (memory flat in the trials) and their confusion counts (true × guessed)."""
+    support_value = int(np.flatnonzero(prior > 0)[0])
+    output_size = _output_size(mechanism, datasets[support_value])
+    batch = max(1, min(max(_BATCH_VALUES // output_size, _MIN_BATCH_TRIALS), _MAX_BATCH_VALUES // output_size))
+    if chunk_size is None:
+        by_memory = max(1, _MAX_CHUNK_VALUES // output_size)
+        chunk_size = min(by_memory, max(math.ceil(trials / _MIN_CHUNKS), min(trials, 4096)))
+        # at most _MAX_CHUNKS chunks (their confusion counts are all kept): memory flat in the trials
+        chunk_size = max(chunk_size, math.ceil(trials / _MAX_CHUNKS))
+    plan = runner.ChunkPlan(trials, _check_int("chunk_size", chunk_size, 1))
+    key = runner.fingerprint(
+        {
+            "game": "attribute-inference",
+            "mechanism": repr(mechanism),
+            "datasets": repr(datasets),
+            "prior": prior.tolist(),
+            "attacker": guesser.key(),
+            "trials": trials,
+            "chunk_size": plan.chunk_size,
+            "batch": batch,
+            "seed": seed,
+        }
+    )
+    task = _AttributeTask(mechanism, datasets, tuple(float(p) for p in prior), guesser, batch)
+    done = runner.run_chunks(
+        task,
+        plan,
+        seed=seed,
+        key=key,
+        description="attribute audit",
+        about={"game": "attribute-inference", "mechanism": _describe(mechanism), "attacker": attacker_name},
+        **execution,
+    )
+    return plan, np.sum([done[i] for i in range(plan.chunks)], axis=0)
+
+
+def _judged(
+    stats: Any,
+    claim: Any,
+    *,
+    prior: np.ndarray,
+    delta: float,
+    reading: ClaimReading,
+    trials: int,
+    confidence: float,
+) -> dict[str, Any]:
+    """The result's fields that compare the counts with the claim: the ceiling, the success rates the claim allows
+    (replace-one and Theorem 4 readings), the Feature-DP ε bound and the verdict."""
+    ceiling = float(bd.clopper_pearson_lower(trials, trials, 1.0 - confidence))
+    ball = fdp.baseline_success(prior)
+    replace_one, theorem4 = _allowed(claim, prior, ball)
+    allowed = replace_one if reading is ClaimReading.REPLACE_ONE else theorem4
+    epsilon_claimed = _claimed_epsilon(claim, delta)
+    feature_dp_epsilon = _feature_dp_epsilon(stats.success_lower_bound, delta=delta, baseline=ball)
+    verdict, reason = _verdict(
+        lower=stats.success_lower_bound,
+        ceiling=ceiling,
+        allowed=allowed,
+        claim=claim,
+        reading=reading,
+        baseline=stats.baseline,
+        epsilon_lb=stats.epsilon_lower_bound if reading is ClaimReading.REPLACE_ONE else feature_dp_epsilon,
+        epsilon_claimed=epsilon_claimed,
+        trials=trials,
+        confidence=confidence,
+    )
+    return {
+        "feature_dp_epsilon_lower_bound": feature_dp_epsilon,
+        "ceiling_success": ceiling,
+        "ceiling_epsilon": epsilon_lower_bound(ceiling, delta=delta, prior=prior),
+        "epsilon_claimed": epsilon_claimed,
+        "success_upper_bound": allowed,
+        "replace_one_success_upper_bound": replace_one,
+        "theorem4_success_upper_bound": theorem4,
+        "theorem4_baseline": ball,
+        "verdict": verdict,
+        "verdict_reason": reason,
+    }
+
+
 def audit(
     mechanism: Any,
     *,
@@ -831,66 +923,17 @@ def audit(
         raise ValueError(f"mechanism must implement sample(data, n, rng); got {mechanism!r}")
     claim, delta = _resolve_claim(claim, delta)
     prior, datasets = _resolve_values(mechanism, prior, k, datasets)
-    significance = 1.0 - confidence
     guesser, attacker_name = _resolve_attacker(attacker, mechanism, datasets, prior, seed)
 
-    support_value = int(np.flatnonzero(prior > 0)[0])
-    output_size = _output_size(mechanism, datasets[support_value])
-    batch = max(1, min(max(_BATCH_VALUES // output_size, _MIN_BATCH_TRIALS), _MAX_BATCH_VALUES // output_size))
-    if chunk_size is None:
-        by_memory = max(1, _MAX_CHUNK_VALUES // output_size)
-        chunk_size = min(by_memory, max(math.ceil(trials / _MIN_CHUNKS), min(trials, 4096)))
-        # at most _MAX_CHUNKS chunks (their confusion counts are all kept): memory flat in the trials
-        chunk_size = max(chunk_size, math.ceil(trials / _MAX_CHUNKS))
-    plan = runner.ChunkPlan(trials, _check_int("chunk_size", chunk_size, 1))
-    key = runner.fingerprint(
-        {
-            "game": "attribute-inference",
-            "mechanism": repr(mechanism),
-            "datasets": repr(datasets),
-            "prior": prior.tolist(),
-            "attacker": guesser.key(),
-            "trials": trials,
-            "chunk_size": plan.chunk_size,
-            "batch": batch,
-            "seed": seed,
-        }
-    )
-    task = _AttributeTask(mechanism, datasets, tuple(float(p) for p in prior), guesser, batch)
-    done = runner.run_chunks(
-        task,
-        plan,
-        seed=seed,
-        workers=workers,
-        scheduler=scheduler,
-        checkpoint=checkpoint,
-        key=key,
-        progress=progress,
-        description="attribute audit",
-        about={"game": "attribute-inference", "mechanism": _describe(mechanism), "attacker": attacker_name},
-    )
-    confusion = np.sum([done[i] for i in range(plan.chunks)], axis=0)
+    execution = {"workers": workers, "scheduler": scheduler, "checkpoint": checkpoint, "progress": progress}
+    plan, confusion = _count_confusion(
+        mechanism, datasets, prior, guesser, attacker_name, trials=trials, seed=seed, chunk_size=chunk_size,
+        execution=execution,
+    )  # fmt: skip
     successes = int(np.trace(confusion[:, : prior.size]))
 
     stats = bound_from_counts(successes, trials, prior=prior, delta=delta, confidence=confidence)
-    ceiling = float(bd.clopper_pearson_lower(trials, trials, significance))
-    ball = fdp.baseline_success(prior)
-    replace_one, theorem4 = _allowed(claim, prior, ball)
-    allowed = replace_one if reading is ClaimReading.REPLACE_ONE else theorem4
-    epsilon_claimed = _claimed_epsilon(claim, delta)
-    feature_dp_epsilon = _feature_dp_epsilon(stats.success_lower_bound, delta=delta, baseline=ball)
-    verdict, reason = _verdict(
-        lower=stats.success_lower_bound,
-        ceiling=ceiling,
-        allowed=allowed,
-        claim=claim,
-        reading=reading,
-        baseline=stats.baseline,
-        epsilon_lb=stats.epsilon_lower_bound if reading is ClaimReading.REPLACE_ONE else feature_dp_epsilon,
-        epsilon_claimed=epsilon_claimed,
-        trials=trials,
-        confidence=confidence,
-    )
+    judged = _judged(stats, claim, prior=prior, delta=delta, reading=reading, trials=trials, confidence=confidence)
     return AttributeAuditResult(
         successes=successes,
         trials=trials,
@@ -901,29 +944,20 @@ def audit(
         advantage=stats.advantage,
         advantage_lower_bound=stats.advantage_lower_bound,
         epsilon_lower_bound=stats.epsilon_lower_bound,
-        feature_dp_epsilon_lower_bound=feature_dp_epsilon,
-        ceiling_success=ceiling,
-        ceiling_epsilon=epsilon_lower_bound(ceiling, delta=delta, prior=prior),
-        epsilon_claimed=epsilon_claimed,
         delta=delta,
         claim=_claim_dict(claim),
         claim_source=claim_source,
         reading=reading,
-        success_upper_bound=allowed,
-        replace_one_success_upper_bound=replace_one,
-        theorem4_success_upper_bound=theorem4,
-        theorem4_baseline=ball,
         confidence=confidence,
         k=int(prior.size),
         prior=tuple(float(p) for p in prior),
         attacker=attacker_name,
         mechanism=_describe(mechanism),
-        verdict=verdict,
-        verdict_reason=reason,
         adjacency=_adjacency(mechanism),
         seed=seed,
         chunks=plan.chunks,
         backend=runner.backend_name(workers=workers, scheduler=scheduler),
         elapsed_seconds=round(time.perf_counter() - start, 3),
         confusion=tuple(tuple(int(c) for c in row) for row in confusion),
+        **judged,
     )

@@ -769,6 +769,23 @@ def _check_delta(delta: Any) -> float:
     return sc.conversions.check_delta(delta, allow_zero=True)
 
 
+def _one_run_user(
+    training: UserTraining, m: int, inclusion: np.random.SeedSequence, training_stream: np.random.SeedSequence
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """The user's one-run training: which canaries were included, their scores, and the game's description."""
+    included = np.random.default_rng(inclusion).random(m) < 0.5
+    data = _concatenate(training.data, _rows(training.canaries, included))
+    entropy = int(np.random.default_rng(training_stream).integers(0, 2**63 - 1))
+    where = (
+        f"the one-run training with {int(included.sum())} of {m} canaries included; rerun "
+        f"train(data, numpy.random.default_rng({entropy})) to reproduce"
+    )
+    train = _function(training.train, "train")
+    output = _call(train, "train", _name(training.train), where, data, np.random.default_rng(entropy))
+    values = training._scores(output, training.canaries, m, where)
+    return included, values, f"{training.describe()}; {m} canary records, each included with probability 1/2"
+
+
 def one_run_canary_audit(
     training: DpSgdTraining | UserTraining,
     *,
@@ -826,19 +843,8 @@ def one_run_canary_audit(
     claimed, source = _claim(training, claim, delta, claim_source)
     inclusion, canary_stream, training_stream = np.random.SeedSequence(int(seed)).spawn(3)
     if isinstance(training, UserTraining):
-        m = _count(training.canaries)
-        score_option = None
-        included = np.random.default_rng(inclusion).random(m) < 0.5
-        data = _concatenate(training.data, _rows(training.canaries, included))
-        entropy = int(np.random.default_rng(training_stream).integers(0, 2**63 - 1))
-        where = (
-            f"the one-run training with {int(included.sum())} of {m} canaries included; rerun "
-            f"train(data, numpy.random.default_rng({entropy})) to reproduce"
-        )
-        train = _function(training.train, "train")
-        output = _call(train, "train", _name(training.train), where, data, np.random.default_rng(entropy))
-        values = training._scores(output, training.canaries, m, where)
-        description = f"{training.describe()}; {m} canary records, each included with probability 1/2"
+        m, score_option = _count(training.canaries), None
+        included, values, description = _one_run_user(training, m, inclusion, training_stream)
     else:
         included = np.random.default_rng(inclusion).random(m) < 0.5
         streams = (canary_stream, training_stream)
@@ -873,9 +879,7 @@ def one_run_canary_audit(
         "reference": NASR_2023,
     }
     if isinstance(training, DpSgdTraining):
-        game["noise_multiplier"] = training.noise_multiplier
-        game["sampling_rate"] = training.sampling_rate
-        game["steps"] = training.steps
+        game |= {k: getattr(training, k) for k in ("noise_multiplier", "sampling_rate", "steps")}
     return sc.with_game(result, game, elapsed_seconds=time.perf_counter() - start)
 
 
@@ -919,6 +923,22 @@ def _one_run_dp_sgd(
     scorer = _Scorer(training, canary, observe, score, records)
     theta = training.run(features, labels, rng, scorer.observer())
     return scorer.scores(theta)
+
+
+def _vectorised_game(training: DpSgdTraining, observe: Observation, score_option: CanaryScore) -> tuple[Any, Any]:
+    """The Dirac gradient canary's game on a DP-SGD run (its coordinate drawn directly) and its score."""
+    mechanism = DiracCanaryGame(
+        noise_multiplier=training.noise_multiplier,
+        sampling_rate=training.sampling_rate,
+        steps=training.steps,
+        observe=observe,
+    )
+    game_score = (
+        games.ExactLikelihoodRatio()
+        if score_option is CanaryScore.LIKELIHOOD_RATIO
+        else games.BlackBoxScore(_sum_of_steps, name="dot product with the canary direction (sum over steps)")
+    )
+    return mechanism, game_score
 
 
 def multi_run_canary_audit(
@@ -979,20 +999,9 @@ def multi_run_canary_audit(
     claimed, source = _claim(training, claim, delta, claim_source)
     execution = dict(confidence=confidence, seed=seed, workers=workers, scheduler=scheduler, checkpoint=checkpoint)
     if isinstance(training, DpSgdTraining) and canary is CanaryKind.GRADIENT and vectorised:
-        score_option = _resolve_score(canary, observe, score)
-        mechanism = DiracCanaryGame(
-            noise_multiplier=training.noise_multiplier,
-            sampling_rate=training.sampling_rate,
-            steps=training.steps,
-            observe=observe,
-        )
         if chunk_size is None:  # 16 chunks: a bound-against-trainings curve, checkpoints; batches cap the memory
             chunk_size = min(trials, max(256, math.ceil(trials / 16)))
-        game_score = (
-            games.ExactLikelihoodRatio()
-            if score_option is CanaryScore.LIKELIHOOD_RATIO
-            else games.BlackBoxScore(_sum_of_steps, name="dot product with the canary direction (sum over steps)")
-        )
+        mechanism, game_score = _vectorised_game(training, observe, _resolve_score(canary, observe, score))
         return games.audit(
             mechanism,
             trials=trials,

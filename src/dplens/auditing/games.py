@@ -599,6 +599,106 @@ def _trade_off_points(counts: bd.RateCounts, limit: int = 201) -> tuple[dict[str
     return tuple({"threshold": float(counts.thresholds[i]), "fpr": float(fpr[i]), "fnr": float(fnr[i])} for i in index)
 
 
+def _checked_pair(mechanism: Any, pair: NeighbouringPair | None, claimed_epsilon: Any) -> NeighbouringPair:
+    """The audited pair (the mechanism's worst case by default), the claim and the mechanism checked."""
+    if (
+        isinstance(claimed_epsilon, bool)
+        or not isinstance(claimed_epsilon, int | float)
+        or not (claimed_epsilon >= 0 and math.isfinite(claimed_epsilon))
+    ):
+        raise ValueError(f"claimed_epsilon must be a finite number >= 0; got {claimed_epsilon!r}")
+    if not hasattr(mechanism, "sample"):
+        raise ValueError(f"mechanism must implement sample(data, n, rng); got {mechanism!r}")
+    pair = mechanism.worst_case_pair() if pair is None else pair
+    if not isinstance(pair, NeighbouringPair):
+        raise ValueError(f"pair must be a NeighbouringPair; got {pair!r}")
+    return pair
+
+
+def _count_chunks(
+    mechanism: Any,
+    pair: NeighbouringPair,
+    scorer: Any,
+    grid: Any,
+    strategy: bd.ThresholdStrategy,
+    score_name: str,
+    *,
+    trials: int,
+    seed: int,
+    chunk_size: int | None,
+    execution: dict[str, Any],
+) -> tuple[runner.ChunkPlan, dict[int, np.ndarray]]:
+    """The counted trials in chunks (resumable: the checkpoint key fingerprints everything that fixes the counts)."""
+    values_per_output = output_size(mechanism, pair.data)
+    size = _default_chunk_size(trials, values_per_output) if chunk_size is None else chunk_size
+    plan = runner.ChunkPlan(trials, _check_int("chunk_size", size, 1))
+    if isinstance(strategy, bd.Split) and plan.chunks < 2:
+        raise ValueError(f"strategy Split needs at least two chunks; got trials={trials}, chunk_size={size}")
+    key = runner.fingerprint(
+        {
+            "mechanism": _stable_description(mechanism),
+            "pair": repr((pair.data, pair.neighbour)),
+            "score": _stable_description(scorer.function) if scorer.function is not None else "exact LLR",
+            "grid": (grid.lower, grid.step, grid.size),
+            "trials": trials,
+            "chunk_size": plan.chunk_size,
+            "batch": _batch_trials(values_per_output),
+            "seed": seed,
+        }
+    )
+    done = runner.run_chunks(
+        _CountTask(mechanism, pair, scorer, grid, _batch_trials(values_per_output)),
+        plan,
+        seed=seed,
+        key=key,
+        about={
+            "game": "distinguishing",
+            "mechanism": _describe(mechanism),
+            "pair": pair.description or "D vs D'",
+            "score": score_name,
+            "threshold_strategy": _strategy_dict(strategy, grid),
+        },
+        **execution,
+    )
+    return plan, done
+
+
+def _split_chunks(
+    per_chunk: list[np.ndarray], strategy: bd.ThresholdStrategy, grid: Any
+) -> tuple[bd.RateCounts | None, list[np.ndarray]]:
+    """A :class:`~dplens.auditing.bounds.Split` strategy's selection counts (its first chunks) and the chunks that
+    are bounded; every other strategy bounds every chunk."""
+    if not isinstance(strategy, bd.Split):
+        return None, per_chunk
+    k = min(max(1, round(strategy.fraction * len(per_chunk))), len(per_chunk) - 1)
+    return _rate_counts(grid, np.sum(per_chunk[:k], axis=0)), per_chunk[k:]
+
+
+def _trajectory(bounded: list[np.ndarray], grid: Any, bound: bd.Bound, judge: dict[str, Any]) -> list[dict[str, Any]]:
+    """The bound after 1, 2, 4, … of the counted chunks (at most 12 marks; the last is the audit's bound)."""
+    trajectory = []
+    marks = np.unique(np.geomspace(1, len(bounded), num=min(12, len(bounded))).round().astype(int))
+    running, cumulative = np.zeros_like(bounded[0]), {}
+    for m, chunk_counts in enumerate(bounded, start=1):  # running sums at the marks only: memory flat in the chunks
+        running += chunk_counts
+        if m in marks:
+            cumulative[m] = running.copy()
+    for m in marks:
+        partial = _rate_counts(grid, cumulative[m])
+        epsilon = bound.epsilon if m == len(bounded) else bd.evaluate(partial, **judge).epsilon  # the last is all
+        trajectory.append({"trials": partial.n_positives, "epsilon_lower_bound": epsilon})
+    return trajectory
+
+
+def _estimates(counts: bd.RateCounts, *, delta: float, significance: float, weights: Any) -> list[dict[str, Any]]:
+    """The labelled estimates beside the bound: the GDP estimate (δ > 0) and the raw-count point estimate."""
+    found: list[dict[str, Any]] = []
+    if delta > 0:
+        found.append(bd.gdp_estimate(counts, delta=delta, significance=significance, weights=weights).to_dict())
+    found.append(bd.point_estimate(counts, delta=delta).to_dict())
+    return found
+
+
 def audit(
     mechanism: Any,
     *,
@@ -647,17 +747,7 @@ def audit(
     seed = _check_int("seed", seed, 0)
     confidence = _check_confidence(confidence)
     delta = bd.conversions.check_delta(delta, allow_zero=True)
-    if (
-        isinstance(claimed_epsilon, bool)
-        or not isinstance(claimed_epsilon, int | float)
-        or not (claimed_epsilon >= 0 and math.isfinite(claimed_epsilon))
-    ):
-        raise ValueError(f"claimed_epsilon must be a finite number >= 0; got {claimed_epsilon!r}")
-    if not hasattr(mechanism, "sample"):
-        raise ValueError(f"mechanism must implement sample(data, n, rng); got {mechanism!r}")
-    pair = mechanism.worst_case_pair() if pair is None else pair
-    if not isinstance(pair, NeighbouringPair):
-        raise ValueError(f"pair must be a NeighbouringPair; got {pair!r}")
+    pair = _checked_pair(mechanism, pair, claimed_epsilon)
     strategy = bd.BonferroniGrid() if strategy is None else strategy
     significance = 1.0 - confidence
     if pilot_trials is None:
@@ -667,58 +757,15 @@ def audit(
 
     scorer, score_name = _resolve_score(score, mechanism, pair, seed)
     grid, weights, pilot_used = _place_grid(
-        strategy,
-        mechanism,
-        pair,
-        scorer,
-        seed=seed,
-        pilot=pilot,
-        trials=trials,
-        delta=delta,
+        strategy, mechanism, pair, scorer, seed=seed, pilot=pilot, trials=trials, delta=delta,
         significance=significance,
-    )
-    values_per_output = output_size(mechanism, pair.data)
-    size = _default_chunk_size(trials, values_per_output) if chunk_size is None else chunk_size
-    plan = runner.ChunkPlan(trials, _check_int("chunk_size", size, 1))
-    if isinstance(strategy, bd.Split) and plan.chunks < 2:
-        raise ValueError(f"strategy Split needs at least two chunks; got trials={trials}, chunk_size={size}")
-    key = runner.fingerprint(
-        {
-            "mechanism": _stable_description(mechanism),
-            "pair": repr((pair.data, pair.neighbour)),
-            "score": _stable_description(scorer.function) if scorer.function is not None else "exact LLR",
-            "grid": (grid.lower, grid.step, grid.size),
-            "trials": trials,
-            "chunk_size": plan.chunk_size,
-            "batch": _batch_trials(values_per_output),
-            "seed": seed,
-        }
-    )
-    done = runner.run_chunks(
-        _CountTask(mechanism, pair, scorer, grid, _batch_trials(values_per_output)),
-        plan,
-        seed=seed,
-        workers=workers,
-        scheduler=scheduler,
-        checkpoint=checkpoint,
-        key=key,
-        progress=progress,
-        about={
-            "game": "distinguishing",
-            "mechanism": _describe(mechanism),
-            "pair": pair.description or "D vs D'",
-            "score": score_name,
-            "threshold_strategy": _strategy_dict(strategy, grid),
-        },
-    )
-    per_chunk = [done[i] for i in range(plan.chunks)]
-
-    selection = None
-    bounded = per_chunk
-    if isinstance(strategy, bd.Split):
-        k = min(max(1, round(strategy.fraction * plan.chunks)), plan.chunks - 1)
-        selection = _rate_counts(grid, np.sum(per_chunk[:k], axis=0))
-        bounded = per_chunk[k:]
+    )  # fmt: skip
+    execution = {"workers": workers, "scheduler": scheduler, "checkpoint": checkpoint, "progress": progress}
+    plan, done = _count_chunks(
+        mechanism, pair, scorer, grid, strategy, score_name, trials=trials, seed=seed, chunk_size=chunk_size,
+        execution=execution,
+    )  # fmt: skip
+    selection, bounded = _split_chunks([done[i] for i in range(plan.chunks)], strategy, grid)
     total = np.sum(bounded, axis=0)
     counts = _rate_counts(grid, total)
     judge = dict(delta=delta, significance=significance, strategy=strategy, selection=selection, weights=weights)
@@ -726,24 +773,8 @@ def audit(
     share = 1.0 if bound.hypotheses == 1 else float(np.max(weights)) if weights is not None else 1 / bound.hypotheses
     ceiling = bd.measurability_ceiling(counts.n_positives, significance, delta=delta, share=share)
 
-    trajectory = []
-    marks = np.unique(np.geomspace(1, len(bounded), num=min(12, len(bounded))).round().astype(int))
-    running, cumulative = np.zeros_like(total), {}
-    for m, chunk_counts in enumerate(bounded, start=1):  # running sums at the marks only: memory flat in the chunks
-        running += chunk_counts
-        if m in marks:
-            cumulative[m] = running.copy()
-    for m in marks:
-        partial = _rate_counts(grid, cumulative[m])
-        epsilon = bound.epsilon if m == len(bounded) else bd.evaluate(partial, **judge).epsilon  # the last is all
-        trajectory.append({"trials": partial.n_positives, "epsilon_lower_bound": epsilon})
-
-    estimate_list: list[dict[str, Any]] = []
-    if estimates:
-        if delta > 0:
-            gdp = bd.gdp_estimate(counts, delta=delta, significance=significance, weights=weights)
-            estimate_list.append(gdp.to_dict())
-        estimate_list.append(bd.point_estimate(counts, delta=delta).to_dict())
+    trajectory = _trajectory(bounded, grid, bound, judge)
+    estimate_list = _estimates(counts, delta=delta, significance=significance, weights=weights) if estimates else []
     verdict, reason = verdict_for(bound.epsilon, ceiling, float(claimed_epsilon), confidence)
     return AuditResult(
         epsilon_lower_bound=bound.epsilon,

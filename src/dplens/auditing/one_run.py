@@ -643,6 +643,40 @@ class OneRunResult:
         return cls(**{n: data[n] for n in names}, **{n: cutoff[n] for n in cutoff_names})
 
 
+def _analysis_fields(analysis: OneRunAnalysis, delta: float) -> tuple[str, str, bool, str | None]:
+    """(name, reference, is_estimate, assumption) of the analysis (a ``ValueError`` for one that does not apply)."""
+    match analysis:
+        case ApproximateDP():
+            return "approximate_dp", STEINKE_REFERENCE, False, None
+        case GaussianFDP():
+            if delta <= 0:
+                raise ValueError(f"delta must be in (0, 1) for GaussianFDP; got {delta!r}")
+            return "gaussian_fdp", FDP_REFERENCE, True, GDP_FAMILY_ASSUMPTION
+    raise ValueError(f"analysis must be ApproximateDP() or GaussianFDP(); got {analysis!r}")
+
+
+def _best_candidate(
+    candidates: list[Any], analysis: OneRunAnalysis, *, m: int, level: float, delta: float
+) -> tuple[float, Any]:
+    """The largest ε lower bound over the candidate cut-offs (each at ``level``) and its candidate."""
+    r = np.array([c.guesses for c in candidates])
+    v = np.array([c.correct for c in candidates])
+    ceiling = _epsilon_pure(r, v, level)  # the δ = 0 bound of each candidate: cheap, and ≥ its δ > 0 bound
+    order = np.argsort(-ceiling, kind="stable")
+    best_eps, best = 0.0, candidates[int(order[0])]
+    for j in order:
+        cand = candidates[int(j)]
+        if isinstance(analysis, ApproximateDP):
+            if ceiling[j] <= best_eps:
+                break  # sorted: no later candidate can beat the best
+            eps = _sup_epsilon(_PValue(m, cand.guesses, cand.correct, delta), level, floor=best_eps)
+        else:
+            eps = _sup_epsilon_fdp(m, cand.guesses, cand.correct, level, delta, floor=best_eps)
+        if eps > best_eps:
+            best_eps, best = eps, cand
+    return best_eps, best
+
+
 def one_run_audit(
     scores: Any,
     labels: Any,
@@ -685,16 +719,7 @@ def one_run_audit(
     analysis = ApproximateDP() if analysis is None else analysis
     m = s.size
     k_max = _max_cutoff(m, rule)
-    match analysis:
-        case ApproximateDP():
-            analysis_name, reference, is_estimate, assumption = "approximate_dp", STEINKE_REFERENCE, False, None
-        case GaussianFDP():
-            if delta <= 0:
-                raise ValueError(f"delta must be in (0, 1) for GaussianFDP; got {delta!r}")
-            analysis_name, reference, is_estimate = "gaussian_fdp", FDP_REFERENCE, True
-            assumption = GDP_FAMILY_ASSUMPTION
-        case _:
-            raise ValueError(f"analysis must be ApproximateDP() or GaussianFDP(); got {analysis!r}")
+    analysis_name, reference, is_estimate, assumption = _analysis_fields(analysis, delta)
     match correction:
         case BonferroniCutoffs(cutoffs=cutoffs, size=size):
             if k_max < 1:
@@ -717,22 +742,7 @@ def one_run_audit(
     if not candidates:
         raise ValueError(f"labels give no candidate guesses (all scores tie at +inf?); got {m} canaries")
 
-    level = alpha / hypotheses
-    r = np.array([c.guesses for c in candidates])
-    v = np.array([c.correct for c in candidates])
-    ceiling = _epsilon_pure(r, v, level)  # the δ = 0 bound of each candidate: cheap, and ≥ its δ > 0 bound
-    order = np.argsort(-ceiling, kind="stable")
-    best_eps, best = 0.0, candidates[int(order[0])]
-    for j in order:
-        cand = candidates[int(j)]
-        if isinstance(analysis, ApproximateDP):
-            if ceiling[j] <= best_eps:
-                break  # sorted: no later candidate can beat the best
-            eps = _sup_epsilon(_PValue(m, cand.guesses, cand.correct, delta), level, floor=best_eps)
-        else:
-            eps = _sup_epsilon_fdp(m, cand.guesses, cand.correct, level, delta, floor=best_eps)
-        if eps > best_eps:
-            best_eps, best = eps, cand
+    best_eps, best = _best_candidate(candidates, analysis, m=m, level=alpha / hypotheses, delta=delta)
     return OneRunResult(
         epsilon_lower_bound=float(best_eps),
         significance=alpha,

@@ -19,7 +19,13 @@ import numpy as np
 
 from dplens.auditing.targets import Target, TargetPair, _short
 
-__all__ = ["PairSearchResult", "estimated_divergence", "query_vector_patterns", "search_pair", "search_query_vector"]
+__all__ = [
+    "PairSearchResult",
+    "estimated_divergence",
+    "query_vector_patterns",
+    "search_pair",
+    "search_query_vector",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,6 +86,77 @@ def _candidate_values(records: list[Any]) -> tuple[float, float]:
     return low - spread, high + spread
 
 
+class _Evaluator:
+    """Draws a candidate neighbour (its own stream, spawn key (2, k, 1)) and estimates its divergence from D's draws;
+    keeps every candidate tried."""
+
+    def __init__(self, target: Target, pair: TargetPair, records: list[Any], base: Any, *, seed: int, trials: int):
+        self.target, self.pair, self.records, self.base = target, pair, records, base
+        self.seed, self.trials = seed, trials
+        self.tried: list[dict[str, Any]] = []
+        self.seen: set[str] = set()
+
+    def _applied(self, change: tuple[str, int, float | None]) -> tuple[list[Any], str] | None:
+        action, index, value = change
+        new = list(self.records)
+        if action == "remove":
+            if not new:
+                return None
+            removed = new.pop(index)
+            return new, f"remove record {index} ({_short(removed, 40)})"
+        if action == "add":
+            new.append(value)
+            return new, f"add a record {value:.6g}"
+        if not new:
+            return None
+        text = f"replace record {index} ({_short(new[index], 40)}) by {value:.6g}"
+        new[index] = value
+        return new, text
+
+    def __call__(self, change: tuple[str, int, float | None], phase: str) -> float | None:
+        applied = self._applied(change)
+        if applied is None or applied[1] in self.seen:
+            return None
+        new, text = applied
+        self.seen.add(text)
+        neighbour = _rebuild(self.pair.data, new)
+        k = len(self.tried) + 1
+        side_rng = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(2, k, 1)))
+        outputs = self.target.draw(neighbour, self.trials, side_rng, where=f"pair search, candidate {k}")
+        estimate = estimated_divergence(self.base, outputs)
+        self.tried.append(
+            {
+                "change": text,
+                "neighbour": _short(neighbour),
+                "estimate": estimate,
+                "is_estimate": True,
+                "phase": phase,
+                "_neighbour": neighbour,
+                "_change": change,
+            }
+        )
+        return estimate
+
+
+def _search_result(pair: TargetPair, tried: list[dict[str, Any]]) -> PairSearchResult:
+    if not tried:
+        raise ValueError("pair search found no candidate neighbour")
+    best = max(tried, key=lambda t: t["estimate"])
+    chosen = TargetPair(
+        data=pair.data,
+        neighbour=best["_neighbour"],
+        query=None,
+        description=f"searched ({pair.relation}, {len(tried)} candidates): {best['change']}",
+        relation=pair.relation,
+        noise=pair.noise,
+        source=pair.source,
+    )
+    public = tuple({k: v for k, v in t.items() if not k.startswith("_")} for t in tried)
+    for entry in public:
+        entry["estimate"] = entry["estimate"] if math.isfinite(entry["estimate"]) else None
+    return PairSearchResult(pair=chosen, tried=public)
+
+
 def search_pair(
     target: Target, pair: TargetPair, *, seed: int, budget: int = 24, trials: int = 2_000
 ) -> PairSearchResult:
@@ -94,45 +171,8 @@ def search_pair(
     low, high = _candidate_values(records) if records else (-1.0, 1.0)
     base_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2, 0, 0)))
     base = target.draw(pair.data, trials, base_rng, where="pair search on D")
-
-    tried: list[dict[str, Any]] = []
-    seen: set[str] = set()
-
-    def evaluate(change: tuple[str, int, float | None], phase: str) -> float | None:
-        action, index, value = change
-        new = list(records)
-        if action == "remove":
-            if not new:
-                return None
-            removed = new.pop(index)
-            text = f"remove record {index} ({_short(removed, 40)})"
-        elif action == "add":
-            new.append(value)
-            text = f"add a record {value:.6g}"
-        else:
-            if not new:
-                return None
-            text = f"replace record {index} ({_short(new[index], 40)}) by {value:.6g}"
-            new[index] = value
-        if text in seen:
-            return None
-        seen.add(text)
-        neighbour = _rebuild(pair.data, new)
-        side_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2, len(tried) + 1, 1)))
-        outputs = target.draw(neighbour, trials, side_rng, where=f"pair search, candidate {len(tried) + 1}")
-        estimate = estimated_divergence(base, outputs)
-        tried.append(
-            {
-                "change": text,
-                "neighbour": _short(neighbour),
-                "estimate": estimate,
-                "is_estimate": True,
-                "phase": phase,
-                "_neighbour": neighbour,
-                "_change": change,
-            }
-        )
-        return estimate
+    evaluate = _Evaluator(target, pair, records, base, seed=seed, trials=trials)
+    tried = evaluate.tried
 
     def random_change() -> tuple[str, int, float | None]:
         index = int(rng.integers(0, max(len(records), 1)))
@@ -157,22 +197,7 @@ def search_pair(
             change = (action, index, float(value + rng.choice([-1.0, 1.0]) * step))
             step = max(step / 2, (high - low) * 1e-3)
         evaluate(change, "local")
-    if not tried:
-        raise ValueError("pair search found no candidate neighbour")
-    best = max(tried, key=lambda t: t["estimate"])
-    chosen = TargetPair(
-        data=pair.data,
-        neighbour=best["_neighbour"],
-        query=None,
-        description=f"searched ({pair.relation}, {len(tried)} candidates): {best['change']}",
-        relation=pair.relation,
-        noise=pair.noise,
-        source=pair.source,
-    )
-    public = tuple({k: v for k, v in t.items() if not k.startswith("_")} for t in tried)
-    for entry in public:
-        entry["estimate"] = entry["estimate"] if math.isfinite(entry["estimate"]) else None
-    return PairSearchResult(pair=chosen, tried=public)
+    return _search_result(pair, tried)
 
 
 # --------------------------------------------------------------------------------------------
@@ -227,6 +252,41 @@ def _concat(parts: list[Any]) -> Any:
     return out
 
 
+def _add_random_patterns(
+    candidates: list[tuple[str, np.ndarray]], rng: np.random.Generator, *, size: int, extra: int, budget: int
+) -> None:
+    """Append ``extra`` random changes Δ ∈ {−1, 0, 1}^size not already among ``candidates``."""
+    attempts = 0
+    while extra > 0 and attempts < 50 * budget:
+        attempts += 1
+        delta = rng.integers(-1, 2, size=size).astype(float)
+        if delta.any() and not any(np.array_equal(delta, c) for _, c in candidates):
+            candidates.append((f"random {''.join('+-0'[int(v == -1) + 2 * int(v == 0)] for v in delta)}", delta))
+            extra -= 1
+
+
+def _tried_patterns(
+    candidates: list[tuple[str, np.ndarray]],
+    neighbour_of: Any,
+    estimates: dict[int, float],
+    draws: dict[int, int],
+    alive: list[int],
+) -> list[dict[str, Any]]:
+    """Every candidate of a query-vector search with its estimate (labelled one) and draws."""
+    return [
+        {
+            "change": name,
+            "neighbour": _short(neighbour_of(delta)),
+            "estimate": estimates.get(i),
+            "is_estimate": True,
+            "draws": draws[i],
+            "phase": "pattern" if not name.startswith("random") else "random",
+            "kept": i in alive,
+        }
+        for i, (name, delta) in enumerate(candidates)
+    ]
+
+
 def search_query_vector(
     target: Target,
     pair: TargetPair,
@@ -243,7 +303,7 @@ def search_query_vector(
     per side by successive halving (Jamieson & Talwalkar, AISTATS 2016; Karnin, Koren, Somekh, ICML 2013): every
     round gives the surviving candidates equal new draws, scores each by ``strength(outputs_D, outputs_D′,
     audit_trials)`` (an *estimate*, reported as such; the audit passes the bound an audit of ``audit_trials``
-    per side is predicted to reach, :func:`dplens.auditing.target_game.search_strength`; default: the plug-in
+    per side is predicted to reach, :func:`dplens.auditing.stages.strength.search_strength`; default: the plug-in
     :func:`estimated_divergence`), and keeps the better half. Every round draws D and every surviving candidate
     from *one* noise stream (common random numbers: spawn key (2, 1, round)), so the j-th draws of M(D) and
     M(D′) share their noise and differ only where the change of input moves the output: the difference between
@@ -263,13 +323,7 @@ def search_query_vector(
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2,)))
     candidates = query_vector_patterns(x.size)[:budget]
     extra = budget - len(candidates) if random_patterns is None else min(random_patterns, budget - len(candidates))
-    attempts = 0
-    while extra > 0 and attempts < 50 * budget:
-        attempts += 1
-        delta = rng.integers(-1, 2, size=x.size).astype(float)
-        if delta.any() and not any(np.array_equal(delta, c) for _, c in candidates):
-            candidates.append((f"random {''.join('+-0'[int(v == -1) + 2 * int(v == 0)] for v in delta)}", delta))
-            extra -= 1
+    _add_random_patterns(candidates, rng, size=x.size, extra=extra, budget=budget)
     as_list = isinstance(pair.data, list | tuple)
 
     def neighbour_of(delta: np.ndarray) -> Any:
@@ -302,20 +356,8 @@ def search_query_vector(
             estimates[i] = measure(first[: draws[i]], _concat(outputs[i]), audit_trials)
         if len(alive) > 1 and r < rounds - 1:
             alive = sorted(alive, key=lambda i: -estimates[i])[: max(1, math.ceil(len(alive) / 2))]
+    tried = _tried_patterns(candidates, neighbour_of, estimates, draws, alive)
     best = max(alive, key=lambda i: estimates[i])
-    tried = []
-    for i, (name, delta) in enumerate(candidates):
-        tried.append(
-            {
-                "change": name,
-                "neighbour": _short(neighbour_of(delta)),
-                "estimate": estimates.get(i),
-                "is_estimate": True,
-                "draws": draws[i],
-                "phase": "pattern" if not name.startswith("random") else "random",
-                "kept": i in alive,
-            }
-        )
     chosen = TargetPair(
         data=pair.data,
         neighbour=neighbour_of(candidates[best][1]),

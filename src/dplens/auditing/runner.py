@@ -693,6 +693,70 @@ def run_chunks(
             writer.close()
 
 
+class _Progress:
+    """The progress bar and the progress events of a run: one ``chunk`` event per finished chunk, with its rate."""
+
+    def __init__(self, plan: ChunkPlan, *, resumed_trials: int, progress: bool, description: str) -> None:
+        from tqdm import tqdm
+
+        self.plan, self.resumed_trials = plan, resumed_trials
+        self.bar = tqdm(
+            total=plan.trials,
+            initial=resumed_trials,
+            desc=description,
+            unit=" trials",
+            unit_scale=True,
+            disable=not progress,
+            file=sys.stderr,
+            leave=False,
+            smoothing=0.1,
+        )
+        self.start, self.counted = time.monotonic(), 0
+
+    def chunk(self, index: int, chunks_done: int) -> None:
+        plan = self.plan
+        self.counted += plan.size(index)
+        self.bar.set_postfix_str(f"chunk {chunks_done}/{plan.chunks}", refresh=False)
+        self.bar.update(plan.size(index))
+        elapsed = time.monotonic() - self.start
+        rate = self.counted / elapsed if elapsed > 0 else None
+        remaining = plan.trials - self.resumed_trials - self.counted
+        _emit(
+            {
+                "event": "chunk",
+                "index": index,
+                "chunks_done": chunks_done,
+                "chunks": plan.chunks,
+                "trials_done": self.resumed_trials + self.counted,
+                "trials": plan.trials,
+                "elapsed_seconds": round(elapsed, 3),
+                "trials_per_second": round(rate, 1) if rate else None,
+                "eta_seconds": round(remaining / rate, 1) if rate else None,
+            }
+        )
+
+    def finished(self) -> None:
+        elapsed = time.monotonic() - self.start
+        _emit(
+            {
+                "event": "finished",
+                "chunks": self.plan.chunks,
+                "trials": self.plan.trials,
+                "elapsed_seconds": round(elapsed, 3),
+                "trials_per_second": round(self.counted / elapsed, 1) if self.counted and elapsed > 0 else None,
+            }
+        )
+
+
+def _stream(task: ChunkTask, plan: ChunkPlan, todo: list[int], seed: int, *, scheduler: Any, parallel: int, guard):
+    """The finished chunks as (index, counts), from the backend the run asks for."""
+    if scheduler is not None:
+        return _run_dask(task, plan, todo, seed, scheduler, guard)
+    if parallel > 1:
+        return _run_pool(task, plan, todo, seed, parallel, guard)
+    return _run_in_process(task, plan, todo, seed, guard)
+
+
 def _run(
     task: ChunkTask,
     plan: ChunkPlan,
@@ -710,20 +774,7 @@ def _run(
     resumed_trials = sum(plan.size(i) for i in done)
     parallel = workers if scheduler is None and workers > 1 and len(todo) > 1 else 1
     guard = _SignalGuard(_stop_notice(progress, lambda: "the running chunks" if parallel > 1 else "this chunk"))
-    from tqdm import tqdm
-
-    bar = tqdm(
-        total=plan.trials,
-        initial=resumed_trials,
-        desc=description,
-        unit=" trials",
-        unit_scale=True,
-        disable=not progress,
-        file=sys.stderr,
-        leave=False,
-        smoothing=0.1,
-    )
-    backend = backend_name(workers=workers, scheduler=scheduler)
+    shown = _Progress(plan, resumed_trials=resumed_trials, progress=progress, description=description)
     _emit(
         {
             "event": "start",
@@ -733,21 +784,15 @@ def _run(
             "chunk_size": plan.chunk_size,
             "resumed_chunks": len(done),
             "resumed_trials": resumed_trials,
-            "backend": backend,
+            "backend": backend_name(workers=workers, scheduler=scheduler),
             "seed": seed,
             "checkpoint": str(path) if path is not None else None,
         }
     )
-    start, counted = time.monotonic(), 0
     stream: Iterator[tuple[int, np.ndarray]] | None = None
     try:
         with guard:
-            if scheduler is not None:
-                stream = _run_dask(task, plan, todo, seed, scheduler, guard)
-            elif parallel > 1:
-                stream = _run_pool(task, plan, todo, seed, workers, guard)
-            else:
-                stream = _run_in_process(task, plan, todo, seed, guard)
+            stream = _stream(task, plan, todo, seed, scheduler=scheduler, parallel=parallel, guard=guard)
             for index, counts in stream:
                 if index in done:  # cannot happen with the plan above; guards against a double count regardless
                     continue
@@ -760,44 +805,17 @@ def _run(
                 done[index] = counts
                 if writer is not None:
                     writer.append(index, counts)
-                counted += plan.size(index)
-                bar.set_postfix_str(f"chunk {len(done)}/{plan.chunks}", refresh=False)
-                bar.update(plan.size(index))
-                elapsed = time.monotonic() - start
-                rate = counted / elapsed if elapsed > 0 else None
-                remaining = plan.trials - resumed_trials - counted
-                _emit(
-                    {
-                        "event": "chunk",
-                        "index": index,
-                        "chunks_done": len(done),
-                        "chunks": plan.chunks,
-                        "trials_done": resumed_trials + counted,
-                        "trials": plan.trials,
-                        "elapsed_seconds": round(elapsed, 3),
-                        "trials_per_second": round(rate, 1) if rate else None,
-                        "eta_seconds": round(remaining / rate, 1) if rate else None,
-                    }
-                )
+                shown.chunk(index, len(done))
     except _StopNow as stop:
         raise _interrupted(stop.signum, plan, done, path, immediate=True) from None
     finally:
         if stream is not None:
             stream.close()  # a pool stopped early kills its workers here
-        bar.close()
+        shown.bar.close()
     if len(done) < plan.chunks:
         assert guard.signum is not None  # the streams end early only when asked to stop
         raise _interrupted(guard.signum, plan, done, path, immediate=False)
-    elapsed = time.monotonic() - start
-    _emit(
-        {
-            "event": "finished",
-            "chunks": plan.chunks,
-            "trials": plan.trials,
-            "elapsed_seconds": round(elapsed, 3),
-            "trials_per_second": round(counted / elapsed, 1) if counted and elapsed > 0 else None,
-        }
-    )
+    shown.finished()
     return done
 
 

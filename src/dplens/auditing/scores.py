@@ -758,6 +758,91 @@ class OneRunAuditResult:
 # --------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Chosen:
+    """A two-sample audit's test: its ε bound and direction, the μ bound, their operating points, the ceiling, and
+    how the threshold was chosen."""
+
+    value: float
+    direction: str
+    mu: float
+    point: dict[str, Any]
+    mu_point: dict[str, Any]
+    ceiling: float
+    method: str
+    selection: dict[str, Any]
+
+
+def _split_bound(classes: list[np.ndarray], fraction: float, seed: int, alpha: float, delta: float) -> _Chosen:
+    """One threshold and direction chosen on a random part of each class, bounded on the rest (``classes``: the
+    sorted members and non-members, taken out of the list so that each full copy is dropped once split)."""
+    rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(3,)))
+    # Boolean indexing keeps the order, so all four parts are sorted; each full copy is dropped once split.
+    sel_in, bnd_in = _split_sorted(classes.pop(0), fraction, rng)
+    sel_out, bnd_out = _split_sorted(classes.pop(0), fraction, rng)
+    if min(sel_in.size, bnd_in.size, sel_out.size, bnd_out.size) == 0:
+        raise ValueError(
+            "scores: the split left a part without members or non-members; give more scores of each class "
+            f"(got {sel_in.size + bnd_in.size} members, {sel_out.size + bnd_out.size} non-members) or use "
+            "ThresholdGrid"
+        )
+    thresholds = _candidates(sel_in, sel_out)
+    fn, fp = _errors(sel_in, sel_out, thresholds)
+    index, direction = _select(fn, fp, sel_in.size, sel_out.size, alpha, delta)
+    _, _, fpr_u, fnr_u = _bounds_at(fn, fp, sel_in.size, sel_out.size, alpha / 2, delta)
+    mu_forward, mu_reverse = _mu_bounds(fpr_u, fnr_u)
+    mu_index, mu_direction, _ = _pick(mu_forward, mu_reverse)
+    # The counted part: one threshold and direction for ε, one for μ, each at α (no selection on it).
+    chosen = np.array([thresholds[index], thresholds[mu_index]])
+    fn, fp = _errors(bnd_in, bnd_out, chosen)
+    forward, reverse, fpr_u, fnr_u = _bounds_at(fn, fp, bnd_in.size, bnd_out.size, alpha / 2, delta)
+    mu_forward, mu_reverse = _mu_bounds(fpr_u, fnr_u)
+    n_in, n_out, part = bnd_in.size, bnd_out.size, f"held-out {1 - fraction:.0%} of each class"
+    return _Chosen(
+        value=forward[0] if direction == FORWARD else reverse[0],
+        direction=direction,
+        mu=mu_forward[1] if mu_direction == FORWARD else mu_reverse[1],
+        point=_operating_point(chosen[0], direction, fn[0], fp[0], n_in, n_out, fpr_u[0], fnr_u[0], part),
+        mu_point=_operating_point(chosen[1], mu_direction, fn[1], fp[1], n_in, n_out, fpr_u[1], fnr_u[1], part),
+        ceiling=_ceiling(n_in, n_out, alpha / 2, delta),
+        method=(
+            f"Clopper-Pearson at one threshold and direction chosen on a random {fraction:.0%} of each class "
+            f"(seed {seed}), bounded on the other {1 - fraction:.0%}; union bound over FPR and FNR"
+        ),
+        selection={"name": "split", "fraction": fraction, "seed": int(seed), "hypotheses": 1},
+    )
+
+
+def _grid_bound(sorted_in: np.ndarray, sorted_out: np.ndarray, grid: Any, alpha: float, delta: float) -> _Chosen:
+    """Bonferroni over thresholds fixed before the data, both rates and both directions, on every score."""
+    chosen = np.asarray(grid, dtype=float)
+    per_rate = alpha / (2 * chosen.size)
+    fn, fp = _errors(sorted_in, sorted_out, chosen)
+    n_in, n_out = sorted_in.size, sorted_out.size
+    forward, reverse, fpr_u, fnr_u = _bounds_at(fn, fp, n_in, n_out, per_rate, delta)
+    index, direction, value = _pick(forward, reverse)
+    mu_forward, mu_reverse = _mu_bounds(fpr_u, fnr_u)
+    mu_index, mu_direction, mu = _pick(mu_forward, mu_reverse)
+    part = "all scores"
+    point, mu_point = (
+        _operating_point(chosen[i], way, fn[i], fp[i], n_in, n_out, fpr_u[i], fnr_u[i], part)
+        for i, way in ((index, direction), (mu_index, mu_direction))
+    )
+    return _Chosen(
+        value=value,
+        direction=direction,
+        mu=mu,
+        point=point,
+        mu_point=mu_point,
+        ceiling=_ceiling(n_in, n_out, per_rate, delta),
+        method=(
+            f"Clopper-Pearson, Bonferroni over {chosen.size} threshold(s) fixed before the data, both rates and "
+            "both test directions"
+        ),
+        selection={"name": "grid", "thresholds": list(grid), "hypotheses": int(chosen.size)},
+    )
+
+
 def _two_sample(
     s: np.ndarray,
     lab: np.ndarray,
@@ -771,66 +856,17 @@ def _two_sample(
     start: float,
 ) -> ScoresAuditResult:
     alpha = 1.0 - confidence
-    sorted_in, sorted_out = _sorted_classes(s, lab)
-    described = _descriptive(sorted_in, sorted_out, targets)
+    classes = list(_sorted_classes(s, lab))
+    described = _descriptive(classes[0], classes[1], targets)
     match selection:
         case SplitSelection(fraction=fraction, seed=seed):
-            rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(3,)))
-            # Boolean indexing keeps the order, so all four parts are sorted; each full copy is dropped once split.
-            sel_in, bnd_in = _split_sorted(sorted_in, fraction, rng)
-            del sorted_in
-            sel_out, bnd_out = _split_sorted(sorted_out, fraction, rng)
-            del sorted_out
-            if min(sel_in.size, bnd_in.size, sel_out.size, bnd_out.size) == 0:
-                raise ValueError(
-                    "scores: the split left a part without members or non-members; give more scores of each class "
-                    f"(got {sel_in.size + bnd_in.size} members, {sel_out.size + bnd_out.size} non-members) or use "
-                    "ThresholdGrid"
-                )
-            thresholds = _candidates(sel_in, sel_out)
-            fn, fp = _errors(sel_in, sel_out, thresholds)
-            index, direction = _select(fn, fp, sel_in.size, sel_out.size, alpha, delta)
-            _, _, fpr_u, fnr_u = _bounds_at(fn, fp, sel_in.size, sel_out.size, alpha / 2, delta)
-            mu_forward, mu_reverse = _mu_bounds(fpr_u, fnr_u)
-            mu_index, mu_direction, _ = _pick(mu_forward, mu_reverse)
-            # The counted part: one threshold and direction for ε, one for μ, each at α (no selection on it).
-            chosen = np.array([thresholds[index], thresholds[mu_index]])
-            fn, fp = _errors(bnd_in, bnd_out, chosen)
-            forward, reverse, fpr_u, fnr_u = _bounds_at(fn, fp, bnd_in.size, bnd_out.size, alpha / 2, delta)
-            value = forward[0] if direction == FORWARD else reverse[0]
-            mu_forward, mu_reverse = _mu_bounds(fpr_u, fnr_u)
-            mu = mu_forward[1] if mu_direction == FORWARD else mu_reverse[1]
-            n_in, n_out, part = bnd_in.size, bnd_out.size, f"held-out {1 - fraction:.0%} of each class"
-            point = _operating_point(chosen[0], direction, fn[0], fp[0], n_in, n_out, fpr_u[0], fnr_u[0], part)
-            mu_point = _operating_point(chosen[1], mu_direction, fn[1], fp[1], n_in, n_out, fpr_u[1], fnr_u[1], part)
-            ceiling = _ceiling(n_in, n_out, alpha / 2, delta)
-            method = (
-                f"Clopper-Pearson at one threshold and direction chosen on a random {fraction:.0%} of each class "
-                f"(seed {seed}), bounded on the other {1 - fraction:.0%}; union bound over FPR and FNR"
-            )
-            selection_dict = {"name": "split", "fraction": fraction, "seed": int(seed), "hypotheses": 1}
+            chosen = _split_bound(classes, fraction, seed, alpha, delta)
         case ThresholdGrid(thresholds=grid):
-            chosen = np.asarray(grid, dtype=float)
-            per_rate = alpha / (2 * chosen.size)
-            fn, fp = _errors(sorted_in, sorted_out, chosen)
-            n_in, n_out = sorted_in.size, sorted_out.size
-            forward, reverse, fpr_u, fnr_u = _bounds_at(fn, fp, n_in, n_out, per_rate, delta)
-            index, direction, value = _pick(forward, reverse)
-            mu_forward, mu_reverse = _mu_bounds(fpr_u, fnr_u)
-            mu_index, mu_direction, mu = _pick(mu_forward, mu_reverse)
-            part = "all scores"
-            point, mu_point = (
-                _operating_point(chosen[i], way, fn[i], fp[i], n_in, n_out, fpr_u[i], fnr_u[i], part)
-                for i, way in ((index, direction), (mu_index, mu_direction))
-            )
-            ceiling = _ceiling(n_in, n_out, per_rate, delta)
-            method = (
-                f"Clopper-Pearson, Bonferroni over {chosen.size} threshold(s) fixed before the data, both rates and "
-                "both test directions"
-            )
-            selection_dict = {"name": "grid", "thresholds": list(grid), "hypotheses": int(chosen.size)}
+            chosen = _grid_bound(classes[0], classes[1], grid, alpha, delta)
         case _:
             raise ValueError(f"selection must be SplitSelection() or ThresholdGrid(...); got {selection!r}")
+    value, direction, mu, ceiling = chosen.value, chosen.direction, chosen.mu, chosen.ceiling
+    point, mu_point, method, selection_dict = chosen.point, chosen.mu_point, chosen.method, chosen.selection
     bound = max(float(value), 0.0)
     mu = max(float(mu), 0.0) if math.isfinite(mu) else 0.0
     if mu > 0 and delta > 0:

@@ -17,7 +17,17 @@ import numpy as np
 
 from dplens.auditing import bounds as bd
 
-__all__ = ["Binner", "EdgeScoreBinner", "OutputKind", "numeric", "quantile_edges"]
+__all__ = [
+    "Binner",
+    "EdgeScoreBinner",
+    "OutputKind",
+    "Skipped",
+    "edge_binner",
+    "log_ratio",
+    "numeric",
+    "ordered",
+    "quantile_edges",
+]
 
 
 class OutputKind:
@@ -71,6 +81,47 @@ class Binner:
 
     def raw_bins(self, outputs: Any, n: int) -> np.ndarray:  # pragma: no cover - every family overrides it
         raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A score that cannot be fitted on these outputs, and why (the audit reports ``note`` and goes on without it).
+
+    Example:
+        >>> Skipped("HistogramRatio needs scalar numbers; the outputs are vector").note
+        'HistogramRatio needs scalar numbers; the outputs are vector'
+    """
+
+    note: str
+
+
+def log_ratio(positive: np.ndarray, negative: np.ndarray) -> np.ndarray:
+    """Smoothed log frequency ratio per bin (add-½ to every bin, Krichevsky–Trofimov).
+
+    Example:
+        >>> import numpy as np
+        >>> [round(float(v), 3) for v in log_ratio(np.array([3.0, 1.0]), np.array([1.0, 3.0]))]
+        [0.847, -0.847]
+    """
+    p = (positive + 0.5) / (positive.sum() + 0.5 * positive.size)
+    q = (negative + 0.5) / (negative.sum() + 0.5 * negative.size)
+    return np.log(p) - np.log(q)
+
+
+def ordered(name: str, kind: str, scores: np.ndarray, **extra: Any) -> dict[str, Any]:
+    """The :class:`Binner` fields of raw bins with estimated ``scores``: ``rank`` (ascending score; ties kept in raw
+    order) and the ``cut_scores`` between ranks.
+
+    Example:
+        >>> import numpy as np
+        >>> fields = ordered("t", "table", np.array([0.5, -1.0, 2.0]))
+        >>> fields["rank"].tolist(), fields["cut_scores"].tolist()
+        ([1, 0, 2], [0.5, 2.0])
+    """
+    order = np.argsort(scores, kind="stable")
+    rank = np.empty(scores.size, dtype=np.int64)
+    rank[order] = np.arange(scores.size)
+    return {"name": name, "kind": kind, "rank": rank, "cut_scores": scores[order][1:].astype(float), **extra}
 
 
 def quantile_edges(scores: np.ndarray, *, interior: int = 128, tail: int = 24) -> np.ndarray:

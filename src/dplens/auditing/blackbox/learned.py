@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from dplens.auditing.blackbox.base import EdgeScoreBinner, OutputKind, Skipped, edge_binner, numeric, quantile_edges
 from dplens.auditing.blackbox.features import FeatureMap
 
-__all__ = ["BoostedTrees", "LogisticRatio", "fit_boosted", "fit_logistic", "sklearn_available"]
+__all__ = ["BoostedTrees", "LogisticRatio", "fit_boosted", "fit_learned", "fit_logistic", "sklearn_available"]
 
 MISSING_SKLEARN = "the boosted-trees score needs scikit-learn: pip install 'dplens[learned]'"
 
@@ -79,8 +80,8 @@ class FeatureLinearScore:
     def __call__(self, values: Any) -> np.ndarray:
         x = np.asarray(values, dtype=float).reshape(len(values), -1)
         out = np.empty(len(x))
-        for begin in range(0, len(x), _CHUNK_ROWS):  # chunks: the feature matrix of a big batch is never whole
-            z = self.features(x[begin : begin + _CHUNK_ROWS], squares=True)
+        for begin in range(0, len(x), CHUNK_ROWS):  # chunks: the feature matrix of a big batch is never whole
+            z = self.features(x[begin : begin + CHUNK_ROWS], squares=True)
             out[begin : begin + len(z)] = ((z - self.centre) / self.scale) @ self.weights
         return out
 
@@ -96,21 +97,21 @@ class FeatureModelScore:
         x = np.asarray(values, dtype=float).reshape(len(values), -1)
         out = np.empty(len(x))
         with _one_thread():  # one thread per process: OpenMP spinning on a shared machine costs 10×+
-            for begin in range(0, len(x), _CHUNK_ROWS):
-                z = self.features(x[begin : begin + _CHUNK_ROWS])
+            for begin in range(0, len(x), CHUNK_ROWS):
+                z = self.features(x[begin : begin + CHUNK_ROWS])
                 out[begin : begin + len(z)] = np.asarray(self.model.decision_function(z), dtype=float).reshape(-1)
         return out
 
 
-_CHUNK_ROWS = 32_768  # rows of the design matrix built at a time: the fit's memory does not grow with the pilot
+CHUNK_ROWS = 32_768  # rows of the design matrix built at a time: the fit's memory does not grow with the pilot
 TREE_FEATURE_BYTES = 96 * 2**20  # the boosted trees see at most this much feature matrix (rows subsampled evenly)
 
 
 def _chunks(fit: tuple[np.ndarray, np.ndarray]):
-    """(values, labels) in chunks of at most ``_CHUNK_ROWS`` rows: D's rows (label 1), then D′'s (label 0)."""
+    """(values, labels) in chunks of at most ``CHUNK_ROWS`` rows: D's rows (label 1), then D′'s (label 0)."""
     for side, label in ((fit[0], 1.0), (fit[1], 0.0)):
-        for begin in range(0, len(side), _CHUNK_ROWS):
-            block = side[begin : begin + _CHUNK_ROWS]
+        for begin in range(0, len(side), CHUNK_ROWS):
+            block = side[begin : begin + CHUNK_ROWS]
             yield block, np.full(len(block), label)
 
 
@@ -180,3 +181,32 @@ def fit_boosted(
     with _one_thread():
         model.fit(x, y)
     return FeatureModelScore(features, model)
+
+
+def fit_learned(
+    score: LogisticRatio | BoostedTrees,
+    fit: tuple[Any, Any],
+    *,
+    kind: str,
+    dimension: int,
+    features: FeatureMap,
+    seed: int,
+) -> EdgeScoreBinner | Skipped:
+    """The learned score fitted on the fitting half of the pilot (``features``: the pooled pilot's feature map),
+    cut at quantiles of its values there; or why it cannot run (categories, or no scikit-learn for the trees)."""
+    if kind == OutputKind.CATEGORICAL:
+        return Skipped(f"{type(score).__name__} needs numeric outputs")
+    if isinstance(score, BoostedTrees) and not sklearn_available():
+        return Skipped(MISSING_SKLEARN)
+    n_fit = len(fit[0])
+    values = [numeric(side, kind, dimension, n_fit).reshape(n_fit, -1) for side in fit]
+    described = "values, squares" + (", atom indicators" if features.has_atoms else "")
+    described += ", neighbouring differences" if features.pairs.size else ""
+    if isinstance(score, LogisticRatio):
+        fitted: Any = fit_logistic(score, features, (values[0], values[1]))
+        name, family = f"logistic density ratio on ({described}), pilot", "logistic-ratio"
+    else:
+        fitted = fit_boosted(score, features, (values[0], values[1]), seed=seed)
+        name, family = "gradient-boosted trees (scikit-learn HistGradientBoosting), pilot", "boosted-trees"
+    fit_scores = np.concatenate([fitted(v) for v in values])
+    return edge_binner(name, family, fitted, quantile_edges(fit_scores), kind, dimension)
