@@ -48,6 +48,8 @@ def test_the_test_install_pulls_no_gpu_stack_and_the_readme_says_what_it_costs()
     assert {"pytest", "hypothesis", "mkdocs", "diffprivlib"} <= installed  # followed into [docs] and [thirdparty]
     assert not {"torch", "opacus"} & installed and not any(n.startswith(("nvidia", "cuda")) for n in installed)
     assert {"torch", "opacus"} <= _extra_requirements("torch", extras)
+    assert not {"jax", "jaxlib", "jax-privacy"} & installed  # 410 MB more; CI installs [jax] (.ci/run)
+    assert "jax-privacy" in _extra_requirements("jax", extras)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     stated = re.search(r"test install has no GPU stack.{0,200}?(\d+(?:\.\d+)?) GB, in (\d+) s", readme, flags=re.S)
     assert stated, "the README does not state the size and time of the test install"
