@@ -300,7 +300,7 @@ def identical_section(before_path: str, after_path: str, command: str) -> str:
     shown = [re.sub(r"--json (\S+)", lambda m: f"--json {Path(m.group(1)).name}", run["command"]) for run in runs]
     return "\n".join(
         [
-            f"### Black-box suite: the same bounds before and after a change (issue 30) ({time.strftime('%Y-%m-%d')})",
+            f"#### The same bounds before and after a change (issue 30) ({time.strftime('%Y-%m-%d')})",
             "",
             f"Command: `{command}`",
             "",
