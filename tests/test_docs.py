@@ -405,7 +405,9 @@ def test_search_works_on_the_site_opened_from_disk(site):
             reply = browser.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=session)
             return reply["result"].get("value")
 
-        def search(query: str) -> tuple[str, list[str]]:
+        def search(query: str, expected: str) -> tuple[str, list[str]]:
+            """Type ``query`` and wait (30 s at most) for a result line matching ``expected``: the line shows the
+            previous query's count until this one's search returns, so any count alone would not do."""
             evaluate("const box = document.querySelector('.md-search__input'); box.value = ''; box.focus()")
             for key in query:
                 browser.send("Input.dispatchKeyEvent", {"type": "keyDown", "key": key, "text": key}, session=session)
@@ -414,19 +416,19 @@ def test_search_works_on_the_site_opened_from_disk(site):
             meta = ""
             while time.monotonic() < deadline:
                 meta = evaluate("document.querySelector('.md-search-result__meta').innerText") or ""
-                if query and re.search(r"\d+ matching|No matching", meta):
+                if re.search(expected, meta):
                     break
                 time.sleep(0.2)
             hrefs = evaluate("[...document.querySelectorAll('.md-search-result__item > a')].map(a => a.href)")
             return meta, hrefs
 
-        meta, hrefs = search("calibrate")
+        meta, hrefs = search("calibrate", r"\d+ matching documents")
         assert re.search(r"(\d+) matching documents", meta), meta
         assert hrefs and all(h.startswith(out.resolve().as_uri() + "/") for h in hrefs)
         assert any("calibrat" in h for h in hrefs)
         for href in hrefs:
             assert Path(href.removeprefix("file://").split("#")[0]).is_file(), href
-        meta, hrefs = search("zqxjkvw")
+        meta, hrefs = search("zqxjkvw", r"No matching documents")
         assert "No matching documents" in meta and hrefs == []
         requests = [
             e["params"]["request"]["url"] for e in browser.events if e.get("method") == "Network.requestWillBeSent"

@@ -1,7 +1,7 @@
 """The state of one test run that DP assertions share (standard library only: the pytest plugin imports it).
 
 The plugin creates a :class:`RunContext` at configuration and points it at the current test before each one runs;
-:func:`dplens.testing.assert_dp` reads it. Outside pytest there is a default context (α = 0.01, run seed 0).
+:func:`dplens.testing.assertions.assert_dp` reads it. Outside pytest there is a default context (α = 0.01, run seed 0).
 """
 
 from __future__ import annotations

@@ -222,7 +222,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: Any, config: Any)
 
 
 class _DpAssertions:
-    """The ``dp_assertions`` fixture: ``dp_assertions.assert_dp(…)`` is :func:`dplens.testing.assert_dp`."""
+    """The ``dp_assertions`` fixture: ``dp_assertions.assert_dp(…)`` is :func:`dplens.testing.assertions.assert_dp`."""
 
     @staticmethod
     def assert_dp(*args: Any, **kwargs: Any) -> Any:
