@@ -1,10 +1,11 @@
 """Suite-wide significance: one α shared by every DP assertion of a test run (standard library only).
 
 A DP assertion (:func:`dplens.testing.assertions.assert_dp`) fails when its audit's lower bound on ε exceeds the
-claim. For a correct mechanism that is a false alarm, and the audit's bound is valid at its confidence 1 − αᵢ: a false alarm has
-probability at most αᵢ (the audit's own guarantee; Clopper–Pearson-type bounds with every score's multiplicity
-counted). The ledger below hands out the αᵢ so that their sum never exceeds the run's α, whatever the number and
-order of assertions; by the union bound (Boole's inequality), a run in which every mechanism is correct then fails
+claim. For a correct mechanism that is a false alarm, and the audit's bound is valid at its confidence 1 − αᵢ: a
+false alarm has probability at most αᵢ (the audit's own guarantee; Clopper–Pearson-type bounds with every score's
+multiplicity counted). The ledger below hands out the αᵢ so that their sum never exceeds the run's α, whatever the
+number and order of assertions; by the union bound (Boole's inequality), a run in which every mechanism is correct
+then fails
 with probability at most
 
     P(any false alarm) ≤ Σᵢ P(false alarm at i) ≤ Σᵢ αᵢ ≤ α_known + α_spent ≤ α.
