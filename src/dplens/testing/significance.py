@@ -5,8 +5,7 @@ claim. For a correct mechanism that is a false alarm, and the audit's bound is v
 false alarm has probability at most αᵢ (the audit's own guarantee; Clopper–Pearson-type bounds with every score's
 multiplicity counted). The ledger below hands out the αᵢ so that their sum never exceeds the run's α, whatever the
 number and order of assertions; by the union bound (Boole's inequality), a run in which every mechanism is correct
-then fails
-with probability at most
+then fails with probability at most
 
     P(any false alarm) ≤ Σᵢ P(false alarm at i) ≤ Σᵢ αᵢ ≤ α_known + α_spent ≤ α.
 
