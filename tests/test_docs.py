@@ -216,6 +216,28 @@ def test_docstring_conventions_are_rewritten_for_the_parser():
     )
 
 
+def test_roles_follow_the_lazy_export_tables():
+    """``dplens.Accountant`` and ``dplens.testing.assert_dp`` are names of ``_EXPORTS`` tables read by a module
+    ``__getattr__`` (no import at load): a role naming them resolves to the object's home, one naming an absent
+    entry to nothing (and so to a warning that fails the strict build)."""
+    _require_docs_tools()
+    import griffe
+    from griffe_dplens import _find
+
+    collection = griffe.load("dplens", search_paths=[str(ROOT / "src")]).modules_collection
+    found = {name: getattr(_find(collection, name), "path", None) for name in (
+        "dplens.Accountant", "dplens.testing.assert_dp", "dplens.testing.SignificanceLedger",
+        "dplens.testing.no_such_name", "dplens.no_such_name",
+    )}  # fmt: skip
+    assert found == {
+        "dplens.Accountant": "dplens.accountant.compose.Accountant",
+        "dplens.testing.assert_dp": "dplens.testing.assertions.assert_dp",
+        "dplens.testing.SignificanceLedger": "dplens.testing.significance.SignificanceLedger",
+        "dplens.testing.no_such_name": None,
+        "dplens.no_such_name": None,
+    }
+
+
 _SPHINX_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|data|mod|exc|obj|const):`?")
 
 

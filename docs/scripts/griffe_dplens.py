@@ -7,7 +7,8 @@ them before parsing, so each parameter gets its own entry, doctests render as co
 list would look like a broken link), and each role becomes a cross-reference to the entry it names.
 
 Roles are resolved as Python would from the object whose docstring holds them (its members, its module's names and
-imports, relative module names), then followed through re-exports to the object itself:
+imports, relative module names), then followed through re-exports — imports, and the lazy ``_EXPORTS`` tables of
+``dplens`` and ``dplens.testing`` (``name → "module:attribute"`` or ``name → "module"``) — to the object itself:
 
 - named object documented in the API reference: a link (``[`Accountant`][dplens.accountant.compose.Accountant]``,
   which mkdocs-autorefs checks: a link to an anchor that does not exist fails the strict build);
@@ -18,6 +19,7 @@ imports, relative module names), then followed through re-exports to the object 
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import logging
 import re
@@ -118,14 +120,37 @@ def rewrite(text: str, link: Linker | None = None) -> str:
     return "\n".join(out)
 
 
+def _lazy_export(module: Any, name: str) -> str | None:
+    """The dotted path a module's ``_EXPORTS`` table (imported on first access by its ``__getattr__``) gives
+    ``name``, or None: griffe reads modules statically, so such names are no members of theirs."""
+    table = module.members.get("_EXPORTS") if module.is_module else None
+    if table is None or table.is_alias or not table.is_attribute:
+        return None
+    try:
+        homes = ast.literal_eval(str(table.value))
+    except (ValueError, SyntaxError):
+        return None
+    home = homes.get(name) if isinstance(homes, dict) else None
+    if not isinstance(home, str):
+        return None
+    module_name, _, attribute = home.partition(":")
+    return f"{module_name}.{attribute or name}"
+
+
 def _find(collection: griffe.ModulesCollection, path: str) -> griffe.Object | None:
-    """The object at a dotted ``path``, followed through re-exports (aliases); None when nothing is there."""
+    """The object at a dotted ``path``, followed through re-exports (aliases and lazy ``_EXPORTS`` tables); None
+    when nothing is there."""
     parts = path.split(".")
     try:
         obj: Any = collection.members[parts[0]]
-        for part in parts[1:]:
+        for index, part in enumerate(parts[1:], start=2):
             if obj.is_alias:
                 obj = obj.final_target
+            if part not in obj.members:
+                home = _lazy_export(obj, part)
+                if home is None or home == ".".join(parts[:index]):
+                    return None
+                return _find(collection, ".".join([home, *parts[index:]]))
             obj = obj.members[part]
         return obj.final_target if obj.is_alias else obj
     except (KeyError, griffe.AliasResolutionError, griffe.CyclicAliasError):
