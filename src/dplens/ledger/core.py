@@ -550,10 +550,18 @@ class Ledger:
         if count == 0:
             return 0.0
         if cache:
-            stored = json.loads(cache)
-            if stored.get("digest") == self._digest(budget, self._groups(db, budget.name, period)):
-                return float(stored["result"]["epsilon"])
+            cached = self._cached_result(cache, self._digest(budget, self._groups(db, budget.name, period)))
+            if cached is not None:
+                return float(cached["epsilon"])
         return rule.shortcut_epsilon(sums)
+
+    @staticmethod
+    def _cached_result(cache: str | None, digest: str) -> dict[str, Any] | None:
+        """A period's cached tightest result if it was computed on exactly the stored events (same digest)."""
+        if not cache:
+            return None
+        stored = json.loads(cache)
+        return stored["result"] if stored.get("digest") == digest else None
 
     def _release_lower_bound(self, budget: Budget, entries: Sequence[tuple[ev.Event, int]]) -> float:
         """A certified lower bound on the true ε of the release alone at the budget's δ: its exact privacy profile
@@ -708,11 +716,9 @@ class Ledger:
             return rule.filter_epsilon(sums), None, f"{rule.kind} (filter state as epsilon)"
         groups = self._groups(db, budget.name, period)
         digest = self._digest(budget, groups)
-        if cache:
-            stored = json.loads(cache)
-            if stored.get("digest") == digest:
-                result = stored["result"]
-                return float(result["epsilon"]), result.get("epsilon_lower"), f"tightest route: {result['method']}"
+        cached = self._cached_result(cache, digest)
+        if cached is not None:
+            return float(cached["epsilon"]), cached.get("epsilon_lower"), f"tightest route: {cached['method']}"
         entries = self._grouped_entries(db, budget.name, period, groups)
         result = self._accountant(budget, entries).epsilon_result(budget.target.delta)
         if store_cache:
