@@ -1,73 +1,128 @@
-"""The DP-SGD one-liners: ε of a training run, and the noise multiplier for a target ε.
+"""The DP-SGD one-liners: ε of a training run under the batch sampler it used, and the noise multiplier for a target ε.
 
 What Opacus (``get_noise_multiplier``, its accountants) and TF Privacy (``compute_dp_sgd_privacy``) users reach for,
 stated in their terms: data set size N, (expected) batch size B, epochs E, noise multiplier σ (noise std ÷ clipping
-norm), δ. The run is accounted as E·N/B steps of the Poisson-subsampled Gaussian with q = B/N under add/remove
-adjacency (Abadi et al. 2016; Mironov, Talwar, Zhang 2019), the steps rounded up, ⌈E·N/B⌉, as TF Privacy does
-(Opacus rounds down, int(E/q): one step fewer at most, never more private). Shuffled fixed-size batches are *not*
-Poisson sampling; the Poisson figure is the conventional one, not a guarantee for shuffling (Chua et al. 2024).
+norm), δ — and the **sampler**, because the ε depends on it (:class:`Sampler`): Poisson sampling (the conventional
+analysis: Abadi et al. 2016; Mironov, Talwar, Zhang 2019) is not what a shuffled ``DataLoader`` does, and shuffled
+fixed-size batches can have a far larger ε (Chua et al., ICML 2024 and NeurIPS 2024). The run has ⌈E·N/B⌉ steps, as
+TF Privacy counts them (Opacus rounds down, int(E/q): one step fewer at most, never more private), and t = ⌈N/B⌉
+steps per epoch for the samplers that work in epochs.
 
-Every ε is an upper bound (BEST: the smallest of the RDP and PLD routes); the calibrated σ satisfies ε(σ) ≤ target.
+Every result carries ``epsilon`` — an upper bound on the true ε of the run under its sampler and neighbouring
+relation — and ``epsilon_lower``: the certified lower end of the bracket where the accounted pair is attained
+(Poisson, balls-and-bins, fixed bins, fixed-size subsets under zero-out, cyclic), or the best known lower bound where
+it is not (shuffled batches: Chua et al.'s constructions; truncated Poisson and substitution: an attained pair of a
+smaller sampling rate or noise). The truth lies in [epsilon_lower, epsilon]. The calibrated σ satisfies ε(σ) ≤ target.
 """
 
 from __future__ import annotations
 
+import enum
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dplens.accountant import events as ev
-from dplens.accountant.compose import Accountant, Method
+from dplens.accountant.compose import Accountant, Method, _entry_relation
 from dplens.accountant.routes import as_method
 
-__all__ = ["DpSgdPrivacy", "dp_sgd_epsilon", "dp_sgd_noise_multiplier", "dp_sgd_steps"]
+__all__ = [
+    "DpSgdPrivacy",
+    "DpSgdRun",
+    "Sampler",
+    "dp_sgd_epsilon",
+    "dp_sgd_noise_multiplier",
+    "dp_sgd_run",
+    "dp_sgd_steps",
+]
+
+ADD_REMOVE = ev.NeighboringRelation.ADD_OR_REMOVE_ONE
+ZERO_OUT = ev.NeighboringRelation.REPLACE_SPECIAL
+REPLACE_ONE = ev.NeighboringRelation.REPLACE_ONE
+
+
+class Sampler(enum.Enum):
+    """How a training draws its batches (the values are the command line's ``--sampling`` names).
+
+    Example:
+        >>> Sampler("balls-and-bins"), Sampler.SHUFFLE.relations[0].value
+        (<Sampler.BALLS_AND_BINS: 'balls-and-bins'>, 'zero_out')
+    """
+
+    POISSON = "poisson"  # each record in each step independently with probability q = B/N (Opacus's DPDataLoader)
+    TRUNCATED_POISSON = "truncated-poisson"  # Poisson, batches cut to at most max_batch_size records
+    BALLS_AND_BINS = "balls-and-bins"  # each epoch, each record in one of the t steps (a fresh random allocation)
+    FIXED_BINS = "fixed-bins"  # one allocation for the whole training, cycled (jax_privacy's BallsInBinsSampling)
+    SHUFFLE = "shuffle"  # a fresh permutation each epoch cut into batches of B (DataLoader(shuffle=True))
+    SHUFFLE_ONCE = "shuffle-once"  # one permutation for the whole training
+    FIXED_SIZE = "fixed-size"  # a subset of B records drawn afresh each step (jax_privacy's FixedBatchSampling)
+    CYCLIC = "cyclic"  # the same batches in the same order every epoch (a sequential loader)
+
+    @property
+    def relations(self) -> tuple[ev.NeighboringRelation, ...]:
+        """The neighbouring relations it is accounted under, the default first. Variable batch sizes keep
+        add/remove; fixed ones leave it ill-defined (zero-out: a record replaced by one of zero gradient; or
+        substitution, twice the sensitivity)."""
+        if self in (Sampler.POISSON, Sampler.TRUNCATED_POISSON, Sampler.BALLS_AND_BINS, Sampler.FIXED_BINS):
+            return (ADD_REMOVE, ZERO_OUT)
+        return (ZERO_OUT, REPLACE_ONE)
+
+
+def as_sampler(sampling: Sampler | str) -> Sampler:
+    """``sampling`` as a :class:`Sampler` (from the enum or its name); a clear ``ValueError`` otherwise."""
+    if isinstance(sampling, Sampler):
+        return sampling
+    if isinstance(sampling, str):
+        try:
+            return Sampler(sampling.strip().lower().replace("_", "-"))
+        except ValueError:
+            pass
+    raise ValueError(f"sampling must be one of {[s.value for s in Sampler]}; got {sampling!r}")
+
+
+def _as_relation(sampler: Sampler, neighboring: ev.NeighboringRelation | str | None) -> ev.NeighboringRelation:
+    if neighboring is None:
+        return sampler.relations[0]
+    if isinstance(neighboring, str):
+        try:
+            neighboring = ev.NeighboringRelation(neighboring.strip().lower().replace("-", "_"))
+        except ValueError:
+            raise ValueError(
+                f"neighboring must be one of {[r.value for r in ev.NeighboringRelation]}; got {neighboring!r}"
+            ) from None
+    if neighboring not in sampler.relations:
+        raise ValueError(
+            f"neighboring={neighboring.value!r} is not defined for sampling={sampler.value!r}: use one of "
+            f"{[r.value for r in sampler.relations]}"
+        )
+    return neighboring
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DpSgdPrivacy:
-    """The privacy of a DP-SGD run: (ε, δ) with everything it was computed from.
+class DpSgdRun:
+    """A DP-SGD run as the accountant sees it: the ledger whose ε bounds the run's from above (``entries``, under
+    ``neighboring``) and how its lower end is obtained (``lower``: None when the ledger's pair is attained, so its PLD
+    bracket's lower end is certified; else the ledgers of attained lower-bound pairs, the largest end wins)."""
 
-    Example:
-        >>> run = dp_sgd_epsilon(dataset_size=60000, batch_size=256, epochs=60, noise_multiplier=1.1, delta=1e-5,
-        ...                      method="rdp")
-        >>> run.steps, round(run.epsilon, 4), run.method
-        (14063, 2.5966, 'rdp')
-        >>> sorted(run.to_dict())[:4]
-        ['batch_size', 'dataset_size', 'delta', 'details']
-    """
-
-    epsilon: float
-    delta: float
+    sampler: Sampler
+    neighboring: ev.NeighboringRelation
     noise_multiplier: float
-    dataset_size: int
-    batch_size: int
-    epochs: float
     steps: int
-    sampling_rate: float
-    method: str
-    details: str
-    target_epsilon: float | None = None
-    neighboring: str = ev.NeighboringRelation.ADD_OR_REMOVE_ONE.value
-    sampling: str = "poisson"
+    steps_per_epoch: int | None
+    entries: tuple[tuple[ev.Event, int], ...]
+    lower: tuple[tuple[tuple[ev.Event, int], ...], ...] | None = None
+    notes: tuple[str, ...] = field(default=())
+    accounted_under: ev.NeighboringRelation | None = None  # the ledger's relation where it differs from neighboring
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "noise_multiplier": self.noise_multiplier,
-            "dataset_size": self.dataset_size,
-            "batch_size": self.batch_size,
-            "epochs": self.epochs,
-            "steps": self.steps,
-            "sampling_rate": self.sampling_rate,
-            "method": self.method,
-            "details": self.details,
-            "neighboring": self.neighboring,
-            "sampling": self.sampling,
-        }
-        if self.target_epsilon is not None:
-            out["target_epsilon"] = self.target_epsilon
-        return out
+    @property
+    def ledger_relation(self) -> ev.NeighboringRelation:
+        """The relation the ledger is composed under (the Poisson pair stands for zero-out as for add/remove)."""
+        return self.accounted_under or self.neighboring
+
+    @property
+    def lower_kind(self) -> str:
+        """ "certified" (the bracket's lower end) or "lower bound" (the best known lower-bound construction)."""
+        return "certified" if self.lower is None else "lower bound"
 
 
 def _check_run(dataset_size: int, batch_size: int, epochs: float) -> None:
@@ -93,6 +148,345 @@ def dp_sgd_steps(*, dataset_size: int, batch_size: int, epochs: float) -> int:
     return math.ceil(epochs * dataset_size / batch_size - 1e-9)
 
 
+def _gaussian(sigma: float, relation: ev.NeighboringRelation = ADD_REMOVE) -> ev.Gaussian:
+    return ev.Gaussian(noise_multiplier=sigma, neighboring=relation)
+
+
+def _poisson(q: float, sigma: float) -> ev.Event:
+    return ev.PoissonSampled(sampling_rate=q, event=_gaussian(sigma))
+
+
+def _allocation_epochs(sigma: float, steps_per_epoch: int, steps: int) -> tuple[tuple[ev.Event, int], ...]:
+    """Balls-and-bins: the full epochs, and a partial one (its first m steps: the record is among them with probability
+    m/t, at a uniform one of them — exactly an allocation of 1 of m with inclusion m/t)."""
+    from dplens.accountant.samplers import RandomAllocation
+
+    full, partial = divmod(steps, steps_per_epoch)
+    entries: list[tuple[ev.Event, int]] = []
+    if full:
+        entries.append((RandomAllocation(noise_multiplier=sigma, steps=steps_per_epoch), full))
+    if partial:
+        entries.append(
+            (RandomAllocation(noise_multiplier=sigma, steps=partial, inclusion=partial / steps_per_epoch), 1)
+        )
+    return tuple(entries)
+
+
+def _run_poisson(sampler, relation, sigma, n, b, steps, max_batch_size) -> DpSgdRun:
+    q = b / n
+    if sampler is Sampler.POISSON:
+        return DpSgdRun(
+            sampler=sampler,
+            neighboring=relation,
+            accounted_under=ADD_REMOVE,
+            noise_multiplier=sigma,
+            steps=steps,
+            steps_per_epoch=None,
+            entries=((_poisson(q, sigma), steps),),
+            notes=("zero-out has the same dominating pair as add/remove",) if relation is ZERO_OUT else (),
+        )
+    if max_batch_size is None:
+        raise ValueError("sampling='truncated-poisson' needs max_batch_size (the largest batch the loader keeps)")
+    if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or max_batch_size < b:
+        raise ValueError(
+            f"max_batch_size must be an integer >= batch_size={b!r} for truncated Poisson sampling; got "
+            f"{max_batch_size!r}"
+        )
+    from scipy.special import bdtr
+
+    # A record is surely kept when the others sampled number at most B_max − 1: its inclusion probability is at
+    # least q·P(Binomial(N − 1, q) ≤ B_max − 1), and a Poisson-sampled Gaussian of that rate is a post-processing of
+    # the truncated one (an attained lower-bound pair; the others contribute nothing).
+    q_low = q * float(bdtr(max_batch_size - 1, n - 1, q))
+    event = ev.TruncatedSubsampledGaussian(
+        dataset_size=n, sampling_rate=q, truncated_batch_size=max_batch_size, noise_multiplier=sigma
+    )
+    return DpSgdRun(
+        sampler=sampler,
+        neighboring=relation,
+        accounted_under=ADD_REMOVE,
+        noise_multiplier=sigma,
+        steps=steps,
+        steps_per_epoch=None,
+        entries=((event, steps),),
+        lower=((((_poisson(q_low, sigma), steps),),) if q_low > 0 else ()),
+    )
+
+
+def _run_allocation(sampler, relation, sigma, n, b, steps) -> DpSgdRun:
+    from dplens.accountant.samplers import FixedBins, RandomAllocation
+
+    t = -(-n // b)
+    if sampler is Sampler.BALLS_AND_BINS:
+        return DpSgdRun(
+            sampler=sampler,
+            neighboring=relation,
+            accounted_under=ADD_REMOVE,
+            noise_multiplier=sigma,
+            steps=steps,
+            steps_per_epoch=t,
+            entries=_allocation_epochs(sigma, t, steps),
+        )
+    cycles, partial = divmod(steps, t)
+    if not partial:
+        entries = ((FixedBins(noise_multiplier=sigma, steps=t, cycles=cycles), 1),)
+        return DpSgdRun(
+            sampler=sampler,
+            neighboring=relation,
+            accounted_under=ADD_REMOVE,
+            noise_multiplier=sigma,
+            steps=steps,
+            steps_per_epoch=t,
+            entries=entries,
+        )
+    # A partial cycle: the run drops outputs of one more full cycle (an upper bound); leaving the partial cycle out is
+    # a post-processing of the run (a lower bound) — or, within the first cycle, the partial allocation itself.
+    upper = ((FixedBins(noise_multiplier=sigma, steps=t, cycles=cycles + 1), 1),)
+    if cycles:
+        lower: tuple = (((FixedBins(noise_multiplier=sigma, steps=t, cycles=cycles), 1),),)
+    else:
+        lower = (((RandomAllocation(noise_multiplier=sigma, steps=partial, inclusion=partial / t), 1),),)
+    return DpSgdRun(
+        sampler=sampler,
+        neighboring=relation,
+        accounted_under=ADD_REMOVE,
+        noise_multiplier=sigma,
+        steps=steps,
+        steps_per_epoch=t,
+        entries=upper,
+        lower=lower,
+    )
+
+
+def _run_fixed_size(sampler, relation, sigma, n, b, steps) -> DpSgdRun:
+    q = b / n
+    if relation is ZERO_OUT:
+        # The batch holds the record's slot with probability q, the rest of it is the same on both sides: exactly
+        # the Poisson pair at q (an attained one).
+        return DpSgdRun(
+            sampler=sampler,
+            neighboring=ZERO_OUT,
+            noise_multiplier=sigma,
+            steps=steps,
+            steps_per_epoch=None,
+            entries=((_poisson(q, sigma), steps),),
+            accounted_under=ADD_REMOVE,
+            notes=("under zero-out a fixed-size subset per step has the Poisson pair at q = B/N",),
+        )
+    # Substitution: Wang, Balle, Kasiviswanathan (2019) for the upper bound (σ relative to the 2C sensitivity); the
+    # record +1 replaced by −1 among others at −1 is the Poisson pair at q with σ/2 (attained).
+    step = ev.SampledWithoutReplacement(sample_size=b, dataset_size=n, event=_gaussian(sigma / 2.0, REPLACE_ONE))
+    return DpSgdRun(
+        sampler=sampler,
+        neighboring=REPLACE_ONE,
+        noise_multiplier=sigma,
+        steps=steps,
+        steps_per_epoch=None,
+        entries=((step, steps),),
+        lower=((((_poisson(q, sigma / 2.0), steps),),)),
+    )
+
+
+def _run_batches(sampler, relation, sigma, n, b, steps) -> DpSgdRun:
+    from dplens.accountant.samplers import CyclicBatches, RandomAllocation, ShuffledBatches, ShuffleMaxStatistic
+
+    t = -(-n // b)
+    full, partial = divmod(steps, t)
+    epochs_up = full + (1 if partial else 0)  # a record is in at most one batch of a partial epoch too
+    if sampler is Sampler.CYCLIC:
+        # The records of the first `partial` batches appear epochs_up times: exactly μ-GDP with that many.
+        event = CyclicBatches(noise_multiplier=sigma, epochs=epochs_up, neighboring=relation)
+        return DpSgdRun(
+            sampler=sampler,
+            neighboring=relation,
+            noise_multiplier=sigma,
+            steps=steps,
+            steps_per_epoch=t,
+            entries=((event, 1),),
+        )
+    reshuffle = sampler is Sampler.SHUFFLE
+    upper = ShuffledBatches(
+        noise_multiplier=sigma,
+        dataset_size=n,
+        batch_size=b,
+        epochs=epochs_up,
+        reshuffle=reshuffle,
+        neighboring=relation,
+    )
+    if full:
+        lower_run = ShuffledBatches(
+            noise_multiplier=sigma, dataset_size=n, batch_size=b, epochs=full, reshuffle=reshuffle, neighboring=relation
+        )
+        constructions = lower_run.lower_bound_events()
+    else:  # less than an epoch: the record is in the first `partial` batches with probability partial·B/N
+        sigma_low = sigma / (2.0 if relation is REPLACE_ONE else 1.0)
+        rho = min(1.0, partial * b / n)
+        constructions = (RandomAllocation(noise_multiplier=sigma_low, steps=partial, inclusion=rho),)
+        if relation is ZERO_OUT and partial > 1:
+            constructions += (ShuffleMaxStatistic(noise_multiplier=sigma_low, batches=partial, inclusion=rho),)
+    return DpSgdRun(
+        sampler=sampler,
+        neighboring=relation,
+        noise_multiplier=sigma,
+        steps=steps,
+        steps_per_epoch=t,
+        entries=((upper, 1),),
+        lower=tuple(((c, 1),) for c in constructions),
+    )
+
+
+def dp_sgd_run(
+    *,
+    dataset_size: int,
+    batch_size: int,
+    epochs: float,
+    noise_multiplier: float,
+    sampling: Sampler | str = Sampler.POISSON,
+    neighboring: ev.NeighboringRelation | str | None = None,
+    max_batch_size: int | None = None,
+) -> DpSgdRun:
+    """The ledger of a DP-SGD run under its sampler (see :class:`DpSgdRun`); validated, nothing accounted yet.
+
+    Example (balls-and-bins: 10 epochs of 235 steps, a fresh allocation each epoch):
+        >>> run = dp_sgd_run(dataset_size=60000, batch_size=256, epochs=10, noise_multiplier=0.8,
+        ...                  sampling="balls-and-bins")
+        >>> run.steps, run.steps_per_epoch, run.entries[0][1], run.lower_kind
+        (2344, 235, 9, 'certified')
+    """
+    sampler = as_sampler(sampling)
+    relation = _as_relation(sampler, neighboring)
+    steps = dp_sgd_steps(dataset_size=dataset_size, batch_size=batch_size, epochs=epochs)
+    sigma = noise_multiplier
+    if isinstance(sigma, bool) or not isinstance(sigma, int | float) or not (math.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"noise_multiplier must be a finite number > 0; got {noise_multiplier!r}")
+    if max_batch_size is not None and sampler is not Sampler.TRUNCATED_POISSON:
+        raise ValueError(f"max_batch_size applies to sampling='truncated-poisson' only; got sampling={sampler.value!r}")
+    n, b, sigma = dataset_size, batch_size, float(sigma)
+    if sampler in (Sampler.POISSON, Sampler.TRUNCATED_POISSON):
+        return _run_poisson(sampler, relation, sigma, n, b, steps, max_batch_size)
+    if sampler in (Sampler.BALLS_AND_BINS, Sampler.FIXED_BINS):
+        return _run_allocation(sampler, relation, sigma, n, b, steps)
+    if sampler is Sampler.FIXED_SIZE:
+        return _run_fixed_size(sampler, relation, sigma, n, b, steps)
+    return _run_batches(sampler, relation, sigma, n, b, steps)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DpSgdPrivacy:
+    """The privacy of a DP-SGD run: (ε, δ) with everything it was computed from.
+
+    ``epsilon`` is an upper bound on the true ε of the run under ``sampling`` and ``neighboring``; ``epsilon_lower``
+    a lower bound on it (``lower_bound``: "certified", the lower end of a certified bracket, or "lower bound", the best
+    known construction; None where none was computed).
+
+    Example:
+        >>> run = dp_sgd_epsilon(dataset_size=60000, batch_size=256, epochs=60, noise_multiplier=1.1, delta=1e-5,
+        ...                      method="rdp")
+        >>> run.steps, round(run.epsilon, 4), run.method, run.sampling
+        (14063, 2.5966, 'rdp', 'poisson')
+        >>> sorted(run.to_dict())[:4]
+        ['batch_size', 'dataset_size', 'delta', 'details']
+    """
+
+    epsilon: float
+    delta: float
+    noise_multiplier: float
+    dataset_size: int
+    batch_size: int
+    epochs: float
+    steps: int
+    sampling_rate: float
+    method: str
+    details: str
+    target_epsilon: float | None = None
+    neighboring: str = ev.NeighboringRelation.ADD_OR_REMOVE_ONE.value
+    sampling: str = "poisson"
+    epsilon_lower: float | None = None
+    lower_bound: str | None = None
+    steps_per_epoch: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "noise_multiplier": self.noise_multiplier,
+            "dataset_size": self.dataset_size,
+            "batch_size": self.batch_size,
+            "epochs": self.epochs,
+            "steps": self.steps,
+            "sampling_rate": self.sampling_rate,
+            "method": self.method,
+            "details": self.details,
+            "neighboring": self.neighboring,
+            "sampling": self.sampling,
+            "epsilon_lower": self.epsilon_lower,
+            "lower_bound": self.lower_bound,
+        }
+        if self.steps_per_epoch is not None:
+            out["steps_per_epoch"] = self.steps_per_epoch
+        if self.target_epsilon is not None:
+            out["target_epsilon"] = self.target_epsilon
+        return out
+
+
+def _accountant(run: DpSgdRun, *, tolerance: float | None = None) -> Accountant:
+    from dplens.accountant import pld
+
+    accountant = Accountant(neighboring=run.ledger_relation, tolerance=tolerance or pld.DEFAULT_TOLERANCE)
+    for event, count in run.entries:
+        accountant.compose(event, count)
+    return accountant
+
+
+def _lower_end(run: DpSgdRun, delta: float, result: Any) -> float | None:
+    """The run's lower end: its PLD bracket's (the result's, or computed) when the pair is attained; else the largest
+    certified lower end of its lower-bound ledgers."""
+    from dplens.accountant import pld_engine
+    from dplens.accountant.rdp import UnsupportedEventError
+
+    if run.lower is None:
+        if result.epsilon_lower is not None:
+            return min(result.epsilon_lower, result.epsilon)
+        ledgers = [list(run.entries)]
+    else:
+        ledgers = [list(ledger) for ledger in run.lower]
+    best = None
+    for ledger in ledgers:
+        # The lower-bound pairs are explicit: each ledger is composed under the relation its events state.
+        relation = run.ledger_relation if run.lower is None else _entry_relation(ledger[0][0])
+        try:
+            low = pld_engine.epsilon_bracket(ledger, delta, neighboring=relation).lower
+        except (UnsupportedEventError, pld_engine.WindowTooLargeError, OverflowError, ValueError):
+            continue
+        best = low if best is None else max(best, low)
+    return None if best is None else min(best, result.epsilon)
+
+
+def _privacy(run: DpSgdRun, result: Any, *, dataset_size: int, batch_size: int, epochs: float, **extra) -> DpSgdPrivacy:
+    lower = _lower_end(run, result.delta, result)
+    details = result.details
+    if run.notes:
+        details += "; " + "; ".join(run.notes)
+    return DpSgdPrivacy(
+        epsilon=result.epsilon,
+        delta=result.delta,
+        noise_multiplier=run.noise_multiplier,
+        dataset_size=dataset_size,
+        batch_size=batch_size,
+        epochs=float(epochs),
+        steps=run.steps,
+        sampling_rate=batch_size / dataset_size,
+        method=result.method.value,
+        details=details,
+        neighboring=run.neighboring.value,
+        sampling=run.sampler.value,
+        epsilon_lower=lower,
+        lower_bound=None if lower is None else run.lower_kind,
+        steps_per_epoch=run.steps_per_epoch,
+        **extra,
+    )
+
+
 def dp_sgd_epsilon(
     *,
     dataset_size: int,
@@ -101,33 +495,29 @@ def dp_sgd_epsilon(
     noise_multiplier: float,
     delta: float,
     method: Method | str = Method.BEST,
+    sampling: Sampler | str = Sampler.POISSON,
+    neighboring: ev.NeighboringRelation | str | None = None,
+    max_batch_size: int | None = None,
 ) -> DpSgdPrivacy:
-    """ε of a DP-SGD run (Poisson sampling at q = B/N, ⌈E·N/B⌉ steps, add/remove adjacency), an upper bound.
+    """ε of a DP-SGD run under its sampler (default Poisson at q = B/N, add/remove), an upper bound, with its lower end.
 
     Example (MNIST: σ = 1.1, 60 epochs; the anchors' PLD value is 2.3818):
         >>> run = dp_sgd_epsilon(dataset_size=60000, batch_size=256, epochs=60, noise_multiplier=1.1, delta=1e-5,
         ...                      method="pld")
-        >>> run.steps, round(run.epsilon, 3)
-        (14063, 2.382)
+        >>> run.steps, round(run.epsilon, 3), run.epsilon_lower <= 2.3818 <= run.epsilon
+        (14063, 2.382, True)
     """
-    steps = dp_sgd_steps(dataset_size=dataset_size, batch_size=batch_size, epochs=epochs)
-    method = as_method(method)
-    step = ev.PoissonSampled(
-        sampling_rate=batch_size / dataset_size, event=ev.Gaussian(noise_multiplier=noise_multiplier)
-    )
-    result = Accountant().compose(step, steps).epsilon_result(delta, method=method)
-    return DpSgdPrivacy(
-        epsilon=result.epsilon,
-        delta=result.delta,
-        noise_multiplier=float(noise_multiplier),
+    run = dp_sgd_run(
         dataset_size=dataset_size,
         batch_size=batch_size,
-        epochs=float(epochs),
-        steps=steps,
-        sampling_rate=batch_size / dataset_size,
-        method=result.method.value,
-        details=result.details,
+        epochs=epochs,
+        noise_multiplier=noise_multiplier,
+        sampling=sampling,
+        neighboring=neighboring,
+        max_batch_size=max_batch_size,
     )
+    result = _accountant(run).epsilon_result(delta, method=as_method(method))
+    return _privacy(run, result, dataset_size=dataset_size, batch_size=batch_size, epochs=epochs)
 
 
 def dp_sgd_noise_multiplier(
@@ -138,10 +528,14 @@ def dp_sgd_noise_multiplier(
     target_epsilon: float,
     delta: float,
     method: Method | str = Method.PLD,
+    sampling: Sampler | str = Sampler.POISSON,
+    neighboring: ev.NeighboringRelation | str | None = None,
+    max_batch_size: int | None = None,
 ) -> DpSgdPrivacy:
-    """The smallest noise multiplier whose DP-SGD run meets (target ε, δ); its ε is ≤ the target (checked).
+    """The smallest noise multiplier whose DP-SGD run (under its sampler) meets (target ε, δ); its ε is ≤ the target.
 
-    Brent's method with the safe-side guarantee of :func:`dplens.accountant.calibrate.calibrate`.
+    A bracketing root finder that keeps a safe end (:func:`dplens.accountant.calibrate.calibrate`) on the run's
+    upper bound: whatever the sampler, the returned σ has ε(σ) ≤ target under the route used.
 
     Example (MNIST, ε = 3: dp-accounting's RDP calibration on its order grid gives 1.01412; α optimised
     continuously needs a little less noise):
@@ -152,29 +546,108 @@ def dp_sgd_noise_multiplier(
     """
     from dplens.accountant.calibrate import calibrate_dp_sgd_noise
 
-    steps = dp_sgd_steps(dataset_size=dataset_size, batch_size=batch_size, epochs=epochs)
-    method = as_method(method)
-    if method is Method.BEST:
-        method = Method.PLD  # the tightest route for this mechanism
-    result = calibrate_dp_sgd_noise(
-        sampling_rate=batch_size / dataset_size,
-        steps=steps,
-        target_epsilon=target_epsilon,
-        target_delta=delta,
-        method=method,
-        lower=0.05,
-        upper=1000.0,
-    )
-    return DpSgdPrivacy(
-        epsilon=result.epsilon,
-        delta=result.delta,
-        noise_multiplier=float(result.value),
+    sampler = as_sampler(sampling)
+    shape = dict(
         dataset_size=dataset_size,
         batch_size=batch_size,
-        epochs=float(epochs),
-        steps=steps,
-        sampling_rate=batch_size / dataset_size,
-        method=result.method.value,
-        details=result.details,
+        epochs=epochs,
+        sampling=sampler,
+        neighboring=neighboring,
+        max_batch_size=max_batch_size,
+    )
+    probe = dp_sgd_run(noise_multiplier=1.0, **shape)  # validates everything but the targets
+    method = as_method(method)
+    if method is Method.BEST:
+        method = Method.PLD  # the tightest route for these mechanisms
+    q = batch_size / dataset_size
+    if sampler is Sampler.POISSON:
+        result = calibrate_dp_sgd_noise(
+            sampling_rate=q,
+            steps=probe.steps,
+            target_epsilon=target_epsilon,
+            target_delta=delta,
+            method=method,
+            lower=0.05,
+            upper=1000.0,
+        )
+        value, accounted = (
+            float(result.value),
+            _AccountedAt(
+                epsilon=result.epsilon,
+                delta=result.delta,
+                method=result.method,
+                details=result.details,
+                epsilon_lower=result.epsilon_lower,
+            ),
+        )
+    else:
+        value, accounted = _calibrate_sampler(shape, q, probe.steps, target_epsilon, delta, method)
+    run = dp_sgd_run(noise_multiplier=value, **shape)
+    return _privacy(
+        run,
+        accounted,
+        dataset_size=dataset_size,
+        batch_size=batch_size,
+        epochs=epochs,
         target_epsilon=float(target_epsilon),
     )
+
+
+def _calibrate_sampler(shape: dict, q: float, steps: int, target: float, delta: float, method: Method):
+    """σ for a non-Poisson sampler: a safe-end root finder (:func:`dplens.accountant.calibrate._local_solve`) on the
+    run's upper bound, started at the Poisson answer (the samplers differ from it by a moderate factor)."""
+    from dplens.accountant import conversions, pld
+    from dplens.accountant.calibrate import _Counter, _local_solve, calibrate_dp_sgd_noise
+    from dplens.accountant.rdp import UnsupportedEventError
+
+    target = conversions.check_epsilon(target, name="target_epsilon")
+    if target == 0:
+        raise ValueError(f"target_epsilon must be > 0; got {target!r}")
+    delta = conversions.check_delta(delta, name="delta")
+    low, high = 0.05, 1000.0
+
+    def epsilon_of(sigma: float) -> float:
+        try:
+            return _accountant(dp_sgd_run(noise_multiplier=sigma, **shape)).epsilon(delta, method=method)
+        except pld.PldOutOfRangeError:
+            return math.inf  # beyond the engine's range: counted as unsafe, never returned
+
+    counter = _Counter(epsilon_of)
+    try:
+        counter(high)
+    except UnsupportedEventError as err:
+        raise ValueError(
+            f"method={method.value!r} cannot account sampling={shape['sampling'].value!r}: {err}"
+        ) from None
+    if counter(high) > target:
+        raise ValueError(
+            f"target_epsilon={target!r} is unreachable for noise_multiplier in [{low!r}, {high!r}]: epsilon at "
+            f"noise_multiplier={high!r} is {counter(high)!r} (sampling={shape['sampling'].value})"
+        )
+    near = float(
+        calibrate_dp_sgd_noise(
+            sampling_rate=q,
+            steps=steps,
+            target_epsilon=target,
+            target_delta=delta,
+            method=Method.RDP,
+            lower=low,
+            upper=high,
+        ).value
+    )
+    value = _local_solve(counter, goal=target, near=near, safe=high, unsafe=low, integer=False, xtol=1e-4 * near)
+    result = _accountant(dp_sgd_run(noise_multiplier=value, **shape)).epsilon_result(delta, method=method)
+    if result.epsilon > target:  # pragma: no cover - the solver keeps a safe end; a last line of defence
+        raise AssertionError(f"calibration overshot: epsilon={result.epsilon!r} > target={target!r}")
+    return value, result
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _AccountedAt:
+    """The parts of an :class:`~dplens.accountant.compose.EpsilonResult` a calibration result provides."""
+
+    epsilon: float
+    delta: float
+    method: Method
+    details: str
+    epsilon_lower: float | None = None

@@ -475,6 +475,11 @@ _CORE_EVENT_MODULES: dict[str, str] = {
     "GroupPrivacy": "dplens.accountant.group",
     "DiscreteLaplace": "dplens.accountant.discrete",
     "DiscreteGaussian": "dplens.accountant.discrete",
+    "RandomAllocation": "dplens.accountant.samplers",
+    "FixedBins": "dplens.accountant.samplers",
+    "ShuffledBatches": "dplens.accountant.samplers",
+    "CyclicBatches": "dplens.accountant.samplers",
+    "ShuffleMaxStatistic": "dplens.accountant.samplers",
 }
 
 

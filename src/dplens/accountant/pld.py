@@ -362,6 +362,66 @@ class PldResult:
 
 
 _ENGINE_METHOD = "pld (dplens engine: pessimistic connect-the-dots / optimistic inscribed merge, certified bracket)"
+_CONSTRUCTED_LOWER = "; lower end from attained lower-bound pairs (the accounted pair of a sampler is not attained)"
+
+
+def _leaf_entries(entries: list[tuple[ev.Event, int]]) -> list[tuple[ev.Event, int]]:
+    out: list[tuple[ev.Event, int]] = []
+    for event, count in entries:
+        if isinstance(event, ev.SelfComposed):
+            out += _leaf_entries([(event.event, count * event.count)])
+        elif isinstance(event, ev.Composed):
+            out += _leaf_entries([(inner, count) for inner in event.events])
+        else:
+            out.append((event, count))
+    return out
+
+
+def lower_bound_ledgers(entries: list[tuple[ev.Event, int]]) -> list[list[tuple[ev.Event, int]]] | None:
+    """The ledgers whose certified lower ends bound a ledger's ε from below, where its own bracket's lower end does not.
+
+    None: every event's accounted pair is attained, so the PLD bracket's lower end is valid as it is. Otherwise one
+    ledger per alternative construction (events declaring ``lower_bound_events()``, e.g. shuffled batches, replaced by
+    their i-th construction, the last one repeated), each a valid lower bound; [] when some event has none.
+    """
+    leaves = _leaf_entries(entries)
+    choices = []
+    for event, _ in leaves:
+        declared = getattr(event, "lower_bound_events", None)
+        choices.append(declared() if callable(declared) else None)
+    if all(c is None for c in choices):
+        return None
+    if any(c is not None and len(c) == 0 for c in choices):
+        return []
+    width = max(len(c) for c in choices if c is not None)
+    return [
+        [
+            (event if c is None else c[min(i, len(c) - 1)], count)
+            for (event, count), c in zip(leaves, choices, strict=True)
+        ]
+        for i in range(width)
+    ]
+
+
+def _constructed_lower(
+    ledgers: list[list[tuple[ev.Event, int]]], measure, neighboring: ev.NeighboringRelation, upper: float
+) -> float | None:
+    """The largest certified lower end over the lower-bound ledgers (``measure(ledger, relation)`` → bracket), at most
+    ``upper``; None if none can be computed. The constructions are explicit pairs: a substitution ledger's are
+    computed under zero-out (where dplens's allocation PLDs are defined)."""
+    from dplens.accountant import pld_engine
+
+    relation = (
+        ev.NeighboringRelation.REPLACE_SPECIAL if neighboring is ev.NeighboringRelation.REPLACE_ONE else neighboring
+    )
+    best = None
+    for ledger in ledgers:
+        try:
+            low = measure(ledger, relation).lower
+        except (UnsupportedEventError, pld_engine.WindowTooLargeError, OverflowError, ValueError):
+            continue
+        best = low if best is None else max(best, low)
+    return None if best is None else min(best, upper)
 
 
 def _entries(entries: list[tuple[ev.Event, int]] | ev.Event) -> list[tuple[ev.Event, int]]:
@@ -413,13 +473,27 @@ def pld_epsilon(
         return PldResult(
             epsilon=epsilon, delta=delta, value_discretization_interval=fallback, neighboring=neighboring.value
         )
+    lower, method = bracket.lower, _ENGINE_METHOD
+    ledgers = lower_bound_ledgers(entries)
+    if ledgers is not None:
+        lower, method = (
+            _constructed_lower(
+                ledgers,
+                lambda ledger, relation: pld_engine.epsilon_bracket(
+                    ledger, delta, neighboring=relation, tolerance=tolerance
+                ),
+                neighboring,
+                bracket.upper,
+            ),
+            _ENGINE_METHOD + _CONSTRUCTED_LOWER,
+        )
     return PldResult(
         epsilon=bracket.upper,
         delta=delta,
         value_discretization_interval=bracket.interval,
         neighboring=neighboring.value,
-        method=_ENGINE_METHOD,
-        epsilon_lower=bracket.lower,
+        method=method,
+        epsilon_lower=lower,
         tolerance=tolerance if interval is None else None,
         tolerance_met=bracket.tolerance_met if interval is None else None,
     )
@@ -453,13 +527,27 @@ def pld_delta(
         return PldResult(
             epsilon=epsilon, delta=delta, value_discretization_interval=fallback, neighboring=neighboring.value
         )
+    lower, method = bracket.lower, _ENGINE_METHOD
+    ledgers = lower_bound_ledgers(entries)
+    if ledgers is not None:
+        lower, method = (
+            _constructed_lower(
+                ledgers,
+                lambda ledger, relation: pld_engine.delta_bracket(
+                    ledger, epsilon, neighboring=relation, tolerance=tolerance
+                ),
+                neighboring,
+                bracket.upper,
+            ),
+            _ENGINE_METHOD + _CONSTRUCTED_LOWER,
+        )
     return PldResult(
         epsilon=epsilon,
         delta=bracket.upper,
         value_discretization_interval=bracket.interval,
         neighboring=neighboring.value,
-        method=_ENGINE_METHOD,
-        delta_lower=bracket.lower,
+        method=method,
+        delta_lower=lower,
         tolerance=tolerance if interval is None else None,
         tolerance_met=bracket.tolerance_met if interval is None else None,
     )

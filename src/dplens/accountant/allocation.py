@@ -1,0 +1,606 @@
+"""Random allocation ("balls and bins") of a Gaussian mechanism: certified privacy-loss distributions.
+
+One epoch of t steps in which a record takes part in exactly one step chosen uniformly at random (independently of
+the other records), or, with ``inclusion`` ρ < 1, in none with probability 1 − ρ. Feldman and Shenfeld ("Privacy
+amplification by random allocation", arXiv 2502.08202, 2025, Section 3; and the near-exact PLD of arXiv 2602.17284)
+show that for adaptively chosen Gaussian steps of noise multiplier σ the dominating pair is the non-adaptive one
+(remove direction; the add direction is the reverse pair):
+
+    P = (1 − ρ)·N(0, σ²I_t) + (ρ/t)·Σ_j N(e_j, σ²I_t),   Q = N(0, σ²I_t),
+
+and it is attained (a record whose clipped gradient always points along one direction, the others contributing
+nothing), so its exact ε is both an upper and a lower bound on the ε of the mechanism. The likelihood ratio is a
+function of one statistic:
+
+    R(S) = dP/dQ = 1 − ρ + ρ·S/t,   S = Σ_j Y_j,   Y_j = exp(x_j/σ² − 1/(2σ²)),
+
+with the Y_j i.i.d. log-normal under Q (log-mean −s²/2, log-sd s = 1/σ, mean 1), so both hockey sticks are
+expectations under Q: δ_remove(ε) = E_Q[(R(S) − e^ε)₊] and δ_add(ε) = E_Q[(1 − e^ε·R(S))₊].
+
+The law of S is a t-fold convolution, computed on a uniform grid of spacing h in the Fourier domain by dplens's PLD
+engine (:func:`dplens.accountant.pld_engine._compose_kind`: Chernoff windows, the wrapped mass and a floating-point
+bound, all paid for). Two discretisations of one coordinate's pair (ν*, ν) = (the tilted law y·ν(dy), ν) make the
+bracket certified, both with an error of order h² (not h):
+
+- **Upper end (split).** Each cell [kh, (k+1)h] of the ratio y sends its mass to its two ends, to (k+1)h with
+  probability (y − kh)/h. The split pair keeps both masses of every cell and its ratio at each atom is exactly the
+  atom's value, so the true per-coordinate pair is a post-processing of it (Blackwell: a ratio inside [a, b] is a
+  mixture of the ratios a and b; the same argument as the connect-the-dots PLD of Doroshenko et al., PETS 2022,
+  Theorem 3.3, in the ratio y instead of the loss). The mixture-over-positions structure of (P, Q) is kept
+  coordinate by coordinate (the post-processing is applied to every coordinate), so the split pair dominates
+  (P, Q), and its likelihood ratio is exactly R(S̃) with S̃ on the grid. Ratios above the top y_top of the grid
+  split between y_top and +∞ (P-mass E[(Y − y_top)₊] at an infinite loss).
+- **Lower end (merge).** Cells [(k − ½)h, (k + ½)h) are merged into atoms at their conditional means m_k (a
+  post-processing of the true pair, so the merged pair is dominated). Its ratio is R(S_M), S_M = G + D with G on the
+  grid and D = Σ_j (m_{k_j} − k_j·h) a sum of t i.i.d. small deviations, bounded around its exact mean by
+  Bernstein's inequality (rare cells with large deviations — near y = 0, where the density is steep — are counted
+  with a binomial tail instead), except on an event of probability η that is subtracted from δ.
+
+Both hockey sticks are non-decreasing in R(s) (remove) or non-increasing (add), so replacing S_M by a bound on the
+right side gives a lower bound on each. A record placed in k > 1 steps per epoch is handled by
+:mod:`dplens.accountant.samplers` (decomposition into 1-of-⌊t/k⌋ allocations: an upper bound only).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from dplens.accountant import pld_engine as engine
+
+__all__ = ["AllocationLaws", "allocation_laws", "allocation_pld"]
+
+#: P-mass an epoch may put at an infinite loss for the top of the ratio grid (E[(Y − y_top)₊]).
+TOP_MASS = 1e-13
+#: Probability budget of the lower end's deviation bound (Bernstein and binomial tails), per epoch.
+DEVIATION_FAILURE = 1e-14
+#: Q-mass each composition may leave outside its window (the P-mass there is bounded through √ of it).
+WINDOW_TAIL = 1e-28
+#: Grid points of one coordinate's law and of the composed window (the accuracy/speed trade-off: the bracket is
+#: O(h²) at the upper end and O(h/t) at the lower end).
+TARGET_POINTS = 2**18
+MAX_POINTS = 2**22
+#: Beyond this many points of the ratio grid (a heavy tail: σ ≲ 0.7) the law of log S is computed instead.
+LINEAR_POINTS = 2**19
+_UNIT_ROUNDOFF = 2.0**-53
+#: Floating-point error (a bound on Σ wᵢ·δqᵢ) below which the compositions spend no effort on tightening it.
+PRECISION = 1e-10
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Law:
+    """One direction of one discretisation on its window: atoms at losses ``losses[i]`` with masses ``mass[i]`` under
+    the direction's first distribution (P for remove, Q for add), the mass at +∞, and a bound, in δ, on the
+    floating-point and window errors of the masses (for weights in [0, 1])."""
+
+    losses: np.ndarray
+    mass: np.ndarray
+    infinity: float
+    error: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Side:
+    """One discretisation (the split upper end or the merged lower end): its remove and add directions."""
+
+    remove: _Law
+    add: _Law
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AllocationLaws:
+    """The upper (split) and lower (merge) laws of R(S) for one epoch, on a grid of spacing ``spacing``."""
+
+    sigma: float
+    steps: int
+    inclusion: float
+    spacing: float
+    top: float
+    upper: _Side
+    lower: _Side
+
+
+def _lognormal_masses(edges: np.ndarray, s: float) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Q-masses and partial means E[Y; cell] of the cells between consecutive ``edges`` (edges[0] = 0), and the
+    Q-mass and partial mean above the last edge, for Y log-normal with log-sd ``s`` and mean 1.
+
+    Q(Y ≤ y) = Φ((log y + s²/2)/s) and E[Y; Y ≤ y] = Φ((log y − s²/2)/s); differences are taken between CDFs below
+    the median and survival functions above it, so small cells keep their relative precision in both tails.
+    """
+    from scipy.special import ndtr
+
+    with np.errstate(divide="ignore"):
+        log_edges = np.log(edges)
+    z = (log_edges + 0.5 * s * s) / s
+    z1 = z - s
+
+    def cells(zz: np.ndarray) -> tuple[np.ndarray, float]:
+        cdf, sf = ndtr(zz), ndtr(-zz)
+        lower = cdf[:-1] < 0.5
+        mass = np.where(lower, cdf[1:] - cdf[:-1], sf[:-1] - sf[1:])
+        return np.maximum(mass, 0.0), float(sf[-1])
+
+    q, q_top = cells(z)
+    m1, m1_top = cells(z1)
+    return q, m1, q_top, m1_top
+
+
+def _top_of_grid(s: float, budget: float) -> float:
+    """The smallest y_top (to 1 %) with E[(Y − y_top)₊] ≤ budget: Black–Scholes, Φ(d₁) − y·Φ(d₂)."""
+    from scipy.special import ndtr
+
+    def excess(y: float) -> float:
+        d1 = (-math.log(y) + 0.5 * s * s) / s
+        return float(ndtr(d1) - y * ndtr(d1 - s))
+
+    high = 2.0
+    while excess(high) > budget:
+        high *= 2.0
+    low = high / 2.0
+    while high / low > 1.01:
+        middle = math.sqrt(low * high)
+        low, high = (middle, high) if excess(middle) > budget else (low, middle)
+    return high
+
+
+def _composed(factors: list[tuple[np.ndarray, int]], spacing: float, scale: float) -> engine.ComposedPmf:
+    """The law of a sum of independent draws (each factor a grid PMF of values k·``spacing``, drawn ``count`` times)
+    on its Chernoff window, in units of ``scale`` (so the engine's values stay within its floating-point range)."""
+    grid_factors = [(engine.GridPmf(start=0, pmf=pmf), count) for pmf, count in factors if count > 0]
+    return engine._compose_kind(grid_factors, spacing / scale, WINDOW_TAIL, precision=PRECISION, mgf_block=256)
+
+
+def _values(composed: engine.ComposedPmf, spacing: float) -> np.ndarray:
+    return (composed.start + np.arange(composed.pmf.size)) * spacing
+
+
+def _ratio(values: np.ndarray, inclusion: float, steps: int) -> np.ndarray:
+    """R = 1 − ρ + ρ·S/t, never below 0."""
+    return np.maximum(1.0 - inclusion + inclusion * values / steps, 0.0)
+
+
+def _log(values: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.log(values)
+
+
+def _binomial_quantile(steps: int, probability: float, failure: float) -> int:
+    """The smallest n with P(Binomial(steps, probability) > n) ≤ failure."""
+    from scipy.special import bdtrc
+
+    if probability <= 0:
+        return 0
+    n = np.arange(steps + 1, dtype=float)
+    tails = bdtrc(n, steps, probability)
+    return int(np.argmax(tails <= failure)) if (tails <= failure).any() else steps
+
+
+def _deviation_interval(q: np.ndarray, dev: np.ndarray, steps: int, failure: float) -> tuple[float, float]:
+    """An interval [lo, hi] holding D = Σ of ``steps`` i.i.d. draws of ``dev`` (law ``q``) except with probability
+    ``failure``: Bernstein's inequality for the draws from the regular cells (|dev − c| ≤ b around the mean c), the
+    number of draws from the other cells bounded by a binomial tail, each contributing at most its extreme deviation.
+    The split between the regular and the other cells (b) is chosen to make the interval narrowest."""
+    live = q > 0
+    weights = q[live] / float(q[live].sum())
+    dev = dev[live]
+    centre = float(np.sum(weights * dev))
+    order = np.argsort(np.abs(dev - centre), kind="stable")
+    spread, w, d = np.abs(dev - centre)[order], weights[order], dev[order]
+    cum_w, cum_wd, cum_wd2 = np.cumsum(w), np.cumsum(w * d), np.cumsum(w * d * d)
+    # Extremes of the cells outside the first i (suffix minima and maxima in the sorted order).
+    suffix_min = np.minimum.accumulate(d[::-1])[::-1]
+    suffix_max = np.maximum.accumulate(d[::-1])[::-1]
+    log_term = math.log(6.0 / failure)
+    best: tuple[float, float] | None = None
+    for b in spread[-1] * 2.0 ** -np.arange(0, 40, 1.5):
+        i = int(np.searchsorted(spread, b, side="right"))  # cells [0, i) are regular
+        if i == 0:
+            break
+        p_regular = float(cum_w[i - 1])
+        mu = float(cum_wd[i - 1]) / p_regular
+        var = max(float(cum_wd2[i - 1]) / p_regular - mu * mu, 0.0)
+        worst = _binomial_quantile(steps, max(0.0, 1.0 - p_regular), failure / 3.0) if i < d.size else 0
+        low_irregular = float(suffix_min[i]) if i < d.size else mu
+        high_irregular = float(suffix_max[i]) if i < d.size else mu
+        reach = b + abs(mu - centre)
+        counts = np.arange(worst + 1, dtype=float)
+        regular = steps - counts
+        linear = reach * log_term / 3.0
+        u = linear + np.sqrt(linear * linear + 2.0 * regular * var * log_term)
+        lo = float(np.min(regular * mu - u + counts * min(low_irregular, mu)))
+        hi = float(np.max(regular * mu + u + counts * max(high_irregular, mu)))
+        if best is None or hi - lo < best[1] - best[0]:
+            best = (lo, hi)
+    assert best is not None
+    return best
+
+
+def _upper_side(sigma: float, steps: int, inclusion: float, spacing: float, top_index: int, scale: float) -> _Side:
+    """The split discretisation (a dominating pair): its ratio is R(S̃) exactly, S̃ on the grid.
+
+    Remove: P = (1 − ρ)·Q + ρ·(the law with one tilted coordinate), losses log R. Add: Q, losses −log R. Every error
+    only adds to δ: round-off, and all mass outside the windows (the wrapped mass inside them only adds to δ too).
+    """
+    s = 1.0 / sigma
+    edges = np.arange(top_index + 1) * spacing
+    q, m1, q_top, m1_top = _lognormal_masses(edges, s)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        position = np.where(q > 0, m1 / (spacing * np.maximum(q, 1e-300)) - np.arange(top_index), 0.0)
+    position = np.clip(position, 0.0, 1.0)
+    per_q = np.zeros(top_index + 1)
+    per_q[:-1] += q * (1.0 - position)
+    per_q[1:] += q * position
+    per_q[-1] += q_top  # the top cell splits between y_top and +∞ (P-mass E[(Y − y_top)₊] there)
+    beyond = max(m1_top - top_index * spacing * q_top, 0.0) + 4.0 * _UNIT_ROUNDOFF * m1_top
+    per_p = per_q * edges  # the split pair's ratio at each atom is the atom's value: the tilted law
+    q_law = _composed([(per_q, steps)], spacing, scale)
+    p_law = _composed([(per_p, 1), (per_q, steps - 1)], spacing, scale)
+    q_values, p_values = _values(q_law, spacing), _values(p_law, spacing)
+    remove_losses = [_log(_ratio(p_values, inclusion, steps))]
+    remove_mass = [inclusion * p_law.pmf]
+    remove_error = inclusion * (p_law.round_off + p_law.outside)
+    if inclusion < 1.0:
+        remove_losses.append(_log(_ratio(q_values, inclusion, steps)))
+        remove_mass.append((1.0 - inclusion) * q_law.pmf)
+        remove_error += (1.0 - inclusion) * (q_law.round_off + q_law.outside)
+    return _Side(
+        remove=_Law(
+            losses=np.concatenate(remove_losses),
+            mass=np.concatenate(remove_mass),
+            infinity=inclusion * beyond,
+            error=remove_error,
+        ),
+        add=_Law(
+            losses=-_log(_ratio(q_values, inclusion, steps)),
+            mass=q_law.pmf,
+            infinity=0.0,
+            error=2.0 * q_law.round_off + q_law.outside,
+        ),
+    )
+
+
+def _lower_side(sigma: float, steps: int, inclusion: float, spacing: float, top_index: int, scale: float) -> _Side:
+    """The merge discretisation (a dominated pair), its deviations from the grid bounded (see the module).
+
+    Every error only subtracts from δ: round-off, the mass the circular convolutions wrapped into their windows, and
+    the failure probability of the deviation bounds (the mass outside the windows is simply left out).
+    """
+    s = 1.0 / sigma
+    # The grid is o + kh, cell k ≥ 1 is [o + (k − ½)h, o + (k + ½)h) and cell 0 is [0, o + h/2) with o chosen so that
+    # its mean is exactly o: no cell then deviates by more than O(h²) from its grid point (cell 0 otherwise would,
+    # by up to h/2, where the density rises steeply from 0).
+    offset = _first_cell_offset(s, spacing)
+    edges = np.concatenate([[0.0], offset + (np.arange(top_index) + 0.5) * spacing])
+    q, m1, q_top, m1_top = _lognormal_masses(edges, s)
+    q, m1 = np.append(q, q_top), np.append(m1, m1_top)
+    grid = offset + np.arange(top_index + 1) * spacing
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dev = np.where(q > 0, m1 / np.maximum(q, 1e-300) - grid, 0.0)
+    # Remove (needs S_M ≥ G + D_lo): a larger deviation only raises S_M, so the top cell's (large, positive) one is
+    # clipped to the largest of the others, and the tilted coordinate contributes at least the smallest one. Add
+    # (needs S_M ≤ G + D_hi): a draw in the top cell fails, with probability ≤ t·Q(top cell).
+    regular = q[:-1] > 0
+    clipped = dev.copy()
+    clipped[-1] = min(dev[-1], float(dev[:-1][regular].max()))
+    failure = DEVIATION_FAILURE / 3.0
+    d_lo_all, _ = _deviation_interval(q, clipped, steps, failure)
+    d_lo_rest, _ = _deviation_interval(q, clipped, steps - 1, failure)
+    d_lo_tilted = d_lo_rest + float(clipped[q > 0].min())
+    _, d_hi = _deviation_interval(q[:-1], dev[:-1], steps, failure)
+    q_law = _composed([(q, steps)], spacing, scale)
+    p_law = _composed([(m1, 1), (q, steps - 1)], spacing, scale)
+    q_values = _values(q_law, spacing) + steps * offset
+    p_values = _values(p_law, spacing) + steps * offset
+    remove_losses = [_log(_ratio(p_values + d_lo_tilted, inclusion, steps))]
+    remove_mass = [inclusion * p_law.pmf]
+    remove_error = inclusion * (p_law.round_off + p_law.outside) + failure
+    if inclusion < 1.0:
+        remove_losses.append(_log(_ratio(q_values + d_lo_all, inclusion, steps)))
+        remove_mass.append((1.0 - inclusion) * q_law.pmf)
+        remove_error += (1.0 - inclusion) * (q_law.round_off + q_law.outside) + failure
+    return _Side(
+        remove=_Law(
+            losses=np.concatenate(remove_losses), mass=np.concatenate(remove_mass), infinity=0.0, error=remove_error
+        ),
+        add=_Law(
+            losses=-_log(_ratio(q_values + d_hi, inclusion, steps)),
+            mass=q_law.pmf,
+            infinity=0.0,
+            error=2.0 * q_law.round_off + q_law.outside + failure + min(1.0, steps * q_top),
+        ),
+    )
+
+
+def _first_cell_offset(s: float, spacing: float) -> float:
+    """o ∈ [0, h/2] with E[Y | Y < o + h/2] = o (log-normal Y of log-sd ``s``, mean 1), i.e. c = o + h/2 solving
+    c − E[Y | Y < c] = h/2 (the left side rises from 0 to ∞); 0 if the first cell's mass underflows."""
+    from scipy.optimize import brentq
+    from scipy.special import log_ndtr
+
+    def gap(c: float) -> float:
+        log_c = math.log(c)
+        ratio = math.exp(log_ndtr((log_c - 0.5 * s * s) / s) - log_ndtr((log_c + 0.5 * s * s) / s))
+        return c - ratio - 0.5 * spacing
+
+    low, high = 0.5 * spacing, 0.5 * spacing
+    if not math.isfinite(gap(low)) or gap(low) >= 0:
+        return 0.0
+    while gap(high) < 0:
+        high *= 2.0
+    return float(brentq(gap, low, high, xtol=1e-15 * high, rtol=1e-15)) - 0.5 * spacing
+
+
+def _grid_spacing(sigma: float, steps: int, top: float) -> float:
+    """h: the window spans about y_top + t·(a few standard deviations) points of the grid; TARGET_POINTS of them.
+
+    Also finer than a twentieth of one coordinate's standard deviation, so that the O(h²) discretisation errors stay
+    far below the bracket's tolerance."""
+    spread = math.sqrt(math.expm1(1.0 / sigma**2))
+    width = top + 20.0 * spread * math.sqrt(steps) + 2.0
+    spacing = min(width / TARGET_POINTS, spread / 20.0)
+    return max(spacing, width / MAX_POINTS)
+
+
+@functools.lru_cache(maxsize=32)
+def allocation_laws(sigma: float, steps: int, inclusion: float = 1.0) -> AllocationLaws:
+    """Both discretised laws of one epoch's likelihood ratio (cached: an adaptive PLD run re-reads them on every
+    grid it tries).
+
+    Example (σ = 1, t = 100: the bracket of one epoch at δ = 10⁻⁵ holds pld-accounting's (0.6085, 0.6357)):
+        >>> laws = allocation_laws(1.0, 100)
+        >>> float(laws.upper.q.sum()) > 0.999999, float(laws.lower.q.sum()) > 0.999999
+        (True, True)
+    """
+    if not (math.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"sigma must be a finite number > 0; got {sigma!r}")
+    if steps < 2:
+        raise ValueError(f"steps must be >= 2 for a random allocation; got {steps!r}")
+    s = 1.0 / sigma
+    top = _top_of_grid(s, TOP_MASS)
+    spacing = _grid_spacing(sigma, steps, top)
+    top_index = max(2, math.ceil(top / spacing))
+    if top_index > LINEAR_POINTS or spacing > math.sqrt(math.expm1(s * s)) / 20.0:
+        # A heavy tail (small σ): the ratio grid would need too many points; work on log S instead.
+        upper, lower = _heavy_laws(sigma, steps, inclusion)
+        return AllocationLaws(
+            sigma=sigma, steps=steps, inclusion=inclusion, spacing=LOG_INTERVAL, top=math.inf, upper=upper, lower=lower
+        )
+    top = top_index * spacing
+    scale = max(1.0, (top + 2.0 * steps) / 50.0)  # the engine works on values S/scale (its range is ±600)
+    return AllocationLaws(
+        sigma=sigma,
+        steps=steps,
+        inclusion=inclusion,
+        spacing=spacing,
+        top=top,
+        upper=_upper_side(sigma, steps, inclusion, spacing, top_index, scale),
+        lower=_lower_side(sigma, steps, inclusion, spacing, top_index, scale),
+    )
+
+
+def _finite(law: _Law) -> tuple[np.ndarray, np.ndarray, float]:
+    """A law's finite atoms with mass (losses, masses) and its mass at +∞ (R = 0 in the add direction joins it)."""
+    finite = np.isfinite(law.losses) & (law.mass > 0)
+    infinity = law.infinity + float(law.mass[(law.losses == math.inf) & (law.mass > 0)].sum())
+    return law.losses[finite], law.mass[finite], infinity
+
+
+def _split_onto(law: _Law, interval: float) -> engine.GridPmf:
+    """Pessimistic: each atom split between its grid neighbours keeping its Q-mass p·e^{−loss} (Doroshenko et al. 2022,
+    Theorem 3.3), as :func:`dplens.accountant.pld_engine.discretise` does for atoms; the law's error carried."""
+    losses, mass, infinity = _finite(law)
+    k = np.floor(losses / interval)
+    with np.errstate(invalid="ignore"):
+        up = np.where(k * interval == losses, 0.0, -np.expm1(k * interval - losses) / -math.expm1(-interval))
+    up = np.clip(up, 0.0, 1.0)
+    index = np.concatenate([k, k + 1]).astype(np.int64)
+    pmf = engine._to_grid_pmf(index, np.concatenate([mass * (1.0 - up), mass * up]), infinity)
+    return replace(pmf, error=law.error)
+
+
+def _floor_onto(law: _Law, interval: float) -> engine.GridPmf:
+    """Optimistic: each atom moved down to the grid point below it (δ(ε) = E[(1 − e^{ε − L})₊] only decreases)."""
+    losses, mass, infinity = _finite(law)
+    pmf = engine._to_grid_pmf(np.floor(losses / interval).astype(np.int64), mass, infinity)
+    return replace(pmf, error=law.error)
+
+
+def allocation_pld(sigma: float, steps: int, inclusion: float, grid: engine.LossGrid) -> engine.EventPld:
+    """One epoch's discretised PLDs on ``grid``: both directions, pessimistic from the split law, optimistic from the
+    merged one (see the module)."""
+    laws = allocation_laws(float(sigma), int(steps), float(inclusion))
+    interval = grid.interval
+    return engine.EventPld(
+        remove=engine.LossPmfs(
+            pessimistic=_split_onto(laws.upper.remove, interval), optimistic=_floor_onto(laws.lower.remove, interval)
+        ),
+        add=engine.LossPmfs(
+            pessimistic=_split_onto(laws.upper.add, interval), optimistic=_floor_onto(laws.lower.add, interval)
+        ),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Heavy tails: the law of log S by pairwise log-sum-exp on a uniform grid of log values
+# --------------------------------------------------------------------------------------------
+
+#: Interval of the log-S grid of the heavy-tailed case (each pairwise sum rounds log S by less than this).
+LOG_INTERVAL = 2e-3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _LogLaw:
+    """A law of log S on grid points (``start`` + i)·Δz, plus a mass at S = 0 (log S = −∞); ``error`` bounds the
+    floating-point error of the masses in ℓ₁."""
+
+    start: int
+    pmf: np.ndarray
+    zero: float = 0.0
+    error: float = 0.0
+
+
+def _log_coordinate(s: float, dz: float, *, up: bool, low: float, high: float, mean: float) -> tuple[_LogLaw, float]:
+    """One coordinate's log Y ~ N(``mean``, s²) with its values rounded up (or down) to the grid k·Δz over [low, high]
+    (−s²/2 under Q; +s²/2 for the tilted coordinate under P). Rounding up, the mass below ``low`` moves up to it and
+    the mass above ``high`` is returned, to be counted elsewhere; rounding down, the mass below ``low`` is dropped
+    (Y ≥ 0 is rounded down to 0) and the mass above ``high`` moves down to it. Returns (law, mass above ``high``
+    left out)."""
+    from scipy.special import ndtr
+
+    k_lo, k_hi = math.floor(low / dz), math.ceil(high / dz)
+    edges = np.arange(k_lo, k_hi + 1) * dz
+    z = (edges - mean) / s
+    cdf, sf = ndtr(z), ndtr(-z)
+    cells = np.maximum(np.where(cdf[:-1] < 0.5, cdf[1:] - cdf[:-1], sf[:-1] - sf[1:]), 0.0)
+    below, above = float(cdf[0]), float(sf[-1])
+    if up:  # cell [k, k+1)·Δz → (k+1)·Δz; the mass below the grid joins its first point
+        return _LogLaw(start=k_lo, pmf=np.concatenate([[below], cells])), above
+    return _LogLaw(start=k_lo, pmf=np.concatenate([cells, [above]]), zero=below), 0.0
+
+
+def _g_groups(dz: float, max_d: int, *, up: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The runs of d = 0, 1, … over which ĝ(d) — g(d) = log(1 + e^{−dΔz})/Δz rounded up (at least 1: the true value is
+    positive) or down — is constant: (first d, one past the last d, ĝ); the last run reaches ``max_d``."""
+    d = np.arange(max_d + 1)
+    raw = np.log1p(np.exp(-d * dz)) / dz
+    g = np.maximum(np.ceil(raw), 1).astype(np.int64) if up else np.floor(raw).astype(np.int64)
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(g)) + 1])
+    ends = np.append(starts[1:], max_d + 1)
+    return starts, ends, g[starts]
+
+
+def _blocked_cumsum(values: np.ndarray, block: int) -> np.ndarray:
+    """Cumulative sums, blockwise: sequential within blocks of ``block`` values, the blocks' totals (pairwise sums)
+    added sequentially: each sum's relative error is ≤ (block + number of blocks + log₂ block)·u instead of n·u."""
+    n = values.size
+    padded = np.pad(values, (0, -n % block)).reshape(-1, block)
+    within = np.cumsum(padded, axis=1)
+    before = np.concatenate([[0.0], np.cumsum(padded.sum(axis=1))[:-1]])
+    return (within + before[:, None]).ravel()[:n]
+
+
+def _window_sums(second: np.ndarray, first_size: int) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Prefix and suffix sums of ``second`` padded by ``first_size`` + 1 on each side (so any window of positions
+    lies inside), the total, and the relative error of each partial sum."""
+    block = max(16, math.isqrt(second.size))
+    relative = (block + second.size / block + math.log2(block) + 2) * 2.0**-53
+    total = float(np.sum(second))
+    pad = first_size + 1
+    prefix = np.concatenate([np.zeros(pad + 1), _blocked_cumsum(second, block), np.full(pad, total)])
+    suffix = np.concatenate([np.full(pad, total), _blocked_cumsum(second[::-1], block)[::-1], np.zeros(pad + 1)])
+    return prefix, suffix, total, relative
+
+
+def _log_sum(a: _LogLaw, b: _LogLaw, dz: float, *, up: bool) -> _LogLaw:
+    """The law of log(e^A + e^B), A and B independent, its values rounded up (or down) to the grid.
+
+    log(e^A + e^B) = max(A, B) + g(|A − B|), g(d) = log(1 + e^{−d}). On grid indices ĝ takes few distinct values, so
+    the law is a sum over its runs of (the larger's mass) × (the other's mass in a window of positions): window sums
+    from prefix sums in the lower half of a law and suffix sums in the upper half (blockwise, each accurate to
+    ~2√n·u × the partial sum it ends on), whose error bound is accumulated as the sums are made.
+    """
+    size = a.pmf.size + b.pmf.size
+    starts, ends, shifts = _g_groups(dz, size, up=up)
+    lo = min(a.start, b.start)
+    out = np.zeros(max(a.start + a.pmf.size, b.start + b.pmf.size) - lo + int(shifts.max()) + 2)
+    unit = 2.0**-53
+    error = a.error + b.error
+    for first, second, tie in ((a, b, True), (b, a, False)):
+        prefix, suffix, total, relative = _window_sums(second.pmf, first.pmf.size)
+        pad = first.pmf.size + 1
+        n1, n2 = first.pmf.size, second.pmf.size
+        offset = first.start - second.start  # position in ``second`` of first's index i at d = 0
+        for d_lo, d_hi, shift in zip(starts, ends, shifts, strict=True):
+            d_from = d_lo if tie else max(int(d_lo), 1)
+            if d_from >= d_hi:
+                continue
+            # Positions q ∈ [i − d_hi + 1, i − d_from] − second.start, for i = first.start + p, p = 0..n1−1.
+            q_lo = offset - int(d_hi) + 1 + pad  # + p: index into the padded arrays at p = 0
+            q_hi = offset - d_from + 1 + pad  # one past the window, + p
+            if q_hi + n1 <= pad or q_lo >= n2 + pad:  # the window never meets ``second``
+                continue
+            q_lo, q_hi = max(q_lo, 0), min(q_hi, n2 + 2 * pad - n1)
+            p_lo_end, p_hi_end = prefix[q_lo : q_lo + n1], prefix[q_hi : q_hi + n1]
+            s_lo_end, s_hi_end = suffix[q_lo : q_lo + n1], suffix[q_hi : q_hi + n1]
+            lower_half = p_lo_end <= 0.5 * total
+            window = np.where(lower_half, p_hi_end - p_lo_end, s_lo_end - s_hi_end)
+            bound = np.where(lower_half, p_hi_end, s_lo_end)
+            begin = first.start - lo + int(shift)
+            contribution = first.pmf * np.maximum(window, 0.0)
+            out[begin : begin + n1] += contribution
+            error += 2.0 * relative * float(np.sum(first.pmf * bound)) + 3.0 * unit * float(np.sum(contribution))
+    # S = 0 on one side: the other side's value is the sum.
+    zero = a.zero * b.zero
+    for first, other_zero in ((a, b.zero), (b, a.zero)):
+        out[first.start - lo : first.start - lo + first.pmf.size] += first.pmf * other_zero
+    # Entries below 10⁻⁴⁰ at the ends are dropped, their mass added to the error (so counted in δ either way).
+    keep = np.flatnonzero(out > 1e-40)
+    if keep.size == 0:
+        return _LogLaw(start=lo, pmf=np.zeros(1), zero=zero, error=error + float(out.sum()))
+    dropped = float(out[: keep[0]].sum() + out[keep[-1] + 1 :].sum())
+    return _LogLaw(start=lo + int(keep[0]), pmf=out[keep[0] : keep[-1] + 1], zero=zero, error=error + dropped)
+
+
+def _log_power(law: _LogLaw, count: int, dz: float, *, up: bool) -> _LogLaw:
+    """The law of log of the sum of ``count`` independent copies (binary powers, like repeated squaring)."""
+    result = None
+    base = law
+    while count:
+        if count & 1:
+            result = base if result is None else _log_sum(result, base, dz, up=up)
+        count >>= 1
+        if count:
+            base = _log_sum(base, base, dz, up=up)
+    assert result is not None
+    return result
+
+
+def _log_ratio(law: _LogLaw, dz: float, inclusion: float, steps: int) -> np.ndarray:
+    """log R at each grid point of a law of log S: log(1 − ρ + ρ·e^x/t)."""
+    x = (law.start + np.arange(law.pmf.size)) * dz + math.log(inclusion) - math.log(steps)
+    return np.logaddexp(math.log1p(-inclusion), x) if inclusion < 1.0 else x
+
+
+def _heavy_side(sigma: float, steps: int, inclusion: float, *, up: bool) -> tuple[_Law, _Law, float]:
+    """One rounding direction of the heavy-tailed case: (the remove law under P, the add law under Q, the Q-mass of one
+    coordinate above the grid). Rounded up, the laws bound S from above; down, from below (coupled coordinate by
+    coordinate, under P and under Q alike: every coordinate's log value is rounded the same way)."""
+    s, dz = 1.0 / sigma, LOG_INTERVAL
+    low, high = -0.5 * s * s - 10.0 * s, 0.5 * s * s + 10.0 * s
+    plain, above = _log_coordinate(s, dz, up=up, low=low, high=high, mean=-0.5 * s * s)
+    tilted, tilted_above = _log_coordinate(s, dz, up=up, low=low, high=high, mean=0.5 * s * s)
+    rest = _log_power(plain, steps - 1, dz, up=up) if steps > 1 else _LogLaw(start=0, pmf=np.zeros(1), zero=1.0)
+    p_law = _log_sum(rest, tilted, dz, up=up)
+    q_law = _log_sum(rest, plain, dz, up=up)
+    zero_loss = math.log1p(-inclusion) if inclusion < 1.0 else -math.inf
+    remove_losses = [_log_ratio(p_law, dz, inclusion, steps), np.array([zero_loss])]
+    remove_mass = [inclusion * p_law.pmf, np.array([inclusion * p_law.zero])]
+    remove_error = inclusion * p_law.error
+    if inclusion < 1.0:
+        remove_losses += [_log_ratio(q_law, dz, inclusion, steps), np.array([zero_loss])]
+        remove_mass += [(1.0 - inclusion) * q_law.pmf, np.array([(1.0 - inclusion) * q_law.zero])]
+        remove_error += (1.0 - inclusion) * q_law.error
+    # Rounded up, a coordinate above the grid is an infinite loss (remove) under P: (t − 1)·Q-tail + P-tail.
+    beyond = min(1.0, (steps - 1) * above + tilted_above) if up else 0.0
+    remove = _Law(
+        losses=np.concatenate(remove_losses), mass=np.concatenate(remove_mass), infinity=beyond, error=remove_error
+    )
+    add = _Law(
+        losses=np.concatenate([-_log_ratio(q_law, dz, inclusion, steps), [-zero_loss]]),
+        mass=np.concatenate([q_law.pmf, [q_law.zero]]),
+        infinity=0.0,
+        error=q_law.error,
+    )
+    return remove, add, above
+
+
+def _heavy_laws(sigma: float, steps: int, inclusion: float) -> tuple[_Side, _Side]:
+    """(upper, lower) sides of the heavy-tailed case: upper = remove rounded up, add rounded down; lower the reverse,
+    the add law rounded up failing (an error of t·Q-tail) where a coordinate lies above the grid."""
+    remove_up, add_up, above = _heavy_side(sigma, steps, inclusion, up=True)
+    remove_down, add_down, _ = _heavy_side(sigma, steps, inclusion, up=False)
+    lower_add = replace(add_up, error=add_up.error + min(1.0, steps * above))
+    return _Side(remove=remove_up, add=add_down), _Side(remove=remove_down, add=lower_add)
