@@ -18,12 +18,14 @@ smaller sampling rate or noise). The truth lies in [epsilon_lower, epsilon]. The
 from __future__ import annotations
 
 import enum
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from dplens.accountant import events as ev
-from dplens.accountant.compose import Accountant, Method, _entry_relation
+from dplens.accountant.compose import Accountant, Method
 from dplens.accountant.routes import as_method
 
 __all__ = [
@@ -32,7 +34,6 @@ __all__ = [
     "Sampler",
     "dp_sgd_epsilon",
     "dp_sgd_noise_multiplier",
-    "dp_sgd_run",
     "dp_sgd_steps",
 ]
 
@@ -99,7 +100,7 @@ def _as_relation(sampler: Sampler, neighboring: ev.NeighboringRelation | str | N
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DpSgdRun:
+class _Plan:
     """A DP-SGD run as the accountant sees it: the ledger whose ε bounds the run's from above (``entries``, under
     ``neighboring``) and how its lower end is obtained (``lower``: None when the ledger's pair is attained, so its PLD
     bracket's lower end is certified; else the ledgers of attained lower-bound pairs, the largest end wins)."""
@@ -172,10 +173,10 @@ def _allocation_epochs(sigma: float, steps_per_epoch: int, steps: int) -> tuple[
     return tuple(entries)
 
 
-def _run_poisson(sampler, relation, sigma, n, b, steps, max_batch_size) -> DpSgdRun:
+def _run_poisson(sampler, relation, sigma, n, b, steps, max_batch_size) -> _Plan:
     q = b / n
     if sampler is Sampler.POISSON:
-        return DpSgdRun(
+        return _Plan(
             sampler=sampler,
             neighboring=relation,
             accounted_under=ADD_REMOVE,
@@ -201,7 +202,7 @@ def _run_poisson(sampler, relation, sigma, n, b, steps, max_batch_size) -> DpSgd
     event = ev.TruncatedSubsampledGaussian(
         dataset_size=n, sampling_rate=q, truncated_batch_size=max_batch_size, noise_multiplier=sigma
     )
-    return DpSgdRun(
+    return _Plan(
         sampler=sampler,
         neighboring=relation,
         accounted_under=ADD_REMOVE,
@@ -213,12 +214,12 @@ def _run_poisson(sampler, relation, sigma, n, b, steps, max_batch_size) -> DpSgd
     )
 
 
-def _run_allocation(sampler, relation, sigma, n, b, steps) -> DpSgdRun:
+def _run_allocation(sampler, relation, sigma, n, b, steps) -> _Plan:
     from dplens.accountant.samplers import FixedBins, RandomAllocation
 
     t = -(-n // b)
     if sampler is Sampler.BALLS_AND_BINS:
-        return DpSgdRun(
+        return _Plan(
             sampler=sampler,
             neighboring=relation,
             accounted_under=ADD_REMOVE,
@@ -230,7 +231,7 @@ def _run_allocation(sampler, relation, sigma, n, b, steps) -> DpSgdRun:
     cycles, partial = divmod(steps, t)
     if not partial:
         entries = ((FixedBins(noise_multiplier=sigma, steps=t, cycles=cycles), 1),)
-        return DpSgdRun(
+        return _Plan(
             sampler=sampler,
             neighboring=relation,
             accounted_under=ADD_REMOVE,
@@ -246,7 +247,7 @@ def _run_allocation(sampler, relation, sigma, n, b, steps) -> DpSgdRun:
         lower: tuple = (((FixedBins(noise_multiplier=sigma, steps=t, cycles=cycles), 1),),)
     else:
         lower = (((RandomAllocation(noise_multiplier=sigma, steps=partial, inclusion=partial / t), 1),),)
-    return DpSgdRun(
+    return _Plan(
         sampler=sampler,
         neighboring=relation,
         accounted_under=ADD_REMOVE,
@@ -258,12 +259,12 @@ def _run_allocation(sampler, relation, sigma, n, b, steps) -> DpSgdRun:
     )
 
 
-def _run_fixed_size(sampler, relation, sigma, n, b, steps) -> DpSgdRun:
+def _run_fixed_size(sampler, relation, sigma, n, b, steps) -> _Plan:
     q = b / n
     if relation is ZERO_OUT:
         # The batch holds the record's slot with probability q, the rest of it is the same on both sides: exactly
         # the Poisson pair at q (an attained one).
-        return DpSgdRun(
+        return _Plan(
             sampler=sampler,
             neighboring=ZERO_OUT,
             noise_multiplier=sigma,
@@ -276,7 +277,7 @@ def _run_fixed_size(sampler, relation, sigma, n, b, steps) -> DpSgdRun:
     # Substitution: Wang, Balle, Kasiviswanathan (2019) for the upper bound (σ relative to the 2C sensitivity); the
     # record +1 replaced by −1 among others at −1 is the Poisson pair at q with σ/2 (attained).
     step = ev.SampledWithoutReplacement(sample_size=b, dataset_size=n, event=_gaussian(sigma / 2.0, REPLACE_ONE))
-    return DpSgdRun(
+    return _Plan(
         sampler=sampler,
         neighboring=REPLACE_ONE,
         noise_multiplier=sigma,
@@ -287,7 +288,7 @@ def _run_fixed_size(sampler, relation, sigma, n, b, steps) -> DpSgdRun:
     )
 
 
-def _run_batches(sampler, relation, sigma, n, b, steps) -> DpSgdRun:
+def _run_batches(sampler, relation, sigma, n, b, steps) -> _Plan:
     from dplens.accountant.samplers import CyclicBatches, RandomAllocation, ShuffledBatches, ShuffleMaxStatistic
 
     t = -(-n // b)
@@ -296,7 +297,7 @@ def _run_batches(sampler, relation, sigma, n, b, steps) -> DpSgdRun:
     if sampler is Sampler.CYCLIC:
         # The records of the first `partial` batches appear epochs_up times: exactly μ-GDP with that many.
         event = CyclicBatches(noise_multiplier=sigma, epochs=epochs_up, neighboring=relation)
-        return DpSgdRun(
+        return _Plan(
             sampler=sampler,
             neighboring=relation,
             noise_multiplier=sigma,
@@ -324,7 +325,7 @@ def _run_batches(sampler, relation, sigma, n, b, steps) -> DpSgdRun:
         constructions = (RandomAllocation(noise_multiplier=sigma_low, steps=partial, inclusion=rho),)
         if relation is ZERO_OUT and partial > 1:
             constructions += (ShuffleMaxStatistic(noise_multiplier=sigma_low, batches=partial, inclusion=rho),)
-    return DpSgdRun(
+    return _Plan(
         sampler=sampler,
         neighboring=relation,
         noise_multiplier=sigma,
@@ -335,7 +336,7 @@ def _run_batches(sampler, relation, sigma, n, b, steps) -> DpSgdRun:
     )
 
 
-def dp_sgd_run(
+def _plan(
     *,
     dataset_size: int,
     batch_size: int,
@@ -344,15 +345,8 @@ def dp_sgd_run(
     sampling: Sampler | str = Sampler.POISSON,
     neighboring: ev.NeighboringRelation | str | None = None,
     max_batch_size: int | None = None,
-) -> DpSgdRun:
-    """The ledger of a DP-SGD run under its sampler (see :class:`DpSgdRun`); validated, nothing accounted yet.
-
-    Example (balls-and-bins: 10 epochs of 235 steps, a fresh allocation each epoch):
-        >>> run = dp_sgd_run(dataset_size=60000, batch_size=256, epochs=10, noise_multiplier=0.8,
-        ...                  sampling="balls-and-bins")
-        >>> run.steps, run.steps_per_epoch, run.entries[0][1], run.lower_kind
-        (2344, 235, 9, 'certified')
-    """
+) -> _Plan:
+    """The ledger of a DP-SGD run under its sampler (see :class:`_Plan`); validated, nothing accounted yet."""
     sampler = as_sampler(sampling)
     relation = _as_relation(sampler, neighboring)
     steps = dp_sgd_steps(dataset_size=dataset_size, batch_size=batch_size, epochs=epochs)
@@ -369,6 +363,85 @@ def dp_sgd_run(
     if sampler is Sampler.FIXED_SIZE:
         return _run_fixed_size(sampler, relation, sigma, n, b, steps)
     return _run_batches(sampler, relation, sigma, n, b, steps)
+
+
+@ev.register_event
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DpSgdRun(ev.Event):
+    """A whole DP-SGD training: ``epochs`` over ``dataset_size`` records in (expected) batches of ``batch_size``, noise
+    multiplier σ per unit clipping norm, the batches drawn by ``sampling`` (a :class:`Sampler` name), under
+    ``neighboring`` (None: the sampler's default — add/remove for variable batch sizes, zero-out for fixed ones).
+
+    The event every DP-SGD number of dplens goes through (the command line's ``dp-sgd``, specs, the budget ledger, the
+    Opacus accountant): it composes as the ledger whose ε bounds the run's from above (:meth:`standard_event`) and,
+    where that ledger's pair is not attained by the run, declares the ledgers whose certified lower ends bound it from
+    below (:meth:`lower_bound_events`), so ``epsilon_lower`` is never the lower end of an upper bound.
+
+    Example (MNIST-sized: 60 epochs of 256 from 60 000 at σ = 1.1, shuffled batches against Poisson sampling):
+        >>> from dplens.accountant.compose import Accountant
+        >>> shuffled = DpSgdRun(noise_multiplier=1.1, dataset_size=60000, batch_size=256, epochs=60, sampling="shuffle")
+        >>> shuffled.neighboring.value, round(Accountant().compose(shuffled).epsilon(1e-5), 2)  # no amplification
+        ('zero_out', 32.53)
+    """
+
+    noise_multiplier: float
+    dataset_size: int
+    batch_size: int
+    epochs: float
+    sampling: str = Sampler.POISSON.value
+    max_batch_size: int | None = None
+    neighboring: ev.NeighboringRelation | None = None
+
+    def __post_init__(self) -> None:
+        sampler = as_sampler(self.sampling)
+        object.__setattr__(self, "sampling", sampler.value)
+        object.__setattr__(self, "neighboring", _as_relation(sampler, self.neighboring))
+        object.__setattr__(self, "epochs", float(self.epochs) if isinstance(self.epochs, int | float) else self.epochs)
+        self.plan()  # validates every parameter
+
+    @property
+    def sampler(self) -> Sampler:
+        return Sampler(self.sampling)
+
+    def plan(self) -> _Plan:
+        return _plan_cached(self)
+
+    @property
+    def steps(self) -> int:
+        return self.plan().steps
+
+    def standard_event(self) -> ev.Event:
+        """The ledger whose ε bounds the run's from above (attained where :meth:`lower_bound_events` is None)."""
+        return _as_event(self.plan().entries)
+
+    def lower_bound_events(self) -> tuple[ev.Event, ...] | None:
+        """None when :meth:`standard_event`'s pair is attained by the run; else one event per attained construction."""
+        lower = self.plan().lower
+        return None if lower is None else tuple(_as_event(ledger) for ledger in lower)
+
+    def to_dp_accounting(self):
+        """dp-accounting's equivalent, which exists for Poisson sampling only (dp-accounting knows no other sampler)."""
+        if self.sampler is not Sampler.POISSON:
+            raise ValueError(f"dp-accounting has no event for sampling={self.sampling!r}")
+        return ev.to_dp_accounting(self.standard_event())
+
+
+@functools.lru_cache(maxsize=256)
+def _plan_cached(event: DpSgdRun) -> _Plan:
+    return _plan(
+        dataset_size=event.dataset_size,
+        batch_size=event.batch_size,
+        epochs=event.epochs,
+        noise_multiplier=event.noise_multiplier,
+        sampling=event.sampling,
+        neighboring=event.neighboring,
+        max_batch_size=event.max_batch_size,
+    )
+
+
+def _as_event(entries: tuple[tuple[ev.Event, int], ...]) -> ev.Event:
+    parts = tuple(event if count == 1 else ev.SelfComposed(event=event, count=count) for event, count in entries)
+    return parts[0] if len(parts) == 1 else ev.Composed(events=parts)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -429,60 +502,46 @@ class DpSgdPrivacy:
         return out
 
 
-def _accountant(run: DpSgdRun, *, tolerance: float | None = None) -> Accountant:
-    from dplens.accountant import pld
+def _lower_end(event: DpSgdRun, delta: float, result: Any) -> float | None:
+    """The run's lower end: the PLD route's when it answered (certified, or from the lower-bound constructions), else
+    computed here — the bracket of the attained pair, or the best lower-bound construction."""
+    from dplens.accountant import pld, pld_engine
 
-    accountant = Accountant(neighboring=run.ledger_relation, tolerance=tolerance or pld.DEFAULT_TOLERANCE)
-    for event, count in run.entries:
-        accountant.compose(event, count)
-    return accountant
-
-
-def _lower_end(run: DpSgdRun, delta: float, result: Any) -> float | None:
-    """The run's lower end: its PLD bracket's (the result's, or computed) when the pair is attained; else the largest
-    certified lower end of its lower-bound ledgers."""
-    from dplens.accountant import pld_engine
-    from dplens.accountant.rdp import UnsupportedEventError
-
-    if run.lower is None:
-        if result.epsilon_lower is not None:
-            return min(result.epsilon_lower, result.epsilon)
-        ledgers = [list(run.entries)]
-    else:
-        ledgers = [list(ledger) for ledger in run.lower]
-    best = None
-    for ledger in ledgers:
-        # The lower-bound pairs are explicit: each ledger is composed under the relation its events state.
-        relation = run.ledger_relation if run.lower is None else _entry_relation(ledger[0][0])
-        try:
-            low = pld_engine.epsilon_bracket(ledger, delta, neighboring=relation).lower
-        except (UnsupportedEventError, pld_engine.WindowTooLargeError, OverflowError, ValueError):
-            continue
-        best = low if best is None else max(best, low)
-    return None if best is None else min(best, result.epsilon)
+    if result.epsilon_lower is not None:
+        return min(result.epsilon_lower, result.epsilon)
+    ledgers = pld.lower_bound_ledgers([(event, 1)])
+    if ledgers is None:
+        ledgers = [[(event, 1)]]
+    return pld._constructed_lower(
+        ledgers,
+        lambda ledger, relation: pld_engine.epsilon_bracket(ledger, delta, neighboring=relation),
+        event.neighboring,
+        result.epsilon,
+    )
 
 
-def _privacy(run: DpSgdRun, result: Any, *, dataset_size: int, batch_size: int, epochs: float, **extra) -> DpSgdPrivacy:
-    lower = _lower_end(run, result.delta, result)
+def _privacy(event: DpSgdRun, result: Any, **extra: Any) -> DpSgdPrivacy:
+    plan = event.plan()
+    lower = _lower_end(event, result.delta, result)
     details = result.details
-    if run.notes:
-        details += "; " + "; ".join(run.notes)
+    if plan.notes:
+        details += "; " + "; ".join(plan.notes)
     return DpSgdPrivacy(
         epsilon=result.epsilon,
         delta=result.delta,
-        noise_multiplier=run.noise_multiplier,
-        dataset_size=dataset_size,
-        batch_size=batch_size,
-        epochs=float(epochs),
-        steps=run.steps,
-        sampling_rate=batch_size / dataset_size,
+        noise_multiplier=event.noise_multiplier,
+        dataset_size=event.dataset_size,
+        batch_size=event.batch_size,
+        epochs=event.epochs,
+        steps=plan.steps,
+        sampling_rate=event.batch_size / event.dataset_size,
         method=result.method.value,
         details=details,
-        neighboring=run.neighboring.value,
-        sampling=run.sampler.value,
+        neighboring=event.neighboring.value,
+        sampling=event.sampling,
         epsilon_lower=lower,
-        lower_bound=None if lower is None else run.lower_kind,
-        steps_per_epoch=run.steps_per_epoch,
+        lower_bound=None if lower is None else plan.lower_kind,
+        steps_per_epoch=plan.steps_per_epoch,
         **extra,
     )
 
@@ -507,17 +566,17 @@ def dp_sgd_epsilon(
         >>> run.steps, round(run.epsilon, 3), run.epsilon_lower <= 2.3818 <= run.epsilon
         (14063, 2.382, True)
     """
-    run = dp_sgd_run(
+    event = DpSgdRun(
+        noise_multiplier=noise_multiplier,
         dataset_size=dataset_size,
         batch_size=batch_size,
         epochs=epochs,
-        noise_multiplier=noise_multiplier,
-        sampling=sampling,
+        sampling=as_sampler(sampling).value,
         neighboring=neighboring,
         max_batch_size=max_batch_size,
     )
-    result = _accountant(run).epsilon_result(delta, method=as_method(method))
-    return _privacy(run, result, dataset_size=dataset_size, batch_size=batch_size, epochs=epochs)
+    result = Accountant().compose(event).epsilon_result(delta, method=as_method(method))
+    return _privacy(event, result)
 
 
 def dp_sgd_noise_multiplier(
@@ -546,23 +605,24 @@ def dp_sgd_noise_multiplier(
     """
     from dplens.accountant.calibrate import calibrate_dp_sgd_noise
 
-    sampler = as_sampler(sampling)
-    shape = dict(
-        dataset_size=dataset_size,
-        batch_size=batch_size,
-        epochs=epochs,
-        sampling=sampler,
-        neighboring=neighboring,
-        max_batch_size=max_batch_size,
-    )
-    probe = dp_sgd_run(noise_multiplier=1.0, **shape)  # validates everything but the targets
+    def run(sigma: float) -> DpSgdRun:
+        return DpSgdRun(
+            noise_multiplier=sigma,
+            dataset_size=dataset_size,
+            batch_size=batch_size,
+            epochs=epochs,
+            sampling=as_sampler(sampling).value,
+            neighboring=neighboring,
+            max_batch_size=max_batch_size,
+        )
+
+    probe = run(1.0)  # validates everything but the targets
     method = as_method(method)
     if method is Method.BEST:
         method = Method.PLD  # the tightest route for these mechanisms
-    q = batch_size / dataset_size
-    if sampler is Sampler.POISSON:
+    if probe.sampler is Sampler.POISSON:
         result = calibrate_dp_sgd_noise(
-            sampling_rate=q,
+            sampling_rate=batch_size / dataset_size,
             steps=probe.steps,
             target_epsilon=target_epsilon,
             target_delta=delta,
@@ -570,30 +630,20 @@ def dp_sgd_noise_multiplier(
             lower=0.05,
             upper=1000.0,
         )
-        value, accounted = (
-            float(result.value),
-            _AccountedAt(
-                epsilon=result.epsilon,
-                delta=result.delta,
-                method=result.method,
-                details=result.details,
-                epsilon_lower=result.epsilon_lower,
-            ),
+        value = float(result.value)
+        accounted = _AccountedAt(
+            epsilon=result.epsilon,
+            delta=result.delta,
+            method=result.method,
+            details=result.details,
+            epsilon_lower=result.epsilon_lower,
         )
     else:
-        value, accounted = _calibrate_sampler(shape, q, probe.steps, target_epsilon, delta, method)
-    run = dp_sgd_run(noise_multiplier=value, **shape)
-    return _privacy(
-        run,
-        accounted,
-        dataset_size=dataset_size,
-        batch_size=batch_size,
-        epochs=epochs,
-        target_epsilon=float(target_epsilon),
-    )
+        value, accounted = _calibrate_sampler(run, probe, target_epsilon, delta, method)
+    return _privacy(run(value), accounted, target_epsilon=float(target_epsilon))
 
 
-def _calibrate_sampler(shape: dict, q: float, steps: int, target: float, delta: float, method: Method):
+def _calibrate_sampler(run: Callable[[float], DpSgdRun], probe: DpSgdRun, target: float, delta: float, method: Method):
     """σ for a non-Poisson sampler: a safe-end root finder (:func:`dplens.accountant.calibrate._local_solve`) on the
     run's upper bound, started at the Poisson answer (the samplers differ from it by a moderate factor)."""
     from dplens.accountant import conversions, pld
@@ -608,7 +658,7 @@ def _calibrate_sampler(shape: dict, q: float, steps: int, target: float, delta: 
 
     def epsilon_of(sigma: float) -> float:
         try:
-            return _accountant(dp_sgd_run(noise_multiplier=sigma, **shape)).epsilon(delta, method=method)
+            return Accountant().compose(run(sigma)).epsilon(delta, method=method)
         except pld.PldOutOfRangeError:
             return math.inf  # beyond the engine's range: counted as unsafe, never returned
 
@@ -616,27 +666,19 @@ def _calibrate_sampler(shape: dict, q: float, steps: int, target: float, delta: 
     try:
         counter(high)
     except UnsupportedEventError as err:
-        raise ValueError(
-            f"method={method.value!r} cannot account sampling={shape['sampling'].value!r}: {err}"
-        ) from None
+        raise ValueError(f"method={method.value!r} cannot account sampling={probe.sampling!r}: {err}") from None
     if counter(high) > target:
         raise ValueError(
             f"target_epsilon={target!r} is unreachable for noise_multiplier in [{low!r}, {high!r}]: epsilon at "
-            f"noise_multiplier={high!r} is {counter(high)!r} (sampling={shape['sampling'].value})"
+            f"noise_multiplier={high!r} is {counter(high)!r} (sampling={probe.sampling})"
         )
-    near = float(
-        calibrate_dp_sgd_noise(
-            sampling_rate=q,
-            steps=steps,
-            target_epsilon=target,
-            target_delta=delta,
-            method=Method.RDP,
-            lower=low,
-            upper=high,
-        ).value
+    q = probe.batch_size / probe.dataset_size
+    start = calibrate_dp_sgd_noise(
+        sampling_rate=q, steps=probe.steps, target_epsilon=target, target_delta=delta, method=Method.RDP
     )
+    near = float(start.value)
     value = _local_solve(counter, goal=target, near=near, safe=high, unsafe=low, integer=False, xtol=1e-4 * near)
-    result = _accountant(dp_sgd_run(noise_multiplier=value, **shape)).epsilon_result(delta, method=method)
+    result = Accountant().compose(run(value)).epsilon_result(delta, method=method)
     if result.epsilon > target:  # pragma: no cover - the solver keeps a safe end; a last line of defence
         raise AssertionError(f"calibration overshot: epsilon={result.epsilon!r} > target={target!r}")
     return value, result
@@ -651,3 +693,32 @@ class _AccountedAt:
     method: Method
     details: str
     epsilon_lower: float | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# Interpreters: a run is its standard ledger (upper bound), named after its sampler
+# --------------------------------------------------------------------------------------------
+
+
+def _register_interpreters() -> None:
+    from dplens.accountant import pld, rdp
+    from dplens.accountant.curves import PrivacyProfile, RdpCurve
+
+    @rdp.rdp_curve.register(DpSgdRun)
+    def _(event: DpSgdRun) -> RdpCurve:
+        return rdp.rdp_curve(event.standard_event())
+
+    @pld.privacy_profile.register(DpSgdRun)
+    def _(event: DpSgdRun) -> PrivacyProfile:
+        profile = pld.privacy_profile(event.standard_event())
+        return PrivacyProfile(
+            remove=profile.remove,
+            add=profile.add,
+            epsilon_for_delta=profile.epsilon_for_delta,
+            description=f"DP-SGD with {event.sampling} sampling ({event.neighboring.value}): {profile.description}",
+            discretisation=profile.discretisation,
+            trade_off_function=profile.trade_off_function,
+        )
+
+
+_register_interpreters()

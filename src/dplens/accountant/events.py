@@ -480,6 +480,7 @@ _CORE_EVENT_MODULES: dict[str, str] = {
     "ShuffledBatches": "dplens.accountant.samplers",
     "CyclicBatches": "dplens.accountant.samplers",
     "ShuffleMaxStatistic": "dplens.accountant.samplers",
+    "DpSgdRun": "dplens.accountant.dp_sgd",
 }
 
 

@@ -277,6 +277,11 @@ def _plan_event(event, count, *, neighboring, interval, accountant, plan) -> Non
         for inner in event.events:
             _plan_event(inner, count, neighboring=neighboring, interval=interval, accountant=accountant, plan=plan)
         return
+    standard = getattr(event, "standard_event", None)
+    equivalent = standard() if callable(standard) else None
+    if equivalent is not None:  # an event that stands for a standard ledger (a DP-SGD run under its sampler)
+        _plan_event(equivalent, count, neighboring=neighboring, interval=interval, accountant=accountant, plan=plan)
+        return
     ready = event_pld(event, neighboring=neighboring, value_discretization_interval=interval)
     if ready is not None:
         plan.append((ready, count, True))
@@ -328,7 +333,7 @@ class PldResult:
     delta: float
     value_discretization_interval: float
     neighboring: str
-    method: str = "pld (dp-accounting, connect-the-dots, pessimistic)"
+    method: str = "pld (dp-accounting, connect-the-dots, pessimistic)"  # _FALLBACK_METHOD
     epsilon_lower: float | None = None
     delta_lower: float | None = None
     tolerance: float | None = None
@@ -361,6 +366,7 @@ class PldResult:
         return text
 
 
+_FALLBACK_METHOD = "pld (dp-accounting, connect-the-dots, pessimistic)"
 _ENGINE_METHOD = "pld (dplens engine: pessimistic connect-the-dots / optimistic inscribed merge, certified bracket)"
 _CONSTRUCTED_LOWER = "; lower end from attained lower-bound pairs (the accounted pair of a sampler is not attained)"
 
@@ -470,8 +476,25 @@ def pld_epsilon(
         # at +∞ as 1 − Π(1 − δᵢ) in floating point, which can land below the exact value (δ = 1e-6 + 3e-6 − 3e-12 for
         # (0.5, 1e-6), (0.25, 3e-6) gave ε = 1.75 where the exact δ at every ε exceeds it by 8e-23: ε = ∞).
         epsilon = conversions.round_up(max(float(accountant.get_epsilon(delta * (1 - 1e-12))), 0.0))
+        lower, method = None, _FALLBACK_METHOD
+        ledgers = lower_bound_ledgers(entries)
+        if ledgers:  # a sampler's attained lower-bound pairs may be in the engine's reach though the ledger is not
+            lower = _constructed_lower(
+                ledgers,
+                lambda ledger, relation: pld_engine.epsilon_bracket(
+                    ledger, delta, neighboring=relation, tolerance=tolerance
+                ),
+                neighboring,
+                epsilon,
+            )
+            method += _CONSTRUCTED_LOWER
         return PldResult(
-            epsilon=epsilon, delta=delta, value_discretization_interval=fallback, neighboring=neighboring.value
+            epsilon=epsilon,
+            delta=delta,
+            value_discretization_interval=fallback,
+            neighboring=neighboring.value,
+            method=method,
+            epsilon_lower=lower,
         )
     lower, method = bracket.lower, _ENGINE_METHOD
     ledgers = lower_bound_ledgers(entries)

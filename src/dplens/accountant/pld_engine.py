@@ -781,9 +781,12 @@ def effective_noise_multiplier(event: ev.Event) -> float | None:
 
 @loss_distribution.register
 def _(event: ev.PoissonSampled, grid: LossGrid) -> EventPld:
-    """Poisson-subsampled Gaussian (or nest of Gaussians) under add/remove: both directions."""
-    if grid.neighboring is not ev.NeighboringRelation.ADD_OR_REMOVE_ONE:
-        raise UnsupportedEventError(f"the PLD engine models Poisson sampling under add/remove; got {event!r}")
+    """Poisson-subsampled Gaussian (or nest of Gaussians) under add/remove — or zero-out, whose null record adds
+    nothing to a batch, so the pair is the same — both directions."""
+    if grid.neighboring not in (ev.NeighboringRelation.ADD_OR_REMOVE_ONE, ev.NeighboringRelation.REPLACE_SPECIAL):
+        raise UnsupportedEventError(
+            f"the PLD engine models Poisson sampling under add/remove or zero-out; got {event!r}"
+        )
     sigma = effective_noise_multiplier(event.event)
     if sigma is None:
         raise UnsupportedEventError(f"the PLD engine models Poisson sampling of Gaussians only; got {event!r}")
