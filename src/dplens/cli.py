@@ -23,6 +23,17 @@ from dplens import __version__
 # The parser and the error paths load no numpy (``dplens --help`` costs only Python's start-up): every command
 # imports what it uses when it runs. The choices below are the values of the library's enums (a test checks them).
 METHODS = ("rdp", "pld", "exact", "best")
+# dplens.accountant.dp_sgd.Sampler's values (spelled out: parsing imports no accountant; a test keeps them equal).
+SAMPLERS = (
+    "poisson",
+    "truncated-poisson",
+    "balls-and-bins",
+    "fixed-bins",
+    "shuffle",
+    "shuffle-once",
+    "fixed-size",
+    "cyclic",
+)
 CONVERSIONS = ("optimal", "classic")
 #: The PLD engine's relative bracket width by default (dplens.accountant.pld.DEFAULT_TOLERANCE; a test checks it).
 DEFAULT_TOLERANCE = 1e-3
@@ -330,7 +341,15 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_dp_sgd(args: argparse.Namespace) -> int:
     from dplens.accountant.dp_sgd import dp_sgd_epsilon, dp_sgd_noise_multiplier
 
-    run = dict(dataset_size=args.dataset_size, batch_size=args.batch_size, epochs=args.epochs, delta=args.delta)
+    run = dict(
+        dataset_size=args.dataset_size,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        delta=args.delta,
+        sampling=args.sampling,
+        neighboring=args.neighboring,
+        max_batch_size=args.max_batch_size,
+    )
     if args.target_epsilon is not None:
         method = "pld" if args.method == "best" else args.method
         result = dp_sgd_noise_multiplier(**run, target_epsilon=args.target_epsilon, method=method)
@@ -340,13 +359,27 @@ def _cmd_dp_sgd(args: argparse.Namespace) -> int:
         )
     else:
         result = dp_sgd_epsilon(**run, noise_multiplier=args.noise_multiplier, method=args.method)
-        text = f"epsilon = {_fmt(result.epsilon)}  (delta = {args.delta:g}, method = {result.method})"
-    text += (
-        f"\n  {result.steps} steps of Poisson sampling at q = {result.sampling_rate:.6g} (add/remove adjacency; "
-        "shuffled batches are not Poisson sampling); every epsilon is an upper bound"
-    )
-    _emit(result.to_dict(), args.json, text)
+        text = f"epsilon <= {_fmt(result.epsilon)}  (upper bound; delta = {args.delta:g}, method = {result.method})"
+    _emit(result.to_dict(), args.json, text + "\n" + _dp_sgd_lines(result))
     return 0
+
+
+def _dp_sgd_lines(result: Any) -> str:
+    """The sampler, the relation and the lower end, in words (the lower end labelled as what it is)."""
+    per_epoch = f", {result.steps_per_epoch} per epoch" if result.steps_per_epoch else ""
+    lines = [
+        f"  sampling: {result.sampling}; neighbouring relation: {result.neighboring}; {result.steps} steps{per_epoch}"
+    ]
+    if result.epsilon_lower is None:
+        lines.append("  lower end: none known for this sampler")
+    elif result.lower_bound == "certified":
+        lines.append(f"  epsilon >= {_fmt(result.epsilon_lower)}  (certified lower end: the true epsilon lies between)")
+    else:
+        lines.append(
+            f"  epsilon >= {_fmt(result.epsilon_lower)}  (LOWER BOUND only: the best known attack on this sampler; "
+            "the true epsilon lies between)"
+        )
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1047,6 +1080,21 @@ def build_parser() -> argparse.ArgumentParser:
     sgd.add_argument("--delta", type=_probability, required=True, help="the delta of the (epsilon, delta) statement")
     sgd.add_argument(
         "--method", choices=methods, default="best", help="accounting route; best: the smallest valid epsilon"
+    )
+    sgd.add_argument(
+        "--sampling",
+        choices=SAMPLERS,
+        default="poisson",
+        help="how the training drew its batches (balls-and-bins: a fresh allocation each epoch; shuffle: a new "
+        "permutation each epoch cut into fixed-size batches; fixed-bins: one allocation cycled)",
+    )
+    sgd.add_argument(
+        "--neighboring",
+        choices=("add_remove", "zero_out", "replace_one"),
+        help="neighbouring relation (default: add_remove for variable batch sizes, zero_out for fixed ones)",
+    )
+    sgd.add_argument(
+        "--max-batch-size", type=_positive_int, help="truncated-poisson: the largest batch the loader keeps"
     )
     sgd.add_argument("--json", action="store_true", help="print one JSON object")
     sgd.set_defaults(func=_cmd_dp_sgd)

@@ -191,6 +191,45 @@ def _dp_sgd_training(table: dict) -> tuple[ev.Event, int]:
     return event, steps
 
 
+def _dp_sgd(table: dict) -> tuple[ev.Event, int]:
+    """A DP-SGD training under its batch sampler (:class:`dplens.accountant.dp_sgd.DpSgdRun`): ``noise_multiplier``,
+    ``dataset_size``, ``batch_size``, ``epochs``, ``sampling`` (default ``poisson``), optional ``neighboring`` (the
+    sampler's default otherwise) and ``max_batch_size`` (truncated Poisson)."""
+    from dplens.accountant.dp_sgd import DpSgdRun
+
+    name = "dp_sgd"
+    sampling = table.get("sampling", "poisson")
+    if not isinstance(sampling, str):
+        raise ValueError(f"sampling must be a string; got {sampling!r} (mechanism type {name!r})")
+    neighboring = table.get("neighboring")
+    cap = None if "max_batch_size" not in table else _number(table, "max_batch_size", type_name=name, integer=True)
+    event = DpSgdRun(
+        noise_multiplier=_number(table, "noise_multiplier", type_name=name),
+        dataset_size=_number(table, "dataset_size", type_name=name, integer=True),
+        batch_size=_number(table, "batch_size", type_name=name, integer=True),
+        epochs=_number(table, "epochs", type_name=name),
+        sampling=sampling,
+        neighboring=None if neighboring is None else _relation(table, ev.NeighboringRelation.ADD_OR_REMOVE_ONE),
+        max_batch_size=cap,
+    )
+    return event, 1
+
+
+def _random_allocation(table: dict) -> tuple[ev.Event, int]:
+    """Balls-and-bins epochs: each record in ``selected`` (default 1) of the ``steps`` steps of an epoch, a fresh
+    allocation each of ``epochs`` epochs (:class:`dplens.accountant.samplers.RandomAllocation`)."""
+    from dplens.accountant.samplers import RandomAllocation
+
+    name = "random_allocation"
+    event = RandomAllocation(
+        noise_multiplier=_number(table, "noise_multiplier", type_name=name),
+        steps=_number(table, "steps", type_name=name, integer=True),
+        selected=_number(table, "selected", type_name=name, integer=True, default=1),
+        neighboring=_relation(table, ev.NeighboringRelation.ADD_OR_REMOVE_ONE),
+    )
+    return _repeat(event, _number(table, "epochs", type_name=name, integer=True, default=1), "epochs")
+
+
 # ---- every dp-accounting event type and the further mechanisms of issue 17 --------------------------------
 
 
@@ -410,6 +449,16 @@ _BUILTIN: dict[str, tuple[Callable[[dict], tuple[ev.Event, int]], frozenset[str]
                 "neighboring",
             }
         ),
+    ),
+    "dp_sgd": (
+        _dp_sgd,
+        frozenset(
+            {"noise_multiplier", "dataset_size", "batch_size", "epochs", "sampling", "neighboring", "max_batch_size"}
+        ),
+    ),
+    "random_allocation": (
+        _random_allocation,
+        frozenset({"noise_multiplier", "steps", "selected", "epochs", "neighboring"}),
     ),
     "zcdp": (_zcdp, frozenset({"rho", "xi", "count", "neighboring"})),
     "mixture_of_gaussians": (
