@@ -363,34 +363,45 @@ def _(event: ShuffleMaxStatistic, grid: pld_engine.LossGrid) -> pld_engine.Event
     return pld_engine.EventPld(remove=remove, add=add)
 
 
+def max_statistic_cdf(
+    x: np.ndarray, *, sigma: float, batches: int, inclusion: float, shift: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(P(max ≤ x), P(max > x)) of :class:`ShuffleMaxStatistic`'s largest batch output when the record's batch is
+    shifted by ``shift`` (2 under D, 1 under D′): (1 − ρ)Φ(x/σ)^m + ρ·Φ((x − shift)/σ)·Φ(x/σ)^{m−1}, each accurate
+    where it is small (the two laws' logs summed, the survival functions by expm1, then mixed)."""
+    from scipy.special import log_ndtr
+
+    x = np.asarray(x, dtype=float)
+    log_base = log_ndtr(x / sigma)
+    with_record = log_ndtr((x - shift) / sigma) + (batches - 1) * log_base
+    cdf, sf = np.exp(with_record), -np.expm1(with_record)
+    if inclusion < 1.0:
+        without = batches * log_base
+        cdf = inclusion * cdf + (1.0 - inclusion) * np.exp(without)
+        sf = inclusion * sf + (1.0 - inclusion) * -np.expm1(without)
+    return cdf, sf
+
+
 @functools.lru_cache(maxsize=64)
 def _max_statistic_pair(sigma: float, batches: int, inclusion: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The binned pair of :class:`ShuffleMaxStatistic`: (log P/Q, P, Q) per bin of x, bins of σ/200 over the range
     holding all but 10⁻²⁰ of both laws; the two tails are bins too (all of it is a post-processing)."""
-    from scipy.special import log_ndtr
-
-    m, rho = batches, inclusion
     z_tail = 9.6  # Φ(−9.6) ≈ 4·10⁻²²
     low = -z_tail * sigma
-    high = 2.0 + sigma * (z_tail + math.sqrt(2.0 * math.log(m)))
+    high = 2.0 + sigma * (z_tail + math.sqrt(2.0 * math.log(batches)))
     edges = np.arange(low, high + sigma / 200.0, sigma / 200.0)
 
-    def log_cdf(shift: float) -> np.ndarray:
-        base = (m - 1) * log_ndtr(edges / sigma)
-        with_record = log_ndtr((edges - shift) / sigma) + base
-        if rho == 1.0:
-            return with_record
-        without = m * log_ndtr(edges / sigma)
-        return np.logaddexp(math.log(rho) + with_record, math.log1p(-rho) + without)
-
     def masses(shift: float) -> np.ndarray:
-        cdf = np.exp(log_cdf(shift))
-        cells = np.diff(cdf)
-        # The upper tail by 1 − CDF of the last edge (the CDF there is 1 − O(10⁻²⁰)); the lower tail by the CDF.
-        return np.maximum(np.concatenate([[cdf[0]], cells, [max(0.0, 1.0 - cdf[-1])]]), 0.0)
+        cdf, sf = max_statistic_cdf(edges, sigma=sigma, batches=batches, inclusion=inclusion, shift=shift)
+        # Differences of the CDF below the median and of the survival function above it (small masses keep their
+        # relative precision, so their log-ratios stay right in both tails); the tails beyond the grid are bins too.
+        cells = np.where(cdf[:-1] < 0.5, cdf[1:] - cdf[:-1], sf[:-1] - sf[1:])
+        return np.maximum(np.concatenate([[cdf[0]], cells, [sf[-1]]]), 0.0)
 
     p, q = masses(2.0), masses(1.0)
-    keep = (p > 0) & (q > 0)
+    # Bins whose masses are near the bottom of the double range carry no precision in their ratio: left out (the
+    # pair keeps the rest: dropping mass only lowers δ, so it remains a lower bound).
+    keep = (p > 1e-280) & (q > 1e-280)
     return np.log(p[keep]) - np.log(q[keep]), p[keep], q[keep]
 
 
