@@ -262,7 +262,9 @@ class Accountant:
         """The pessimistic PLD profile of the ledger (both directions)."""
         return pld.pld_profile(self._ledger, neighboring=self.neighboring, value_discretization_interval=self._interval)
 
-    def _route_epsilon(self, delta: float, method: Method, conversion: RdpConversion) -> EpsilonResult:
+    def _route_epsilon(
+        self, delta: float, method: Method, conversion: RdpConversion, *, lower: bool = True
+    ) -> EpsilonResult:
         if method is Method.RDP:
             eps, order = self.rdp_curve().epsilon_and_order(delta, conversion=conversion)
             name = (
@@ -284,6 +286,7 @@ class Accountant:
                 neighboring=self.neighboring,
                 value_discretization_interval=self._interval,
                 tolerance=self._tolerance,
+                lower=lower,
             )
             return EpsilonResult(
                 epsilon=result.epsilon,
@@ -314,16 +317,25 @@ class Accountant:
         raise ValueError(f"method must be a Method; got {method!r}")
 
     def epsilon_result(
-        self, delta: float, *, method: Method = Method.BEST, conversion: RdpConversion = RdpConversion.OPTIMAL
+        self,
+        delta: float,
+        *,
+        method: Method = Method.BEST,
+        conversion: RdpConversion = RdpConversion.OPTIMAL,
+        lower: bool = True,
     ) -> EpsilonResult:
-        """ε at ``delta`` by ``method`` with its provenance (BEST: the minimum over supported routes)."""
+        """ε at ``delta`` by ``method`` with its provenance (BEST: the minimum over supported routes).
+
+        ``lower=False`` leaves out what only the lower end needs (a sampler's lower-bound constructions, which can cost
+        more than the upper bound): ``epsilon_lower`` is then the bracket's where it is certified, else None.
+        """
         delta = conversions.check_delta(delta, allow_zero=True)
         method = as_method(method)
         if not self._ledger:
             return EpsilonResult(epsilon=0.0, delta=delta, method=method, details="empty ledger")
         if method is not Method.BEST:
-            return self._route_epsilon(delta, method, conversion)
-        routes = self.all_routes(delta)
+            return self._route_epsilon(delta, method, conversion, lower=lower)
+        routes = self.all_routes(delta, lower=lower)
         if not routes:
             raise UnsupportedEventError("no single accounting route supports the whole ledger")
         best = min(routes, key=lambda r: r.epsilon)
@@ -340,12 +352,12 @@ class Accountant:
             epsilon_lower=min(max(lowers), best.epsilon) if lowers else None,
         )
 
-    def all_routes(self, delta: float) -> list[EpsilonResult]:
+    def all_routes(self, delta: float, *, lower: bool = True) -> list[EpsilonResult]:
         """ε at ``delta`` by every route that supports the whole ledger."""
         out = []
         for method in (Method.RDP, Method.PLD, Method.EXACT):
             try:
-                out.append(self._route_epsilon(delta, method, RdpConversion.OPTIMAL))
+                out.append(self._route_epsilon(delta, method, RdpConversion.OPTIMAL, lower=lower))
             except UnsupportedEventError:
                 continue
         return out
@@ -354,7 +366,7 @@ class Accountant:
         self, delta: float, *, method: Method = Method.BEST, conversion: RdpConversion = RdpConversion.OPTIMAL
     ) -> float:
         """An upper bound on ε at ``delta`` (see :meth:`epsilon_result`)."""
-        return self.epsilon_result(delta, method=method, conversion=conversion).epsilon
+        return self.epsilon_result(delta, method=method, conversion=conversion, lower=False).epsilon
 
     def delta(self, epsilon: float, *, method: Method = Method.BEST) -> float:
         """An upper bound on δ at ``epsilon`` (BEST: the minimum over supported routes)."""

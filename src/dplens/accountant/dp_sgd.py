@@ -288,10 +288,10 @@ def _run_fixed_size(sampler, relation, sigma, n, b, steps) -> _Plan:
     )
 
 
-def _run_batches(sampler, relation, sigma, n, b, steps) -> _Plan:
+def _run_batches(sampler, relation, sigma, n, b, steps, drop_last) -> _Plan:
     from dplens.accountant.samplers import CyclicBatches, RandomAllocation, ShuffledBatches, ShuffleMaxStatistic
 
-    t = -(-n // b)
+    t = n // b if drop_last else -(-n // b)
     full, partial = divmod(steps, t)
     epochs_up = full + (1 if partial else 0)  # a record is in at most one batch of a partial epoch too
     if sampler is Sampler.CYCLIC:
@@ -306,18 +306,10 @@ def _run_batches(sampler, relation, sigma, n, b, steps) -> _Plan:
             entries=((event, 1),),
         )
     reshuffle = sampler is Sampler.SHUFFLE
-    upper = ShuffledBatches(
-        noise_multiplier=sigma,
-        dataset_size=n,
-        batch_size=b,
-        epochs=epochs_up,
-        reshuffle=reshuffle,
-        neighboring=relation,
-    )
+    shape = dict(noise_multiplier=sigma, dataset_size=n, batch_size=b, reshuffle=reshuffle, drop_last=drop_last)
+    upper = ShuffledBatches(epochs=epochs_up, neighboring=relation, **shape)
     if full:
-        lower_run = ShuffledBatches(
-            noise_multiplier=sigma, dataset_size=n, batch_size=b, epochs=full, reshuffle=reshuffle, neighboring=relation
-        )
+        lower_run = ShuffledBatches(epochs=full, neighboring=relation, **shape)
         constructions = lower_run.lower_bound_events()
     else:  # less than an epoch: the record is in the first `partial` batches with probability partial·B/N
         sigma_low = sigma / (2.0 if relation is REPLACE_ONE else 1.0)
@@ -345,11 +337,24 @@ def _plan(
     sampling: Sampler | str = Sampler.POISSON,
     neighboring: ev.NeighboringRelation | str | None = None,
     max_batch_size: int | None = None,
+    drop_last: bool = False,
 ) -> _Plan:
-    """The ledger of a DP-SGD run under its sampler (see :class:`_Plan`); validated, nothing accounted yet."""
+    """The ledger of a DP-SGD run under its sampler (see :class:`_Plan`); validated, nothing accounted yet.
+
+    Samplers that work in epochs run t batches per epoch — ⌈N/B⌉, or ⌊N/B⌋ when the last smaller one is dropped —
+    and ⌈E·t⌉ steps; the others ⌈E·N/B⌉ (TF Privacy's count)."""
     sampler = as_sampler(sampling)
     relation = _as_relation(sampler, neighboring)
     steps = dp_sgd_steps(dataset_size=dataset_size, batch_size=batch_size, epochs=epochs)
+    if not isinstance(drop_last, bool):
+        raise ValueError(f"drop_last must be a bool; got {drop_last!r}")
+    if drop_last and sampler not in _FIXED_BATCHES:
+        raise ValueError(
+            f"drop_last applies to fixed-size batches (shuffle, cyclic) only; got sampling={sampler.value!r}"
+        )
+    if sampler in _EPOCHS:
+        per_epoch = dataset_size // batch_size if drop_last else -(-dataset_size // batch_size)
+        steps = math.ceil(epochs * per_epoch - 1e-9)
     sigma = noise_multiplier
     if isinstance(sigma, bool) or not isinstance(sigma, int | float) or not (math.isfinite(sigma) and sigma > 0):
         raise ValueError(f"noise_multiplier must be a finite number > 0; got {noise_multiplier!r}")
@@ -362,7 +367,11 @@ def _plan(
         return _run_allocation(sampler, relation, sigma, n, b, steps)
     if sampler is Sampler.FIXED_SIZE:
         return _run_fixed_size(sampler, relation, sigma, n, b, steps)
-    return _run_batches(sampler, relation, sigma, n, b, steps)
+    return _run_batches(sampler, relation, sigma, n, b, steps, drop_last)
+
+
+_EPOCHS = (Sampler.BALLS_AND_BINS, Sampler.FIXED_BINS, Sampler.SHUFFLE, Sampler.SHUFFLE_ONCE, Sampler.CYCLIC)
+_FIXED_BATCHES = (Sampler.SHUFFLE, Sampler.SHUFFLE_ONCE, Sampler.CYCLIC)
 
 
 @ev.register_event
@@ -390,6 +399,7 @@ class DpSgdRun(ev.Event):
     epochs: float
     sampling: str = Sampler.POISSON.value
     max_batch_size: int | None = None
+    drop_last: bool = False
     neighboring: ev.NeighboringRelation | None = None
 
     def __post_init__(self) -> None:
@@ -436,6 +446,7 @@ def _plan_cached(event: DpSgdRun) -> _Plan:
         sampling=event.sampling,
         neighboring=event.neighboring,
         max_batch_size=event.max_batch_size,
+        drop_last=event.drop_last,
     )
 
 

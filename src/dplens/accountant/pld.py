@@ -441,8 +441,12 @@ def pld_epsilon(
     neighboring: ev.NeighboringRelation = ev.NeighboringRelation.ADD_OR_REMOVE_ONE,
     value_discretization_interval: float | None = None,
     tolerance: float = DEFAULT_TOLERANCE,
+    lower: bool = True,
 ) -> PldResult:
     """ε(δ) of a composition by PLD (worse of add and remove directions), with a certified bracket.
+
+    Where an event's accounted pair is not attained (a sampler's upper bound), ``epsilon_lower`` comes from its
+    lower-bound constructions instead (:func:`lower_bound_ledgers`); ``lower=False`` skips them (it is then None).
 
     dplens's engine refines its grid until (ε − ε_lower) ≤ ``tolerance``·ε, or uses ``value_discretization_interval``
     when one is given; ledgers it does not model go to dp-accounting (upper bound only).
@@ -476,10 +480,10 @@ def pld_epsilon(
         # at +∞ as 1 − Π(1 − δᵢ) in floating point, which can land below the exact value (δ = 1e-6 + 3e-6 − 3e-12 for
         # (0.5, 1e-6), (0.25, 3e-6) gave ε = 1.75 where the exact δ at every ε exceeds it by 8e-23: ε = ∞).
         epsilon = conversions.round_up(max(float(accountant.get_epsilon(delta * (1 - 1e-12))), 0.0))
-        lower, method = None, _FALLBACK_METHOD
-        ledgers = lower_bound_ledgers(entries)
+        lower_end, method = None, _FALLBACK_METHOD
+        ledgers = lower_bound_ledgers(entries) if lower else None
         if ledgers:  # a sampler's attained lower-bound pairs may be in the engine's reach though the ledger is not
-            lower = _constructed_lower(
+            lower_end = _constructed_lower(
                 ledgers,
                 lambda ledger, relation: pld_engine.epsilon_bracket(
                     ledger, delta, neighboring=relation, tolerance=tolerance
@@ -494,29 +498,29 @@ def pld_epsilon(
             value_discretization_interval=fallback,
             neighboring=neighboring.value,
             method=method,
-            epsilon_lower=lower,
+            epsilon_lower=lower_end,
         )
-    lower, method = bracket.lower, _ENGINE_METHOD
+    lower_end, method = bracket.lower, _ENGINE_METHOD
     ledgers = lower_bound_ledgers(entries)
     if ledgers is not None:
-        lower, method = (
-            _constructed_lower(
+        method += _CONSTRUCTED_LOWER
+        lower_end = None
+        if lower:
+            lower_end = _constructed_lower(
                 ledgers,
                 lambda ledger, relation: pld_engine.epsilon_bracket(
                     ledger, delta, neighboring=relation, tolerance=tolerance
                 ),
                 neighboring,
                 bracket.upper,
-            ),
-            _ENGINE_METHOD + _CONSTRUCTED_LOWER,
-        )
+            )
     return PldResult(
         epsilon=bracket.upper,
         delta=delta,
         value_discretization_interval=bracket.interval,
         neighboring=neighboring.value,
         method=method,
-        epsilon_lower=lower,
+        epsilon_lower=lower_end,
         tolerance=tolerance if interval is None else None,
         tolerance_met=bracket.tolerance_met if interval is None else None,
     )
