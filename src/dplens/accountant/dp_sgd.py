@@ -568,6 +568,7 @@ def dp_sgd_epsilon(
     sampling: Sampler | str = Sampler.POISSON,
     neighboring: ev.NeighboringRelation | str | None = None,
     max_batch_size: int | None = None,
+    drop_last: bool = False,
 ) -> DpSgdPrivacy:
     """ε of a DP-SGD run under its sampler (default Poisson at q = B/N, add/remove), an upper bound, with its lower end.
 
@@ -585,6 +586,7 @@ def dp_sgd_epsilon(
         sampling=as_sampler(sampling).value,
         neighboring=neighboring,
         max_batch_size=max_batch_size,
+        drop_last=drop_last,
     )
     result = Accountant().compose(event).epsilon_result(delta, method=as_method(method))
     return _privacy(event, result)
@@ -601,6 +603,7 @@ def dp_sgd_noise_multiplier(
     sampling: Sampler | str = Sampler.POISSON,
     neighboring: ev.NeighboringRelation | str | None = None,
     max_batch_size: int | None = None,
+    drop_last: bool = False,
 ) -> DpSgdPrivacy:
     """The smallest noise multiplier whose DP-SGD run (under its sampler) meets (target ε, δ); its ε is ≤ the target.
 
@@ -625,6 +628,7 @@ def dp_sgd_noise_multiplier(
             sampling=as_sampler(sampling).value,
             neighboring=neighboring,
             max_batch_size=max_batch_size,
+            drop_last=drop_last,
         )
 
     probe = run(1.0)  # validates everything but the targets

@@ -155,10 +155,21 @@ def _step_event(noise_multiplier: float, sample_rate: float) -> Any:
     return ev.PoissonSampled(sampling_rate=sample_rate, event=ev.Gaussian(noise_multiplier=noise_multiplier))
 
 
-def _ledger(history: Sequence[tuple[float, float, int]], *, tolerance: float | None = None) -> Any:
+def _ledger(history: Sequence[tuple[float, float, int]], *, tolerance: float | None = None, sampler: Any = None) -> Any:
+    """The history as a ledger: Poisson steps, or (a detected non-Poisson sampler) one run of all the steps."""
     from dplens.accountant.compose import Accountant
 
-    accountant = Accountant() if tolerance is None else Accountant(tolerance=tolerance)
+    kwargs = {} if tolerance is None else {"tolerance": tolerance}
+    if sampler is not None and sampler.sampling != "poisson":
+        steps = sum(count for _, rate, count in history if count > 0 and rate > 0)
+        if steps == 0:
+            return Accountant(**kwargs)
+        sigma = min(s for s, rate, count in history if count > 0 and rate > 0)
+        if sigma == 0:
+            return Accountant(**kwargs).compose(_step_event(0.0, 1.0))
+        run = sampler.run(noise_multiplier=sigma, steps=steps)
+        return Accountant(neighboring=run.neighboring, **kwargs).compose(run)
+    accountant = Accountant(**kwargs)
     for sigma, rate, steps in history:
         if steps > 0 and rate > 0:
             accountant.compose(_step_event(sigma, rate), steps)
@@ -186,19 +197,26 @@ def _history_of(source: Any) -> list[tuple[float, float, int]]:
     )
 
 
-def from_opacus(source: Any, *, tolerance: float | None = None) -> Any:
-    """A dplens ledger of an Opacus training: each (σ, q, steps) entry as ``steps`` Poisson-subsampled Gaussians.
+def from_opacus(
+    source: Any, *, tolerance: float | None = None, data_loader: Any = None, poisson_sampling: bool | None = None
+) -> Any:
+    """A dplens ledger of an Opacus training, under the sampler that ran.
 
     Args:
         source: an Opacus accountant (``RDPAccountant``, ``PRVAccountant``, ``GaussianAccountant``,
             :class:`OpacusAccountant`: anything with a ``history``), a ``PrivacyEngine``, an accountant
             ``state_dict()`` (as in Opacus checkpoints), or the history itself.
         tolerance: the PLD route's relative bracket width (default: the Accountant's, 1e-3).
+        data_loader: the loader the training ran (what ``make_private`` returned); its sampler is detected
+            (:func:`dplens.integrations.loaders.sampler_of`). Without it, an :class:`OpacusAccountant` source's
+            detected sampler is used, else Poisson sampling — what Opacus's accountants assume.
+        poisson_sampling: what ``make_private`` was told, when ``data_loader`` is given.
 
     Returns:
-        An :class:`~dplens.accountant.compose.Accountant` (add/remove adjacency, as Opacus accounts), whose every ε
-        is an upper bound; ``summary``/reports take it like any ledger. The accounting assumes what Opacus assumes:
-        Poisson sampling at rate q, and σ the ratio of the noise's standard deviation to the clipping norm.
+        An :class:`~dplens.accountant.compose.Accountant` whose every ε is an upper bound. Under Poisson sampling each
+        (σ, q, steps) entry is ``steps`` Poisson-subsampled Gaussians (add/remove); under another sampler the
+        training is a :class:`~dplens.accountant.dp_sgd.DpSgdRun` of all the steps at the smallest σ of the history
+        (a valid upper bound for a schedule), so its ledger names the sampler.
 
     Example:
         >>> import dplens
@@ -209,7 +227,13 @@ def from_opacus(source: Any, *, tolerance: float | None = None) -> Any:
         >>> round(ledger.epsilon(1e-5), 2)
         1.03
     """
-    return _ledger(_history_of(source), tolerance=tolerance)
+    history = _history_of(source)
+    sampler = getattr(source, "sampler", None) if isinstance(source, OpacusAccountant) else None
+    if data_loader is not None:
+        from dplens.integrations.loaders import sampler_of
+
+        sampler = sampler_of(data_loader, poisson_sampling=poisson_sampling)
+    return _ledger(history, tolerance=tolerance, sampler=sampler)
 
 
 def opacus_spec(source: Any, *, name: str = "Opacus DP-SGD training", claim: tuple[float, float] | None = None) -> Any:
@@ -294,6 +318,10 @@ class OpacusAccountant:
         self._cache: dict[Any, Any] = {}
         #: The :class:`~dplens.accountant.calibrate.CalibrationResult` of :func:`make_private_with_epsilon`, if any.
         self.calibration: Any = None
+        #: The sampler the training's loader runs (:class:`~dplens.integrations.loaders.LoaderSampler`), detected when
+        #: Opacus's ``make_private`` attaches this accountant, or set by :meth:`attach`; None: Poisson sampling at
+        #: each step's rate, what Opacus's accountant interface assumes.
+        self.sampler: Any = None
 
     @classmethod
     def mechanism(cls) -> str:
@@ -316,8 +344,9 @@ class OpacusAccountant:
         return f"OpacusAccountant(steps={len(self)}, entries={len(self.history)}, method={self._method.value})"
 
     def to_accountant(self) -> Any:
-        """The history as a dplens :class:`~dplens.accountant.compose.Accountant` (see :func:`from_opacus`)."""
-        return from_opacus(self.history, tolerance=self._tolerance)
+        """The history as a dplens :class:`~dplens.accountant.compose.Accountant` under the detected sampler (see
+        :func:`from_opacus`)."""
+        return _ledger(_check_history(self.history), tolerance=self._tolerance, sampler=self.sampler)
 
     def get_epsilon_bracket(self, delta: float, *, eps_error: float | None = None, **kwargs: Any) -> Any:
         """ε at ``delta`` with its certified bracket: an :class:`~dplens.accountant.compose.EpsilonResult`.
@@ -335,15 +364,24 @@ class OpacusAccountant:
         key = (tuple(history), delta, eps_error)
         if key in self._cache:
             return self._cache[key]
-        result = _ledger(history, tolerance=self._tolerance).epsilon_result(delta, method=self._method)
+        sampler = self.sampler
+        if sampler is None:  # Opacus's make_private_with_epsilon calibrating on a fresh accountant: its loader
+            caller = _opacus_caller()
+            if caller is not None and not caller["poisson_sampling"]:
+                from dplens.integrations.loaders import sampler_of
+
+                sampler = sampler_of(caller["data_loader"], poisson_sampling=False)
+                key = (*key, sampler)
+        result = _ledger(history, tolerance=self._tolerance, sampler=sampler).epsilon_result(delta, method=self._method)
         if (
             eps_error is not None
             and result.epsilon_lower is not None
             and math.isfinite(result.epsilon)
             and result.epsilon - result.epsilon_lower > eps_error
+            and (sampler is None or sampler.sampling == "poisson")  # other samplers' lower ends are constructions
         ):
             tolerance = max(min(self._tolerance, 0.5 * eps_error / result.epsilon), 1e-9)
-            result = _ledger(history, tolerance=tolerance).epsilon_result(delta, method=self._method)
+            result = _ledger(history, tolerance=tolerance, sampler=sampler).epsilon_result(delta, method=self._method)
         if len(self._cache) >= _CACHE_SIZE:
             self._cache.clear()
         self._cache[key] = result
@@ -353,9 +391,30 @@ class OpacusAccountant:
         """An upper bound on ε spent so far at ``delta`` (see :meth:`get_epsilon_bracket`)."""
         return float(self.get_epsilon_bracket(delta, eps_error=eps_error, **kwargs).epsilon)
 
+    def attach(self, data_loader: Any, *, poisson_sampling: bool | None = None, original: Any = None) -> Any:
+        """Account the training as the sampler ``data_loader`` runs (detected: :func:`~dplens.integrations.loaders.
+        sampler_of`; its warnings issued, a sampler no bound covers refused with a ValueError). Returns the detection.
+        """
+        from dplens.integrations import loaders
+
+        detected = loaders.sampler_of(data_loader, poisson_sampling=poisson_sampling, original=original)
+        loaders.warn(detected)
+        self.sampler = detected
+        self._cache.clear()
+        return detected
+
     def get_optimizer_hook_fn(self, sample_rate: float) -> Callable[[Any], None]:
-        """Opacus's own step hook (``IAccountant.get_optimizer_hook_fn``): one :meth:`step` per optimiser step."""
+        """Opacus's own step hook (``IAccountant.get_optimizer_hook_fn``): one :meth:`step` per optimiser step.
+
+        Opacus's ``PrivacyEngine.make_private`` calls this once the loader is prepared; the loader it kept and its
+        ``poisson_sampling`` are read from that call (the accountant interface passes only q = 1/len(loader), which
+        Opacus records whatever the loader does), so a training with ``poisson_sampling=False`` is accounted under
+        the sampler it runs, never as Poisson sampling.
+        """
         accountants = _opacus_accountants()
+        caller = _opacus_caller()
+        if caller is not None:
+            self.attach(caller["data_loader"], poisson_sampling=caller["poisson_sampling"])
         return accountants.IAccountant.get_optimizer_hook_fn(self, sample_rate)
 
     def state_dict(self, destination: Any = None) -> Any:
@@ -366,6 +425,8 @@ class OpacusAccountant:
             destination = OrderedDict()
         destination["history"] = deepcopy(self.history)
         destination["mechanism"] = self.mechanism()
+        if self.sampler is not None:
+            destination["sampler"] = self.sampler.to_dict()
         return destination
 
     def load_state_dict(self, state_dict: Any) -> None:
@@ -383,8 +444,57 @@ class OpacusAccountant:
             raise ValueError(
                 f"state_dict mechanism {state_dict['mechanism']!r} is not one of {sorted(_COMPATIBLE_MECHANISMS)}"
             )
-        self.history = _check_history(state_dict["history"], "state_dict['history']")
+        history = _check_history(state_dict["history"], "state_dict['history']")
+        sampler = _sampler_from_dict(state_dict.get("sampler"))
+        self.history, self.sampler = history, sampler
         self._cache.clear()
+
+
+def _sampler_from_dict(data: Any) -> Any:
+    """A :class:`~dplens.integrations.loaders.LoaderSampler` from a state dict's ``sampler`` entry (None: none)."""
+    if data is None:
+        return None
+    from dplens.accountant.dp_sgd import as_sampler
+    from dplens.integrations.loaders import LoaderSampler
+
+    if not isinstance(data, Mapping):
+        raise ValueError(f"state_dict['sampler'] must be a mapping; got {data!r}")
+    try:
+        sampler = LoaderSampler(
+            sampling=as_sampler(data["sampling"]).value,
+            dataset_size=int(data["dataset_size"]),
+            batch_size=int(data["batch_size"]),
+            steps_per_epoch=int(data["steps_per_epoch"]),
+            drop_last=bool(data.get("drop_last", False)),
+            max_batch_size=data.get("max_batch_size"),
+            found=str(data.get("found", "")),
+            warnings=tuple(data.get("warnings", ())),
+        )
+    except (KeyError, TypeError) as err:
+        raise ValueError(f"state_dict['sampler'] is not a sampler: {err}; got {data!r}") from None
+    sampler.run(noise_multiplier=1.0, steps=1)  # validates the numbers
+    return sampler
+
+
+def _opacus_caller() -> dict[str, Any] | None:
+    """The loader and ``poisson_sampling`` of the Opacus ``PrivacyEngine.make_private`` (or
+    ``make_private_with_epsilon``, through ``get_noise_multiplier``) this call runs under; None for any other caller.
+    Opacus hands its accountants only q = 1/len(loader), whatever the loader does, so the loader is read from the call
+    that prepared it."""
+    import sys
+
+    frame = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            return None
+        module = frame.f_globals.get("__name__", "")
+        if frame.f_code.co_name in ("make_private", "make_private_with_epsilon") and module.startswith("opacus"):
+            names = frame.f_locals
+            if "data_loader" in names and "poisson_sampling" in names:
+                return {"data_loader": names["data_loader"], "poisson_sampling": bool(names["poisson_sampling"])}
+            return None
+        frame = frame.f_back
+    return None
 
 
 # ---- calibration ----------------------------------------------------------------------------------------------
@@ -506,6 +616,20 @@ def make_private_with_epsilon(
         raise ValueError(f"epochs must be a finite number > 0; got {epochs!r}")
     accountant = getattr(privacy_engine, "accountant", None)
     spent = _check_history(getattr(accountant, "history", []), "privacy_engine.accountant.history")
+    if not make_private_options.get("poisson_sampling", True):
+        return _make_private_with_sampler(
+            privacy_engine,
+            module,
+            optimizer,
+            data_loader,
+            target_epsilon,
+            target_delta,
+            epochs,
+            max_grad_norm,
+            method,
+            spent,
+            make_private_options,
+        )
     result = calibrate_noise_multiplier(
         target_epsilon=target_epsilon,
         target_delta=target_delta,
@@ -516,11 +640,61 @@ def make_private_with_epsilon(
     )
     if isinstance(accountant, OpacusAccountant):
         accountant.calibration = result
-    return privacy_engine.make_private(
+    made = privacy_engine.make_private(
         module=module,
         optimizer=optimizer,
         data_loader=data_loader,
         noise_multiplier=result.value,
+        max_grad_norm=max_grad_norm,
+        **make_private_options,
+    )
+    if isinstance(accountant, OpacusAccountant):  # the user's loader is known here: warn what Opacus dropped of it
+        accountant.attach(made[-1], poisson_sampling=True, original=data_loader)
+    return made
+
+
+def _make_private_with_sampler(
+    privacy_engine,
+    module,
+    optimizer,
+    data_loader,
+    target_epsilon,
+    target_delta,
+    epochs,
+    max_grad_norm,
+    method,
+    spent,
+    make_private_options,
+):
+    """``make_private_with_epsilon`` for ``poisson_sampling=False``: σ calibrated under the sampler the user's loader
+    runs (:func:`dplens.accountant.dp_sgd.dp_sgd_noise_multiplier`), not Poisson sampling."""
+    from dplens.accountant.dp_sgd import dp_sgd_noise_multiplier
+    from dplens.integrations import loaders
+
+    detected = loaders.sampler_of(data_loader, poisson_sampling=False)
+    if any(steps > 0 and rate > 0 for _, rate, steps in spent):
+        raise ValueError(
+            "privacy_engine.accountant has already spent budget: calibrating on top of it is supported for Poisson "
+            f"sampling only (the loader runs {detected.sampling} sampling)"
+        )
+    run = dp_sgd_noise_multiplier(
+        dataset_size=detected.dataset_size,
+        batch_size=detected.batch_size,
+        epochs=epochs,
+        target_epsilon=target_epsilon,
+        delta=target_delta,
+        sampling=detected.sampling,
+        drop_last=detected.drop_last,
+        method="pld" if method is None else method,
+    )
+    accountant = getattr(privacy_engine, "accountant", None)
+    if isinstance(accountant, OpacusAccountant):
+        accountant.calibration = run
+    return privacy_engine.make_private(
+        module=module,
+        optimizer=optimizer,
+        data_loader=data_loader,
+        noise_multiplier=run.noise_multiplier,
         max_grad_norm=max_grad_norm,
         **make_private_options,
     )
