@@ -425,7 +425,7 @@ class OpacusAccountant:
             destination = OrderedDict()
         destination["history"] = deepcopy(self.history)
         destination["mechanism"] = self.mechanism()
-        if self.sampler is not None:
+        if self.sampler is not None and self.sampler.sampling != "poisson":  # Poisson: Opacus's own format suffices
             destination["sampler"] = self.sampler.to_dict()
         return destination
 
