@@ -75,6 +75,47 @@ def _walk(event: Mapping[str, Any], count: int, out: list[tuple[Mapping[str, Any
             out.append((event, count))
 
 
+_DP_SGD_SAMPLERS = {
+    "poisson": "Poisson sampling (each record in each step independently with probability B/N)",
+    "truncated-poisson": "Poisson sampling with batches truncated to at most {max_batch_size} records",
+    "balls-and-bins": "balls-and-bins sampling (every epoch each record in one step chosen uniformly at random)",
+    "fixed-bins": "fixed bins (each record's step drawn once and repeated every cycle)",
+    "shuffle": "shuffled fixed-size batches (a new permutation every epoch)",
+    "shuffle-once": "shuffled fixed-size batches (one permutation for the whole training)",
+    "fixed-size": "a fixed-size subset of the records drawn afresh at every step",
+    "cyclic": "the same fixed-size batches in the same order every epoch",
+}
+
+
+def _dp_sgd_words(event: Mapping[str, Any], count: int) -> str:
+    sampler = _DP_SGD_SAMPLERS.get(event["sampling"], event["sampling"]).format(**event)
+    runs = f" (x{count})" if count != 1 else ""
+    return (
+        f"DP-SGD on {event['sampling']} sampling{runs}: {sampler}; {event['epochs']:g} epochs of "
+        f"{event['dataset_size']} records in batches of {event['batch_size']}, under {event['neighboring']} "
+        "adjacency; the guarantee is for this sampler and no other"
+    )
+
+
+_SAMPLER_WORDS = {
+    "DpSgdRun": _dp_sgd_words,
+    "RandomAllocation": lambda event, count: (
+        f"balls-and-bins: each record in {event['selected']} of the {event['steps']} steps of an epoch, chosen "
+        f"uniformly at random, a fresh allocation for each of {count} epoch{'s' if count != 1 else ''}"
+    ),
+    "FixedBins": lambda event, count: (
+        f"fixed bins: each record in one of {event['steps']} steps drawn once and repeated in each of "
+        f"{event['cycles']} cycles"
+    ),
+    "ShuffledBatches": lambda event, count: (
+        f"shuffled batches of {event['batch_size']} from {event['dataset_size']} records, "
+        + ("a new permutation each epoch" if event["reshuffle"] else "one permutation")
+        + f", {event['epochs']} epochs (upper bound without amplification)"
+    ),
+    "CyclicBatches": lambda event, count: f"the same batches every epoch, {event['epochs']} epochs (no amplification)",
+}
+
+
 def describe_sampling(ledger: Mapping[str, Any]) -> str:
     """The sampling assumptions of a ledger (as ``Accountant.to_json`` writes it): the guarantee holds only if the
     data are sampled this way."""
@@ -95,6 +136,8 @@ def describe_sampling(ledger: Mapping[str, Any]) -> str:
                 f"batches of {event['sample_size']} records drawn uniformly without replacement from "
                 f"{event['dataset_size']} ({steps})"
             )
+        elif event.get("type") in _SAMPLER_WORDS:
+            parts.append(_SAMPLER_WORDS[event["type"]](event, count))
     if not parts:
         return "no subsampling: every mechanism run uses the whole data set"
     return "; ".join(dict.fromkeys(parts))
