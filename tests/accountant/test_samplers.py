@@ -318,3 +318,22 @@ def test_an_allocation_of_more_steps_than_the_epoch_has_is_refused():
         RandomAllocation(noise_multiplier=1.0, steps=3, selected=5)
     with pytest.raises(ValueError, match="neighboring"):
         RandomAllocation(noise_multiplier=1.0, steps=3, neighboring=ev.NeighboringRelation.REPLACE_ONE)
+
+
+def test_the_budget_ledger_charges_a_training_under_its_sampler(tmp_path):
+    from dplens.ledger import Ledger, Mode
+
+    shuffled = DpSgdRun(noise_multiplier=2.0, dataset_size=1000, batch_size=100, epochs=2, sampling="shuffle")
+    allocated = DpSgdRun(noise_multiplier=2.0, dataset_size=1000, batch_size=100, epochs=2, sampling="balls-and-bins")
+    with Ledger.open(tmp_path / "budget.db", create=True) as book:
+        book.create_budget(unit="one record", epsilon=3.0, delta=1e-5, neighbouring=ZERO_OUT, name="fixed")
+        book.create_budget(unit="one record", epsilon=3.0, delta=1e-5, name="variable")
+        assert book.charge(shuffled, release="shuffled", budgets=["fixed"]).accepted
+        assert book.charge(allocated, release="allocated", budgets=["variable"]).accepted
+        status = {budget.budget.name: budget for budget in book.status().budgets}
+        # The stored run is the run as it was charged (its sampler included) and is spent at its upper bound.
+        assert status["fixed"].spent_epsilon == pytest.approx(Accountant().compose(shuffled).epsilon(1e-5), rel=1e-6)
+        assert status["variable"].spent_epsilon <= Accountant().compose(allocated).epsilon(1e-5) * (1 + 1e-9)
+        # A shuffled run is exactly μ-GDP as accounted (no amplification): a Gaussian-only adaptive budget takes it.
+        book.create_budget(unit="one record", mu=2.0, delta=1e-5, mode=Mode.ADAPTIVE, neighbouring=ZERO_OUT, name="gdp")
+        assert book.charge(shuffled, release="gdp-shuffled", budgets=["gdp"]).accepted

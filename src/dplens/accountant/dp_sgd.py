@@ -424,6 +424,13 @@ class DpSgdRun(ev.Event):
         """The ledger whose ε bounds the run's from above (attained where :meth:`lower_bound_events` is None)."""
         return _as_event(self.plan().entries)
 
+    def gdp_mu(self) -> float | None:
+        """μ where the run's upper bound is exactly μ-GDP (shuffled and cyclic batches: no amplification), else None
+        (so Gaussian-only budgets and filters can charge those runs)."""
+        from dplens.accountant.pld import gaussian_mu
+
+        return gaussian_mu(self.standard_event())
+
     def lower_bound_events(self) -> tuple[ev.Event, ...] | None:
         """None when :meth:`standard_event`'s pair is attained by the run; else one event per attained construction."""
         lower = self.plan().lower
