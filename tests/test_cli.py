@@ -207,3 +207,69 @@ def test_a_closed_pipe_stops_quietly(monkeypatch, capsys):
     code = cli.main(["account", str(EXAMPLES / "gaussian_claim.toml"), "--delta", "1e-5", "--method", "rdp"])
     assert code == 1
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    ("sampling", "neighboring", "kind"),
+    [
+        ("poisson", "add_remove", "certified"),
+        ("balls-and-bins", "add_remove", "certified"),
+        ("shuffle", "zero_out", "lower bound"),
+        ("cyclic", "zero_out", "certified"),
+    ],
+)
+def test_dp_sgd_names_the_sampler_and_bounds_the_epsilon_from_both_sides(capsys, sampling, neighboring, kind):
+    argv = [
+        "dp-sgd",
+        "--dataset-size",
+        "2000",
+        "--batch-size",
+        "100",
+        "--epochs",
+        "2",
+        "--noise-multiplier",
+        "2",
+        "--delta",
+        "1e-5",
+        "--sampling",
+        sampling,
+    ]
+    code, out, err = run(capsys, *argv, "--json")
+    payload = json.loads(out)
+    assert code == 0 and err == ""
+    assert payload["sampling"] == sampling and payload["neighboring"] == neighboring
+    assert payload["epsilon_lower"] <= payload["epsilon"] and payload["lower_bound"] == kind
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and f"sampling: {sampling}; neighbouring relation: {neighboring}" in out
+    assert ("LOWER BOUND only" in out) == (kind == "lower bound")
+
+
+def test_dp_sgd_refuses_a_sampler_that_contradicts_the_run_in_one_line(capsys):
+    base = [
+        "dp-sgd",
+        "--dataset-size",
+        "2000",
+        "--batch-size",
+        "100",
+        "--epochs",
+        "2",
+        "--noise-multiplier",
+        "2",
+        "--delta",
+        "1e-5",
+    ]
+    for extra, message in (
+        (["--sampling", "shuffle", "--neighboring", "add_remove"], "is not defined for sampling='shuffle'"),
+        (["--sampling", "truncated-poisson"], "needs max_batch_size"),
+        (["--sampling", "truncated-poisson", "--max-batch-size", "50"], "max_batch_size must be an integer >= "),
+        (["--sampling", "unknown-sampler"], "invalid choice"),
+    ):
+        code, out, err = run(capsys, *base, *extra)
+        assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1, (extra, err)
+
+
+def test_the_command_line_knows_every_sampler_the_accountant_does():
+    from dplens.accountant.dp_sgd import Sampler
+    from dplens.cli import SAMPLERS
+
+    assert SAMPLERS == tuple(sampler.value for sampler in Sampler)

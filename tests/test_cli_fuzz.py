@@ -304,6 +304,9 @@ COMMANDS: dict[str, Command] = {
             "--target-epsilon": ("abc", "-1", "0", "nan", "inf"),  # also excludes --noise-multiplier
             "--delta": PROBABILITY_BAD,
             "--method": ("bogus",),
+            "--sampling": ("bogus", "", "Poisson sampling"),
+            "--neighboring": ("bogus", "replace_one"),  # replace_one: not defined for Poisson sampling
+            "--max-batch-size": (*COUNT_BAD, "300"),  # any cap: it applies to truncated Poisson sampling only
         },
         spec_kind=None,
         required=("--dataset-size", "--batch-size", "--epochs", "--delta"),
