@@ -127,6 +127,13 @@ CHANGES = [
         NOT_ASSESSED,
     ),
     ("preprocessing", {}, NOT_ASSESSED, {"deployment": {"preprocessing_and_hyperparameter_tuning": "none"}}, DECLARED),
+    (
+        "batch_sampling",  # a training's item only: the sampler stated (accounted for it) or Poisson assumed
+        {"components": ({"type": "dp_sgd", "sampling": "shuffle", "dataset_size": 1000},)},
+        SHOWN,
+        {"components": ({"type": "poisson_subsampled_gaussian", "sampling_rate": 0.01},)},
+        FLAGGED,
+    ),
 ]
 
 # The budget-ledger section a report gets from ``dplens report --ledger DB`` (its shape, as dplens.ledger writes it).
@@ -172,7 +179,7 @@ def test_every_status_of_every_item_that_can_vary_is_exercised():
         seen.setdefault(key, set()).update({first, second})
     # items whose status never varies: the relation and the analysis are always shown (the accountant's),
     # bias is never assessed
-    items = {item.key for item in evaluate_nist(**BASE).items}
+    items = {item.key for item in evaluate_nist(**BASE).items} | {"batch_sampling"}  # + a training's own item
     assert set(seen) | {"neighbouring_relation", "algorithm_analysis", "bias"} == items
     assert seen["algorithm_test"] == {SHOWN, FLAGGED, NOT_ASSESSED}
     assert seen["floating_point"] == {SHOWN, FLAGGED, DECLARED, NOT_ASSESSED}

@@ -94,6 +94,8 @@ _PERSON = re.compile(
 )
 _TRAINING_TYPES = frozenset(
     {
+        "dp_sgd",
+        "random_allocation",
         "dp_sgd_training",
         "poisson_subsampled_gaussian",
         "feature_dp_sgd",
@@ -104,6 +106,10 @@ _TRAINING_TYPES = frozenset(
         "single_epoch_tree_aggregation",
     }
 )
+
+
+# Training types whose accounting assumes Poisson sampling without saying which sampler ran.
+_POISSON_TYPES = frozenset({"dp_sgd_training", "poisson_subsampled_gaussian", "feature_dp_sgd"})
 
 
 class NistStatus(enum.Enum):
@@ -340,6 +346,39 @@ def _analysis(components: Sequence[Mapping[str, Any]], accounting: Mapping[str, 
             "description."
         ),
         where="Mechanism and Accounting sections",
+    )
+
+
+def _sampling(components: Sequence[Mapping[str, Any]]) -> NistItem:
+    """Machine learning: the batch sampler the ε is accounted for (it can change ε many times over)."""
+    common = {
+        "key": "batch_sampling",
+        "kind": "layer",
+        "title": "Machine learning: the batch sampler the training's ε assumes",
+        "section": _SECTIONS["ml"],
+        "where": "Mechanism section (sampling assumption)",
+    }
+    stated = sorted({str(c["sampling"]) for c in components if c.get("type") == "dp_sgd" and "sampling" in c})
+    stated += ["random allocation"] if any(c.get("type") == "random_allocation" for c in components) else []
+    assumed = sorted({str(c.get("type")) for c in components if c.get("type") in _POISSON_TYPES})
+    if assumed:
+        return NistItem(
+            **common,
+            status=NistStatus.FLAGGED,
+            finding=(
+                f"the training ({', '.join(assumed)}) is accounted for Poisson sampling; the ε does not hold for a "
+                "training that shuffled fixed-size batches or used another sampler (Chua et al. 2024) — state the "
+                "sampler that ran (a dp_sgd mechanism with sampling = …)."
+            ),
+        )
+    return NistItem(
+        **common,
+        status=NistStatus.SHOWN,
+        finding=(
+            f"the training's batches are drawn by {', '.join(stated)} sampling and ε is accounted for that sampler "
+            "(an upper bound; the lower end is certified where the sampler's pair is attained, else the best known "
+            "attack's)."
+        ),
     )
 
 
@@ -715,11 +754,13 @@ def evaluate_nist(
     training = _is_training(components, deployment)
     n = _dataset_size(components, deployment)
     well, full = _delta_items(claim, n, delta_factor)
+    sampling = (_sampling(components),) if any(c.get("type") in _TRAINING_TYPES for c in components) else ()
     items = (
         _parameters(claim, accounting),
         _relation(claim),
         _unit(claim, deployment, unit_given),
         _analysis(components, accounting),
+        *sampling,
         _test(audit, additional_audits, not_audited_reason),
         _bias(),
         _floats(additional_audits, deployment),
