@@ -622,3 +622,26 @@ def test_combined_validation():
     assert orun.Combined().shares == (0.5, 0.5)
     record = orun.one_run_audit(_SCORES, _LABELS, analysis=orun.Combined()).to_dict()
     assert orun.OneRunResult.from_dict(json.loads(json.dumps(record))).to_dict() == record
+
+
+def _monotone_chain(x: np.ndarray, y: np.ndarray) -> list[int]:
+    """The upper hull by Andrew's monotone chain, point by point (the oracle of the vectorised version)."""
+    hull: list[int] = []
+    for i in range(x.size):
+        while len(hull) >= 2:
+            o, a = hull[-2], hull[-1]
+            if (x[a] - x[o]) * (y[i] - y[o]) - (y[a] - y[o]) * (x[i] - x[o]) >= 0:
+                hull.pop()
+            else:
+                break
+        hull.append(i)
+    return hull
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)).filter(lambda step: step != (0, 0)), max_size=60))
+def test_vectorised_hull_is_the_monotone_chain(steps):
+    # Staircases like the ROC's (FN, TN): from (0, 0), each threshold adds misses to x, y or both, never neither.
+    x = np.cumsum([0] + [s[0] for s in steps]).astype(np.int64)
+    y = np.cumsum([0] + [s[1] for s in steps]).astype(np.int64)
+    assert orun._upper_hull(x, y).tolist() == _monotone_chain(x, y)

@@ -653,17 +653,23 @@ def _cutoff_candidates(
 
 
 def _upper_hull(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Indices of the upper concave hull of points sorted by x (Andrew's monotone chain; collinear points dropped)."""
-    hull: list[int] = []
-    for i in range(x.size):
-        while len(hull) >= 2:
-            o, a = hull[-2], hull[-1]
-            if (x[a] - x[o]) * (y[i] - y[o]) - (y[a] - y[o]) * (x[i] - x[o]) >= 0:
-                hull.pop()
-            else:
-                break
-        hull.append(i)
-    return np.asarray(hull, dtype=np.int64)
+    """Indices of the upper concave hull of a staircase — x and y non-decreasing, no point repeated, as the (FN, TN)
+    counts of the distinct scores taken as thresholds are — collinear points dropped, both ends kept.
+
+    Vectorised passes drop every interior point on or below the chord of its two neighbours at once — such a point
+    lies on or below a chord of two other points of the set, so it is no hull vertex — until none is: the hull of
+    Andrew's monotone chain, in a few array operations per pass instead of a Python loop over the points (the
+    bootstrap builds a frontier per resample). Integer coordinates (counts) keep the cross products exact.
+    """
+    index = np.arange(x.size)
+    while index.size > 2:
+        px, py = x[index], y[index]
+        cross = (px[1:-1] - px[:-2]) * (py[2:] - py[:-2]) - (py[1:-1] - py[:-2]) * (px[2:] - px[:-2])
+        dropped = cross >= 0
+        if not dropped.any():
+            break
+        index = index[np.concatenate(([True], ~dropped, [True]))]
+    return index.astype(np.int64)
 
 
 def _pareto_candidates(scores: np.ndarray, labels: np.ndarray) -> tuple[list[_Candidate], int]:
