@@ -586,7 +586,7 @@ class ScoreAuditor:
             tnr = bd.clopper_pearson_upper(self._tn, self.n_out, alpha / 2)
             kind = HEURISTIC
         return AuditNumber(
-            name="max_accuracy",
+            name="max_accuracy" if significance is None else "max_accuracy_upper",
             value=float(np.max(tpr * prevalence + tnr * (1 - prevalence))),
             kind=kind,
             quantity="maximum accuracy" + (" (upper bound)" if significance is not None else ""),
@@ -681,3 +681,34 @@ class ScoreAuditor:
         analysis = orun.GaussianFDP() if gaussian else orun.EpsilonDeltaFDP()
         result = self._one_run(significance, delta, rule, correction, analysis)
         return self._one_run_number("epsilon_one_run_fdp" + ("_gaussian" if gaussian else ""), result)
+
+    # ---- everything at once
+
+    def every_estimator(
+        self, significance: float, delta: float, *, one_run: bool = False, fpr_targets: tuple[float, ...] = (1e-3, 1e-2)
+    ) -> tuple[AuditNumber, ...]:
+        """Every estimator at its defaults (the valid choice of thresholds, and jax_privacy's beside it where it
+        differs), each labelled: ``dplens audit-scores --estimators``. One run: the canaries' one-run analyses;
+        otherwise the two-sample ones. Estimators that need δ > 0 (GDP-shaped) are left out at δ = 0."""
+        alpha = bd.check_significance(significance)
+        delta = _check_delta(delta)
+        out: list[AuditNumber] = []
+        if one_run:
+            pareto = orun.ParetoFrontierHeuristic()
+            out += [self.epsilon_one_run(alpha, delta), self.epsilon_one_run(alpha, delta, correction=pareto)]
+            out += [self.epsilon_one_run_fdp(alpha, delta), self.epsilon_one_run_fdp(alpha, delta, correction=pareto)]
+            if delta > 0:
+                out.append(self.epsilon_one_run_fdp(alpha, delta, gaussian=True))
+                out.append(self.epsilon_one_run_fdp(alpha, delta, gaussian=True, correction=pareto))
+        else:
+            out += [
+                self.epsilon_clopper_pearson(alpha, delta, one_sided=False),
+                self.epsilon_clopper_pearson(alpha, delta, threshold_strategy=ParetoBonferroni()),
+            ]
+            if delta > 0:
+                out.append(self.epsilon_from_gdp(alpha, delta))
+        min_count = max(1, min(50, self.n_out // 20))
+        out += [self.epsilon_raw_counts(min_count=min_count, delta=delta), self.auroc()]
+        out += [self.tpr_at_fpr(f) for f in fpr_targets]
+        out += [self.max_accuracy(), self.max_accuracy(significance=alpha)]
+        return tuple(out)
