@@ -471,3 +471,20 @@ def test_multi_run_with_two_workers_after_a_gpu_build_is_loaded_gives_the_one_wo
     two = oa.multi_run_opacus_audit(t, **common, workers=2)
     assert "start method forkserver: torch built for GPUs (12.4)" in two.backend
     assert _result_bits(two) == _result_bits(one)
+
+
+def test_the_gpu_benchmark_runs_small_on_the_cpu():
+    # benchmarks/bench_gpu_audit.py at CI size: a CIFAR-10-shaped conv net, 1000 canaries, one run, white-box and
+    # black-box; the bounds are valid numbers below the accountant's ε, and the report names the machine.
+    script = ROOT / "benchmarks" / "bench_gpu_audit.py"
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, str(script), "--small", "--device", "cpu", "--json"],
+        capture_output=True, text=True, timeout=600, check=False, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["size"]["canaries"] == 1000 and [a["canary"] for a in report["audits"]] == ["gradient", "input"]
+    for audit in report["audits"]:
+        assert 0 <= audit["epsilon_lower_bound"] < audit["accountant_epsilon"] and audit["seconds"] > 0
+    assert "no GPU" in report["machine"] or "CUDA" in report["machine"]

@@ -358,6 +358,16 @@ class ScoreAuditor:
 
     Every method returns an :class:`AuditNumber` (or a :class:`BootstrapInterval`) whose ``kind`` says whether it is a
     bound, an estimate or a heuristic (see the module docstring for which is which).
+
+    Example:
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> auditor = ScoreAuditor(rng.normal(2.0, 1.0, 500), rng.normal(0.0, 1.0, 500))
+        >>> bound = auditor.epsilon_one_run_fdp(0.05, 1e-5)  # one run's canaries: a valid bound
+        >>> bound.kind, 0 < bound.value < 10.0  # the true ε of these scores at δ = 1e-5 is 10.0
+        ('bound', True)
+        >>> auditor.epsilon_one_run_fdp(0.05, 1e-5, gaussian=True).kind  # jax_privacy's Gaussian family
+        'estimate'
     """
 
     def __init__(self, in_scores: Any, out_scores: Any) -> None:
