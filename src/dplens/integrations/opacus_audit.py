@@ -457,6 +457,110 @@ def _is_plain_sgd(torch: Any, optimizer: Any) -> bool:
     return type(optimizer) is torch.optim.SGD
 
 
+def _build_model(torch: Any, training: OpacusTraining, m: int, device: Any) -> tuple[Any, Any, Any, list, Any]:
+    """(net, model, canary block, initial parameters, optimizer): the user's model built on the CPU right after
+    ``torch.manual_seed`` (the same weights on every device), wrapped with an ``m``-row canary block the forward pass
+    never uses when ``m`` > 0, moved to ``device`` once, and its optimiser (the block in its own plain-SGD group)."""
+    net = _function(training.model, "model")()
+    if not isinstance(net, torch.nn.Module):
+        raise ValueError(f"model: the factory must return a torch.nn.Module; got {type(net).__name__}")
+    model, block = net, None
+    if m:
+        model = torch.nn.Module()
+        model.net = net
+        model.canary_block = torch.nn.Linear(1, m, bias=False)  # never used by the forward pass
+        with torch.no_grad():
+            model.canary_block.weight.zero_()
+        block = model.canary_block.weight
+        model.forward = net.forward
+    model.to(device)
+    initial = [p.detach().clone() for p in net.parameters()]
+    if training.optimizer is None:
+        optimizer = torch.optim.SGD(net.parameters(), lr=training.learning_rate)
+    else:
+        optimizer = _function(training.optimizer, "optimizer")(net)
+    if m:
+        if not _is_plain_sgd(torch, optimizer):
+            raise ValueError(
+                f"optimizer: white-box gradient canaries need torch.optim.SGD (the canary block's update must be "
+                f"the privatised gradient); got {type(optimizer).__name__}"
+            )
+        optimizer.add_param_group(
+            {"params": [block], "lr": 1.0, "momentum": 0.0, "dampening": 0.0, "weight_decay": 0.0}
+        )
+    return net, model, block, initial, optimizer
+
+
+def _make_private(
+    torch: Any, opacus: Any, training: OpacusTraining, model: Any, optimizer: Any, dataset: Any, seeds: tuple[int, int]
+) -> tuple[Any, Any, Any]:
+    """Opacus's ``make_private`` on a loader of exactly L batches (so q = 1/L), its Poisson sampler seeded on the CPU
+    and its noise drawn by a generator on the training's device."""
+    loader_seed, noise_seed = seeds
+    dataset, collate = dataset
+    loader = torch.utils.data.DataLoader(
+        dataset,
+        batch_sampler=_fixed_length_sampler(torch, len(dataset), training.batches),
+        generator=torch.Generator().manual_seed(loader_seed),
+        collate_fn=collate,
+    )
+    engine = opacus.PrivacyEngine(accountant="rdp")
+    return engine.make_private(
+        module=model,
+        optimizer=optimizer,
+        data_loader=loader,
+        noise_multiplier=training.noise_multiplier,
+        max_grad_norm=training.max_grad_norm,
+        poisson_sampling=True,
+        noise_generator=torch.Generator(device=torch.device(training.device)).manual_seed(noise_seed),
+        **training.make_private,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Canaries:
+    """The white-box gradient canaries of one training: the block, the included ones, their sampler, their norm."""
+
+    block: Any
+    chosen: np.ndarray
+    rng: np.random.Generator
+    norm: float
+
+
+def _train(torch: Any, training: OpacusTraining, private: tuple[Any, Any, Any], canaries: _Canaries | None):
+    """The steps of one private training; the canaries' summed per-step log-likelihood ratios (None without)."""
+    private_model, private_optimizer, private_loader = private
+    after_step = None
+    if training.customise is not None:
+        after_step = _function(training.customise, "customise")(private_model, private_optimizer, private_loader)
+    loss_fn = torch.nn.functional.cross_entropy if training.loss is None else _function(training.loss, "loss")
+    q, sigma, clip = training.sampling_rate, training.noise_multiplier, training.max_grad_norm
+    device = torch.device(training.device)
+    llr = None if canaries is None else np.zeros(canaries.block.shape[0])
+    step = 0
+    while step < training.steps:
+        for x, y in private_loader:
+            if step >= training.steps:
+                break
+            private_optimizer.zero_grad()
+            x, y = x.to(device), y.to(device)  # no-ops for the data moved once; a torch Dataset's batch moves here
+            loss_fn(private_model(x), y).backward()
+            if canaries is not None:
+                sampled = canaries.chosen[canaries.rng.random(canaries.chosen.size) < q]
+                _insert_canaries(torch, private_optimizer, canaries.block, sampled, canaries.norm * clip)
+            private_optimizer.step()
+            if canaries is not None:
+                scale = private_optimizer.expected_batch_size if private_optimizer.loss_reduction == "mean" else 1
+                with torch.no_grad():  # the canary coordinate x_t in units of C, then the block back to zero
+                    observed = -canaries.block.detach()[:, 0].cpu().double().numpy() * (scale / clip)
+                    canaries.block.zero_()
+                llr += _step_llr(observed, sigma, q)
+            if after_step is not None:
+                after_step()
+            step += 1
+    return llr
+
+
 def run_training(
     training: OpacusTraining,
     *,
@@ -467,11 +571,13 @@ def run_training(
     gradient_norm: float = 1.0,
 ) -> TrainingRun:
     """One Opacus training with ``extra`` input records appended to the data and, if ``gradient_canaries`` > 0,
-    that many Dirac gradient canaries (those with ``included`` True are inserted), all randomness from ``seed``.
+    that many Dirac gradient canaries (those with ``included`` True are inserted), all randomness from ``seed``, on
+    the training's ``device``.
 
     Randomness: ``SeedSequence(seed)`` spawns the streams of the model's initialisation (``torch.manual_seed``),
-    Opacus's Poisson sampler (the loader's ``torch.Generator``), Opacus's noise (``noise_generator``) and the
-    gradient canaries' Poisson sampling (numpy), so equal seeds give equal trainings.
+    Opacus's Poisson sampler (the loader's ``torch.Generator``), Opacus's noise (``noise_generator``, on the device)
+    and the gradient canaries' Poisson sampling (numpy), so equal seeds give equal trainings on the CPU (GPU kernels
+    need not repeat their bits).
     """
     torch, opacus = require_torch()
     check_device_available(training.device)
@@ -479,86 +585,19 @@ def run_training(
         int(s.generate_state(1, np.uint64)[0] >> np.uint64(1)) for s in np.random.SeedSequence(seed).spawn(4)
     )
     m = int(gradient_canaries)
-    device = torch.device(training.device)
     with _deterministic_torch(torch), warnings.catch_warnings():
         warnings.filterwarnings("ignore", module=r"(opacus|torch)(\.|$)")  # secure RNG off, empty batches, ...
         warnings.filterwarnings("ignore", message="Full backward hook is firing")  # inputs need no gradient
         torch.manual_seed(init_seed)
-        net = _function(training.model, "model")()
-        if not isinstance(net, torch.nn.Module):
-            raise ValueError(f"model: the factory must return a torch.nn.Module; got {type(net).__name__}")
-        model, block = net, None
+        net, model, block, initial, optimizer = _build_model(torch, training, m, torch.device(training.device))
+        dataset = _dataset(torch, training, extra)
+        private = _make_private(torch, opacus, training, model, optimizer, dataset, (loader_seed, noise_seed))
+        canaries = None
         if m:
-            model = torch.nn.Module()
-            model.net = net
-            model.canary_block = torch.nn.Linear(1, m, bias=False)  # never used by the forward pass
-            with torch.no_grad():
-                model.canary_block.weight.zero_()
-            block = model.canary_block.weight
-            model.forward = net.forward
-        model.to(device)  # built on the CPU after seeding (the same weights on every device), then moved once
-        initial = [p.detach().clone() for p in net.parameters()]
-        if training.optimizer is None:
-            optimizer = torch.optim.SGD(net.parameters(), lr=training.learning_rate)
-        else:
-            optimizer = _function(training.optimizer, "optimizer")(net)
-        if m:
-            if not _is_plain_sgd(torch, optimizer):
-                raise ValueError(
-                    f"optimizer: white-box gradient canaries need torch.optim.SGD (the canary block's update must be "
-                    f"the privatised gradient); got {type(optimizer).__name__}"
-                )
-            optimizer.add_param_group(
-                {"params": [block], "lr": 1.0, "momentum": 0.0, "dampening": 0.0, "weight_decay": 0.0}
-            )
-        dataset, collate = _dataset(torch, training, extra)
-        loader = torch.utils.data.DataLoader(
-            dataset,
-            batch_sampler=_fixed_length_sampler(torch, len(dataset), training.batches),
-            generator=torch.Generator().manual_seed(loader_seed),  # Poisson sampling of indices: on the CPU
-            collate_fn=collate,
-        )
-        engine = opacus.PrivacyEngine(accountant="rdp")
-        private_model, private_optimizer, private_loader = engine.make_private(
-            module=model,
-            optimizer=optimizer,
-            data_loader=loader,
-            noise_multiplier=training.noise_multiplier,
-            max_grad_norm=training.max_grad_norm,
-            poisson_sampling=True,
-            noise_generator=torch.Generator(device=device).manual_seed(noise_seed),  # noise drawn on the device
-            **training.make_private,
-        )
-        after_step = None
-        if training.customise is not None:
-            after_step = _function(training.customise, "customise")(private_model, private_optimizer, private_loader)
-        loss_fn = torch.nn.functional.cross_entropy if training.loss is None else _function(training.loss, "loss")
-        canary_rng = np.random.default_rng(canary_seed)
-        chosen = np.flatnonzero(np.asarray(included, dtype=bool)) if m else np.zeros(0, dtype=int)
-        q, sigma, clip = training.sampling_rate, training.noise_multiplier, training.max_grad_norm
-        llr = np.zeros(m) if m else None
-        step = 0
-        while step < training.steps:
-            for x, y in private_loader:
-                if step >= training.steps:
-                    break
-                private_optimizer.zero_grad()
-                x, y = x.to(device), y.to(device)  # no-ops for the data moved once; a torch Dataset's batch moves here
-                loss = loss_fn(private_model(x), y)
-                loss.backward()
-                if m:
-                    sampled = chosen[canary_rng.random(chosen.size) < q]
-                    _insert_canaries(torch, private_optimizer, block, sampled, gradient_norm * clip)
-                private_optimizer.step()
-                if m:
-                    scale = private_optimizer.expected_batch_size if private_optimizer.loss_reduction == "mean" else 1
-                    with torch.no_grad():
-                        observed = -block.detach()[:, 0].cpu().double().numpy() * (scale / clip)  # x_t in units of C
-                        block.zero_()
-                    llr += _step_llr(observed, sigma, q)
-                if after_step is not None:
-                    after_step()
-                step += 1
+            chosen = np.flatnonzero(np.asarray(included, dtype=bool))
+            canaries = _Canaries(block, chosen, np.random.default_rng(canary_seed), gradient_norm)
+        llr = _train(torch, training, private, canaries)
+        private_model, private_optimizer, _ = private
         expected = float(private_optimizer.expected_batch_size)
         cleanup = getattr(private_model, "cleanup", None)
         if callable(cleanup):  # Opacus's hooks off: the scores' forward and backward passes are plain torch
