@@ -25,6 +25,8 @@ torch, JAX and CuPy are never imported here unless the outputs are theirs (the m
 
 from __future__ import annotations
 
+import itertools
+import operator
 import sys
 from typing import Any
 
@@ -169,10 +171,11 @@ def host_value(value: Any, *, _depth: int = 0) -> Any:
             return _widen(np.asarray(value))
         if framework == "cupy":
             return value.get()
-        if isinstance(value, tuple):
-            return tuple(host_value(v, _depth=_depth) for v in value)
-        if isinstance(value, list):
-            return [host_value(v, _depth=_depth) for v in value]
+        if isinstance(value, tuple | list):
+            if all(isinstance(v, _PLAIN) and not isinstance(v, np.ndarray) for v in value):
+                return value  # numbers and strings: nothing to bring over (and no copy)
+            converted = [host_value(v, _depth=_depth) for v in value]
+            return tuple(converted) if isinstance(value, tuple) else converted
         if isinstance(value, dict):
             return {k: host_value(v, _depth=_depth) for k, v in value.items()}
         converted = _by_protocol(value, _depth)
@@ -232,9 +235,18 @@ def to_host(batch: Any) -> Any:
     batch = list(batch)
     if not batch:
         return batch
-    kinds = {type(v) for v in batch}
+    kinds = set(map(type, batch))  # at C speed: the common batches (numbers, strings, lists of numbers) stop here
     if all(issubclass(k, _PLAIN) for k in kinds):
+        if not any(issubclass(k, np.ndarray) for k in kinds):
+            return batch
+        arrays = [v for v in batch if isinstance(v, np.ndarray)] if len(kinds) > 1 else batch
+        if all(d.kind != "V" for d in set(map(operator.attrgetter("dtype"), arrays))):
+            return batch  # NumPy dtypes throughout: nothing to widen
         return [_widen(v) if isinstance(v, np.ndarray) else v for v in batch]
+    if kinds <= {list, tuple}:
+        inner = set(map(type, itertools.chain.from_iterable(batch)))
+        if all(issubclass(k, _PLAIN) and not issubclass(k, np.ndarray) for k in inner):
+            return batch
     try:
         stacked = _stacked(batch)
     except Exception:  # stacking is an optimisation: fall back to one draw at a time
