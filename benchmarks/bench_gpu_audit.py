@@ -2,6 +2,7 @@
 
     PYTHONPATH=$PWD/src python benchmarks/bench_gpu_audit.py [--device cuda] [--write benchmarks/RESULTS.md]
     PYTHONPATH=$PWD/src python benchmarks/bench_gpu_audit.py --small          # CPU, seconds: what CI runs
+    PYTHONPATH=$PWD/src python benchmarks/bench_gpu_audit.py --device cpu --steps 20   # full size, few steps
 
 A convolutional network on CIFAR-10-shaped data (3×32×32 inputs, 10 classes; synthetic, class-dependent patterns
 under noise, so no download is needed and the model does learn) is trained once with Opacus
@@ -142,6 +143,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="a CPU-sized run (seconds), as CI runs it")
     parser.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    parser.add_argument("--steps", type=int, default=None, help="override the number of steps (e.g. to time a CPU)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--write", type=Path, help="write the section into this RESULTS.md")
@@ -149,7 +151,10 @@ def main() -> None:
     import torch
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    report = run(SMALL if args.small else FULL, device, args.seed)
+    size = dict(SMALL if args.small else FULL)
+    if args.steps is not None:
+        size["steps"] = args.steps
+    report = run(size, device, args.seed)
     command = "PYTHONPATH=$PWD/src python benchmarks/bench_gpu_audit.py " + " ".join(sys.argv[1:])
     text = render(report, command.strip())
     print(json.dumps(report) if args.json else text)
