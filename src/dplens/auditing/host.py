@@ -229,7 +229,9 @@ def to_host(batch: Any) -> Any:
     host values. Raises a one-line ``ValueError`` for outputs it cannot read (see the module docstring).
     """
     if isinstance(batch, np.ndarray):
-        return _widen(batch)
+        if batch.dtype.kind != "O" or batch.ndim != 1:
+            return _widen(batch)
+        batch = list(batch)  # an object array of draws: its elements may be tensors, or objects compared by identity
     if not isinstance(batch, list | tuple):
         return host_value(batch)
     batch = list(batch)

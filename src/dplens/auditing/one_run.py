@@ -189,7 +189,7 @@ class Combined(OneRunAnalysis):
     def default(cls) -> Combined:
         """Steinke et al. at α/5 and the f-DP (ε, δ) analysis at 4α/5 — the split of ``dplens audit-scores
         --one-run``. Fixed before any data, from simulations (benchmarks/bench_one_run.py): the f-DP analysis gave
-        the larger bound in every Gaussian setting measured (by up to 2.5 at m = 10⁵, δ = 10⁻⁵, where Steinke et
+        the larger bound in every Gaussian setting measured (by up to 2.7 at m = 10⁵, δ = 10⁻⁵, where Steinke et
         al.'s 2mδ term bites) and Steinke et al.'s the larger by at most 0.015 on pure-DP randomized response, so
         most of α goes to the former; the split costs ≲ 0.05 against the f-DP analysis run alone at α."""
         return cls(analyses=(ApproximateDP(), EpsilonDeltaFDP()), shares=(0.2, 0.8))

@@ -452,7 +452,7 @@ class ScoreAuditor:
             case MultiSplit(samples=samples, fraction=fraction, seed=seed):
                 rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(6,)))
                 values = [self._split_once(fraction, rng, alpha / 2, delta, one_sided)[0] for _ in range(samples)]
-                value, reverse = float(np.median(values)), False
+                value, reverse = float(np.median(values)), None
                 how = f"median of {samples} split bounds at alpha/2 (Meinshausen et al. 2009)"
                 details |= {"splits": samples}
             case _:
@@ -465,7 +465,9 @@ class ScoreAuditor:
             method=f"Clopper-Pearson on FNR and FPR at alpha/2 each; {how}",
             reference=JAGIELSKI_2020,
             significance=alpha,
-            details=details | {"direction": bd.REVERSE if reverse else bd.FORWARD, "delta": delta},
+            details=details
+            | {"direction": None if reverse is None else bd.REVERSE if reverse else bd.FORWARD}
+            | {"delta": delta},
         )
 
     # ---- estimates from raw counts, and their bootstrap
