@@ -4,30 +4,22 @@ jax_privacy 2.0's ``auditing.CanaryScoreAuditor`` (auditing-anchors §3.1, §8) 
 attack scores of held-in and held-out canaries. :class:`ScoreAuditor` offers the same estimators on the same
 inputs — so a team moving between the two gets the numbers it knows — and says of each what it is:
 
-============================================  ========================================================================
-method                                        what the number is
-============================================  ========================================================================
-:meth:`~ScoreAuditor.epsilon_clopper_pearson` ε lower bound (Jagielski, Ullman, Oprea 2020; Nasr et al. 2021): a
-                                              **bound** with :class:`Explicit`, :class:`Split`, :class:`MultiSplit`
-                                              or :class:`GridBonferroni`; a **heuristic** with :class:`ParetoBonferroni`
-                                              (jax_privacy's default: Bonferroni over the vertices of the empirical
-                                              ROC's concave frontier, a count taken from the same data)
-:meth:`~ScoreAuditor.epsilon_raw_counts`      ln((TPR − δ)/FPR) from raw counts: an **estimate**
-:meth:`~ScoreAuditor.tpr_at_fpr`              TPR at a given FPR (randomised thresholds): an **estimate**
-:meth:`~ScoreAuditor.auroc`                   area under the ROC's concave frontier: an **estimate**
-:meth:`~ScoreAuditor.max_accuracy`            an **estimate**; with ``significance``, the largest Clopper–Pearson
-                                              upper bound over the frontier's thresholds: a **heuristic** upper
-                                              bound (the thresholds come from the data)
-:meth:`~ScoreAuditor.epsilon_from_gdp`        the GDP ε of a μ lower bound (Nasr et al. 2023; Dong, Roth, Su 2022
-                                              Corollary 2.13): an **estimate** (assumes a GDP-shaped curve); both test
-                                              directions under one Bonferroni budget, never ``abs()`` (jax_privacy
-                                              2.0 takes abs() of a one-sided statistic: ε ≈ 3.5 on null scores)
-:meth:`~ScoreAuditor.epsilon_one_run`         Steinke, Nasr, Jagielski 2023: a **bound** (a-priori cut-offs; a
-                                              heuristic with :class:`~dplens.auditing.one_run.ParetoFrontierHeuristic`)
-:meth:`~ScoreAuditor.epsilon_one_run_fdp`     Mahloujifar, Melis, Chaudhuri 2025: against the (ε, δ)-DP curve a
-                                              **bound**; against the Gaussian family (jax_privacy's choice) an
-                                              **estimate** (it tests "M is μ-GDP")
-============================================  ========================================================================
+- :meth:`~ScoreAuditor.epsilon_clopper_pearson` — the ε lower bound of a threshold test (Jagielski, Ullman, Oprea
+  2020; Nasr et al. 2021): a **bound** with :class:`Explicit`, :class:`Split`, :class:`MultiSplit` or
+  :class:`GridBonferroni`; a **heuristic** with :class:`ParetoBonferroni` (jax_privacy's default: Bonferroni over the
+  vertices of the empirical ROC's concave frontier, a count taken from the same data);
+- :meth:`~ScoreAuditor.epsilon_raw_counts` — ln((TPR − δ)/FPR) from raw counts: an **estimate**;
+- :meth:`~ScoreAuditor.tpr_at_fpr` — the TPR at a given FPR (randomised thresholds): an **estimate**;
+- :meth:`~ScoreAuditor.auroc` — the area under the ROC's concave frontier: an **estimate**;
+- :meth:`~ScoreAuditor.max_accuracy` — an **estimate**; with ``significance``, the largest Clopper–Pearson upper bound
+  over the frontier's thresholds: a **heuristic** upper bound (the thresholds come from the data);
+- :meth:`~ScoreAuditor.epsilon_from_gdp` — the GDP ε of a μ lower bound (Nasr et al. 2023; Dong, Roth, Su 2022
+  Corollary 2.13): an **estimate** (a GDP-shaped curve is assumed); both test directions under one Bonferroni
+  budget, never ``abs()`` (jax_privacy 2.0 takes abs() of a one-sided statistic: ε ≈ 3.5 on null scores);
+- :meth:`~ScoreAuditor.epsilon_one_run` — Steinke, Nasr, Jagielski 2023: a **bound** (a-priori cut-offs; a heuristic
+  with :class:`~dplens.auditing.one_run.ParetoFrontierHeuristic`);
+- :meth:`~ScoreAuditor.epsilon_one_run_fdp` — Mahloujifar, Melis, Chaudhuri 2025: against the (ε, δ)-DP curve a
+  **bound**; against the Gaussian family (jax_privacy's choice) an **estimate** (it tests "M is μ-GDP").
 
 :class:`BootstrapParams` turns the raw-count ε, the TPR at an FPR and the AUROC into bootstrap quantiles (BCa: bias
 correction and, optionally, jackknife acceleration; Efron 1987): intervals *of the estimate*, never confidence bounds
