@@ -617,7 +617,7 @@ def test_start_method_override(monkeypatch):
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 
 
-@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+@pytest.mark.parametrize("method", ["forkserver", pytest.param("spawn", marks=pytest.mark.slow)])
 def test_every_start_method_gives_the_same_bits_and_resumes(monkeypatch, tmp_path, method):
     import importlib
     import multiprocessing
