@@ -84,6 +84,7 @@ _EXPORTS: dict[str, str] = {
     "audit_scores": "dplens.auditing.scores:audit_scores",
     "ScoresAuditResult": "dplens.auditing.scores:ScoresAuditResult",
     "OneRunAuditResult": "dplens.auditing.scores:OneRunAuditResult",
+    "ScoreAuditor": "dplens.auditing.score_auditor:ScoreAuditor",
     # integrations (torch and opacus imported only where needed: the [torch] extra)
     "OpacusAccountant": "dplens.integrations.opacus_accountant:OpacusAccountant",
     "from_opacus": "dplens.integrations.opacus_accountant:from_opacus",
@@ -131,6 +132,7 @@ __all__ = [
     "ReportNoisyMax",
     "SampledWithReplacement",
     "SampledWithoutReplacement",
+    "ScoreAuditor",
     "ScoresAuditResult",
     "SelectionNoise",
     "SelfComposed",
@@ -219,6 +221,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from dplens.accountant.sweep import SweepResult, sweep
     from dplens.accountant.with_replacement import SampledWithReplacement
     from dplens.auditing.games import AuditResult, Verdict
+    from dplens.auditing.score_auditor import ScoreAuditor
     from dplens.auditing.scores import OneRunAuditResult, ScoresAuditResult, audit_scores
     from dplens.auditing.target_game import TargetAuditResult
     from dplens.auditing.targets import batched

@@ -570,7 +570,21 @@ def _cmd_audit_scores(args: argparse.Namespace) -> int:
         **options,
     )
     payload = result.to_dict() | {"file": str(args.file)}
-    _emit(payload, args.json, result.summary())
+    text = result.summary()
+    if args.estimators:
+        from dplens.auditing.score_auditor import ScoreAuditor
+
+        numbers = ScoreAuditor(scores[member], scores[~member]).every_estimator(
+            1.0 - args.confidence, args.delta, one_run=args.one_run
+        )
+        payload["estimators"] = [n.to_dict() for n in numbers]
+        text += "\nevery estimator (BOUND: valid at the confidence; ESTIMATE / HEURISTIC: not a bound):"
+        text += "".join(
+            f"\n  {n.kind.upper():9} {n.name}{'@' + format(n.details['fpr'], 'g') if 'fpr' in n.details else ''} = "
+            f"{n.value:.6g}  [{n.method}]"
+            for n in numbers
+        )
+    _emit(payload, args.json, text)
     return _verdict_status(args, result)
 
 
@@ -1147,6 +1161,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     scores.add_argument("--confidence", type=_confidence, default=0.95, help="confidence of the bound (default 0.95)")
     scores.add_argument("--seed", type=_seed, default=0, help="seed of the threshold-selection split (default 0)")
+    scores.add_argument(
+        "--estimators",
+        action="store_true",
+        help="also every estimator of jax_privacy's CanaryScoreAuditor, each labelled bound, estimate or heuristic",
+    )
     scores.add_argument("--json", action="store_true", help="print one JSON object")
     scores.add_argument(
         "--fail-on-violation", action="store_true", help="exit with status 1 when the verdict is VIOLATION (for CI)"

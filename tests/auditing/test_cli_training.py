@@ -222,6 +222,32 @@ def test_audit_scores_one_run_npz(tmp_path, capsys):
     assert payload["verdict"] == "VIOLATION"  # Laplace(1/2) on each bit is 2-DP, and the audit sees more than 1
 
 
+def test_audit_scores_one_run_combines_the_rigorous_analyses_and_lists_every_estimator(tmp_path, capsys):
+    # The scores of issue 37 (μ = 2, m = 1000, numpy seed 0): the bound is the combined analysis, α split 1:4
+    # between Steinke et al. and the f-DP audit against the (ε, δ) curve; the GDP-family number is an estimate.
+    rng = np.random.default_rng(0)
+    member = rng.random(1000) < 0.5
+    np.savez(tmp_path / "issue.npz", score=rng.normal(0.0, 1.0, 1000) + 2.0 * member, member=member)
+    argv = ["audit-scores", tmp_path / "issue.npz", "--claim-epsilon", "2", "--delta", "1e-5", "--one-run"]
+    code, out, _ = run(capsys, *argv, "--json", "--estimators")
+    assert code == 0  # a VIOLATION is a result, not an error
+    payload = json.loads(out)
+    analysis = payload["analysis"]
+    parts = {c["analysis"]: c for c in analysis["components"]}
+    assert set(parts) == {"approximate_dp", "epsilon_delta_fdp"}
+    assert [parts["approximate_dp"]["share"], parts["epsilon_delta_fdp"]["share"]] == [0.2, 0.8]
+    assert payload["epsilon_lower_bound"] == max(c["epsilon_lower_bound"] for c in parts.values())
+    assert payload["epsilon_lower_bound"] > 3.0  # dplens's Steinke et al. bound alone was 3.00 on these scores
+    assert payload["is_estimate"] is False and payload["fdp_epsilon_estimate"] > payload["epsilon_lower_bound"]
+    kinds = {(e["name"], e["kind"]) for e in payload["estimators"]}
+    assert ("epsilon_one_run_fdp", "bound") in kinds and ("epsilon_one_run_fdp_gaussian", "estimate") in kinds
+    assert ("epsilon_one_run", "heuristic") in kinds and ("auroc", "estimate") in kinds
+    assert all(e["is_estimate"] is (e["kind"] != "bound") for e in payload["estimators"])
+    code, out, _ = run(capsys, *argv, "--estimators")
+    assert code == 0 and "analyses (significance split between them" in out
+    assert "ESTIMATE  epsilon_one_run_fdp_gaussian" in out
+
+
 def _bad_files(tmp_path: Path) -> dict[str, Path]:
     files = {}
     np.savez(tmp_path / "no_member.npz", score=np.ones(3))

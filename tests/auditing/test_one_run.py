@@ -454,3 +454,194 @@ def test_bad_p_value_and_option_arguments_raise():
         orun.BonferroniCutoffs(cutoffs=(0,))
     with pytest.raises(ValueError, match=r"canaries.*1"):
         orun.default_cutoffs(1, rule=orun.Symmetric())
+
+
+# --------------------------------------------------------------------------------------------
+# The f-DP one-run analysis against the (ε, δ)-DP curve (a bound) and the combined analysis (issue 37)
+# --------------------------------------------------------------------------------------------
+
+
+def _issue_scores(mu: float, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The one-run scores of issue 37: each of m canaries in with probability ½, a member's score shifted by μ."""
+    rng = np.random.default_rng(seed)
+    member = rng.random(m) < 0.5
+    return rng.normal(0.0, 1.0, m) + mu * member, member
+
+
+# (μ, m, numpy seed) → the issue's f-DP-vs-(ε, δ) value with jax_privacy's Bonferroni over the Pareto frontier, and
+# dplens's Steinke et al. bound before the issue (symmetric guesses, 32 a-priori cut-offs).
+ISSUE_SETTINGS = [((2.0, 1000, 0), 2.88, 3.00), ((3.0, 1000, 1), 3.59, 3.81), ((2.0, 5000, 2), 3.92, 2.96)]
+
+
+@pytest.mark.parametrize(("setting", "fdp_pareto", "steinke"), ISSUE_SETTINGS)
+def test_fdp_against_the_epsilon_delta_curve_reproduces_the_issue_numbers(setting, fdp_pareto, steinke):
+    scores, member = _issue_scores(*setting)
+    heuristic = orun.one_run_audit(
+        scores, member, delta=1e-5, correction=orun.ParetoFrontierHeuristic(), analysis=orun.EpsilonDeltaFDP()
+    )
+    assert heuristic.epsilon_lower_bound == pytest.approx(fdp_pareto, abs=0.005)
+    assert heuristic.heuristic is True and heuristic.is_estimate is False
+    old = orun.one_run_audit(scores, member, delta=1e-5, rule=orun.Symmetric())
+    assert old.epsilon_lower_bound == pytest.approx(steinke, abs=0.005)
+    # With the valid a-priori cut-offs the f-DP analysis is tighter than both, and the combination (α split 1:4) is
+    # at least the better of the two numbers above and within 0.1 of the f-DP analysis run alone at the full α.
+    fdp = orun.one_run_audit(scores, member, delta=1e-5, rule=orun.Symmetric(), analysis=orun.EpsilonDeltaFDP())
+    combined = orun.one_run_audit(scores, member, delta=1e-5, rule=orun.Symmetric(), analysis=orun.Combined.default())
+    assert combined.epsilon_lower_bound >= max(fdp_pareto, steinke)
+    assert fdp.epsilon_lower_bound - 0.1 <= combined.epsilon_lower_bound <= fdp.epsilon_lower_bound
+    true_eps = conversions.gdp_epsilon(setting[0], 1e-5)
+    assert combined.epsilon_lower_bound < true_eps
+    assert combined.analysis.startswith("combined") and len(combined.components) == 2
+    assert combined.share in (0.2, 0.8) and combined.hypothesis_significance == pytest.approx(
+        SIGNIFICANCE * combined.share / combined.hypotheses
+    )
+
+
+@pytest.mark.parametrize("eps", [0.5, 1.0, 2.0])
+@pytest.mark.parametrize("canaries", [300, 1000])
+def test_exact_size_of_the_fdp_test_on_randomized_response(eps, canaries):
+    # The extremal case: all r = 300 guesses are ε-RR outputs, V ~ Binom(r, e^ε/(1 + e^ε)) exactly. Summing over V
+    # gives the true probability that the f-DP bound exceeds ε: at most α, and the test uses a fair part of it.
+    r, q = 300, special.expit(eps)
+    size = sum(
+        stats.binom.pmf(v, r, q)
+        for v in range(r + 1)
+        if orun.fdp_one_run_epsilon_lower_bound(canaries=canaries, guesses=r, correct=v, significance=SIGNIFICANCE)
+        > eps
+    )
+    assert SIGNIFICANCE / 5 < size <= SIGNIFICANCE
+
+
+@settings(max_examples=60, deadline=None)
+@given(_game(), st.floats(0.0, 8.0), st.floats(0.0, 8.0), st.sampled_from([0.0, 1e-6, 1e-3]))
+def test_fdp_excess_is_non_increasing_in_epsilon(game, eps_a, eps_b, delta):
+    m, r, v, _ = game
+    lo, hi = sorted((eps_a, eps_b))
+    excess = [orun._fdp_excess(e, m, r, v, SIGNIFICANCE, delta, orun._EPSILON_DELTA) for e in (lo, hi)]
+    assert excess[1] <= excess[0] + 1e-12
+
+
+@pytest.mark.parametrize(
+    ("m", "r", "v", "delta"), [(1000, 100, 100, 1e-5), (1000, 500, 300, 1e-3), (10_000, 2000, 1500, 0)]
+)
+def test_fdp_bound_is_falsified_at_its_value_and_not_above(m, r, v, delta):
+    eps = orun.fdp_one_run_epsilon_lower_bound(canaries=m, guesses=r, correct=v, delta=delta)
+    assert eps > 0
+    assert orun._fdp_excess(eps, m, r, v, SIGNIFICANCE, delta, orun._EPSILON_DELTA) > 0
+    assert orun._fdp_excess(eps + 1e-6, m, r, v, SIGNIFICANCE, delta, orun._EPSILON_DELTA) <= 0
+    # Pure DP, a perfect attacker: the f-DP recursion and Steinke et al.'s exact binomial tail agree.
+    if v == r and delta == 0:
+        assert eps == pytest.approx(orun.one_run_epsilon_lower_bound(canaries=m, guesses=r, correct=r), rel=1e-6)
+
+
+def test_the_gaussian_family_number_is_no_bound_on_randomized_response():
+    # Negative control (issue 37): on pure ε = 1 randomized-response canaries the Gaussian-family f-DP number
+    # exceeds the true ε in most seeds, while the (ε, δ) curve's bound never does in the same seeds.
+    above_gaussian = above_bound = 0
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        member = rng.random(10_000) < 0.5
+        reported = member ^ (rng.random(10_000) < 1 / (1 + math.e))
+        kwargs = {"delta": 1e-5, "rule": orun.Symmetric()}
+        gaussian = orun.one_run_audit(reported.astype(float), member, analysis=orun.GaussianFDP(), **kwargs)
+        bound = orun.one_run_audit(reported.astype(float), member, analysis=orun.Combined.default(), **kwargs)
+        above_gaussian += gaussian.epsilon_lower_bound > 1.0
+        above_bound += bound.epsilon_lower_bound > 1.0
+    assert above_gaussian >= 8 and above_bound == 0
+
+
+def _false_alarms(make, true_eps: float, delta: float, seeds: int, significance: float) -> int:
+    count = 0
+    for seed in np.random.SeedSequence(37).spawn(seeds):
+        scores, member = make(np.random.default_rng(seed))
+        result = orun.one_run_audit(
+            scores, member, significance=significance, delta=delta, rule=orun.Symmetric(),
+            analysis=orun.Combined.default(),
+        )  # fmt: skip
+        count += result.epsilon_lower_bound > true_eps
+    return count
+
+
+def _gaussian_canaries(mu: float, m: int):
+    def make(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        member = rng.random(m) < 0.5
+        return rng.normal(mu * member, 1.0), member
+
+    return make
+
+
+def _rr_canaries(eps: float, m: int):
+    def make(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        member = rng.random(m) < 0.5
+        return (member ^ (rng.random(m) < 1 / (1 + math.exp(eps)))).astype(float), member
+
+    return make
+
+
+@pytest.mark.parametrize(
+    ("make", "true_eps", "delta"),
+    [
+        (_gaussian_canaries(2.0, 1000), conversions.gdp_epsilon(2.0, 1e-5), 1e-5),
+        (_rr_canaries(1.0, 2000), 1.0, 0.0),
+    ],
+    ids=["gaussian", "randomized-response"],
+)
+def test_combined_false_alarm_rate_is_consistent_with_alpha(make, true_eps, delta):
+    # 100 seeds of canary games whose true ε is known, at α = 0.2 (so that a procedure exceeding α would show):
+    # the number of bounds above the true ε passes a one-sided binomial test against Binom(100, α).
+    seeds, alpha = 100, 0.2
+    count = _false_alarms(make, true_eps, delta, seeds, alpha)
+    assert stats.binomtest(count, seeds, alpha, alternative="greater").pvalue > 1e-3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("make", "true_eps", "delta"),
+    [
+        (_gaussian_canaries(2.0, 5000), conversions.gdp_epsilon(2.0, 1e-5), 1e-5),
+        (_gaussian_canaries(1.0, 10_000), conversions.gdp_epsilon(1.0, 1e-5), 1e-5),
+        (_rr_canaries(1.0, 10_000), 1.0, 0.0),
+        (_rr_canaries(2.0, 5000), 2.0, 0.0),
+    ],
+    ids=["gaussian-2-5000", "gaussian-1-10000", "rr-1-10000", "rr-2-5000"],
+)
+def test_combined_false_alarm_rate_many_seeds(make, true_eps, delta):
+    seeds = 400
+    for alpha in (0.05, 0.2):
+        count = _false_alarms(make, true_eps, delta, seeds, alpha)
+        assert stats.binomtest(count, seeds, alpha, alternative="greater").pvalue > 1e-3
+
+
+def test_combined_validation():
+    with pytest.raises(ValueError, match=r"analyses.*bounds only.*GaussianFDP"):
+        orun.Combined(analyses=(orun.GaussianFDP(),))
+    with pytest.raises(ValueError, match=r"shares.*summing to 1.*0\.6"):
+        orun.Combined(shares=(0.5, 0.6))
+    with pytest.raises(ValueError, match=r"repeat"):
+        orun.Combined(analyses=(orun.ApproximateDP(), orun.ApproximateDP()))
+    assert orun.Combined().shares == (0.5, 0.5)
+    record = orun.one_run_audit(_SCORES, _LABELS, analysis=orun.Combined()).to_dict()
+    assert orun.OneRunResult.from_dict(json.loads(json.dumps(record))).to_dict() == record
+
+
+def _monotone_chain(x: np.ndarray, y: np.ndarray) -> list[int]:
+    """The upper hull by Andrew's monotone chain, point by point (the oracle of the vectorised version)."""
+    hull: list[int] = []
+    for i in range(x.size):
+        while len(hull) >= 2:
+            o, a = hull[-2], hull[-1]
+            if (x[a] - x[o]) * (y[i] - y[o]) - (y[a] - y[o]) * (x[i] - x[o]) >= 0:
+                hull.pop()
+            else:
+                break
+        hull.append(i)
+    return hull
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)).filter(lambda step: step != (0, 0)), max_size=60))
+def test_vectorised_hull_is_the_monotone_chain(steps):
+    # Staircases like the ROC's (FN, TN): from (0, 0), each threshold adds misses to x, y or both, never neither.
+    x = np.cumsum([0] + [s[0] for s in steps]).astype(np.int64)
+    y = np.cumsum([0] + [s[1] for s in steps]).astype(np.int64)
+    assert orun._upper_hull(x, y).tolist() == _monotone_chain(x, y)

@@ -187,7 +187,9 @@ def test_audit_in_process_and_pool_are_identical():
     pooled = games.audit(mechanism, **AUDIT, workers=2)
     assert serial.chunks == 8 and serial.trials == AUDIT["trials"]
     assert audit_dict(pooled) == audit_dict(serial)
-    assert serial.backend == "in-process" and pooled.backend == "process-pool (2 workers)"
+    assert serial.backend == "in-process"
+    fork = "start method fork: no GPU runtime or threaded framework is loaded"
+    assert pooled.backend == f"process-pool (2 workers, {fork})"
 
 
 def test_task_errors_propagate_from_the_pool(tmp_path):
@@ -551,8 +553,90 @@ def test_bad_chunk_size(bad):
 
 def test_backend_names():
     assert runner.backend_name(workers=1, scheduler=None) == "in-process"
-    assert runner.backend_name(workers=4, scheduler=None) == "process-pool (4 workers)"
+    assert runner.backend_name(workers=4, scheduler=None).startswith("process-pool (4 workers, start method fork: ")
     assert runner.backend_name(workers=4, scheduler="tcp://127.0.0.1:8786") == "dask (tcp://127.0.0.1:8786)"
+
+
+# --------------------------------------------------------------------------------------------
+# The start method (issue 37): fork where safe, forkserver once a GPU runtime or threaded framework is loaded
+# --------------------------------------------------------------------------------------------
+
+
+class _FakeCuda:
+    def __init__(self, initialised: bool) -> None:
+        self._initialised = initialised
+
+    def is_initialized(self) -> bool:
+        return self._initialised
+
+
+def _fake_torch(cuda: str | None, initialised: bool = False):
+    import types
+
+    module = types.ModuleType("torch")
+    module.version = types.SimpleNamespace(cuda=cuda, hip=None)
+    module.cuda = _FakeCuda(initialised)
+    return module
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the fork/forkserver choice is Linux's (macOS: spawn)")
+@pytest.mark.parametrize(
+    ("modules", "method", "why"),
+    [
+        ({}, "fork", "no GPU runtime"),
+        ({"torch": _fake_torch(None)}, "fork", "no GPU runtime"),  # the CPU wheel (CI): fork is safe and faster
+        ({"torch": _fake_torch("12.4")}, "forkserver", "torch built for GPUs (12.4)"),
+        ({"torch": _fake_torch(None, initialised=True)}, "forkserver", "CUDA is initialised"),
+        ({"jax": object()}, "forkserver", "JAX is loaded"),
+        ({"tensorflow": object()}, "forkserver", "TensorFlow is loaded"),
+    ],
+    ids=["nothing", "torch-cpu", "torch-cuda-build", "cuda-initialised", "jax", "tensorflow"],
+)
+def test_start_method_choice(monkeypatch, modules, method, why):
+    # No GPU here: the choice is tested on the loaded modules it reads (a CUDA build of torch is played by a module
+    # whose torch.version.cuda is set), and the forkserver pool it picks is run for real below.
+    monkeypatch.delenv(runner.START_METHOD_VARIABLE, raising=False)
+    for name in ("torch", "jax", "jaxlib", "tensorflow"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    chosen, reason = runner.choose_start_method()
+    assert chosen == method and why in reason
+    assert runner._pool_context().get_start_method() == method
+    assert f"start method {method}: {reason}" in runner.backend_name(workers=2, scheduler=None)
+
+
+def test_start_method_override(monkeypatch):
+    monkeypatch.setenv(runner.START_METHOD_VARIABLE, "spawn")
+    assert runner.choose_start_method() == ("spawn", f"set by {runner.START_METHOD_VARIABLE}")
+    monkeypatch.setenv(runner.START_METHOD_VARIABLE, "vfork")
+    with pytest.raises(ValueError, match=r"DPLENS_START_METHOD must be one of .*got 'vfork'"):
+        runner.choose_start_method()
+
+
+HELPERS = Path(__file__).resolve().parents[1] / "helpers"
+
+
+@pytest.mark.parametrize("method", ["forkserver", pytest.param("spawn", marks=pytest.mark.slow)])
+def test_every_start_method_gives_the_same_bits_and_resumes(monkeypatch, tmp_path, method):
+    import importlib
+    import multiprocessing
+
+    if method not in multiprocessing.get_all_start_methods():
+        pytest.skip(f"{method} is not available here")
+    monkeypatch.syspath_prepend(str(HELPERS))  # workers that do not fork from here import the task by its module
+    tasks = importlib.import_module("start_method_tasks")
+    reference = runner.run_chunks(tasks.DrawTask(), PLAN, seed=3)
+    monkeypatch.setenv(runner.START_METHOD_VARIABLE, method)
+    assert same(runner.run_chunks(tasks.DrawTask(), PLAN, seed=3, workers=2), reference)
+    path = tmp_path / "ckpt.jsonl"
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        runner.run_chunks(tasks.DrawTask(fail_after=3), PLAN, seed=3, checkpoint=path, key="k")
+    resumed = runner.run_chunks(tasks.DrawTask(), PLAN, seed=3, workers=2, checkpoint=path, key="k")
+    assert same(resumed, reference)
+    pooled = games.audit(GaussianMechanism(noise_multiplier=1.0), **AUDIT, workers=2)
+    assert audit_dict(pooled) == audit_dict(games.audit(GaussianMechanism(noise_multiplier=1.0), **AUDIT))
+    assert f"start method {method}" in pooled.backend
 
 
 # --------------------------------------------------------------------------------------------

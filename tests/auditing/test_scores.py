@@ -148,9 +148,20 @@ def test_one_run_route_matches_one_run_py_and_labels_its_estimate():
     rng = np.random.default_rng(7)
     scores, included = _laplace_canaries(5000, 4.0, rng)
     result = sc.audit_scores(scores, included, claim=1.0, delta=1e-5, one_run=True)
-    direct = orun.one_run_audit(scores, included, significance=0.05, delta=1e-5, rule=orun.Symmetric())
+    direct = orun.one_run_audit(
+        scores, included, significance=0.05, delta=1e-5, rule=orun.Symmetric(), analysis=orun.Combined.default()
+    )
     assert result.epsilon_lower_bound == pytest.approx(direct.epsilon_lower_bound, rel=1e-12)  # α = 1 − 0.95
     assert (result.analysis.guesses, result.analysis.correct) == (direct.guesses, direct.correct)
+    # The combined bound is the larger of its two analyses, each run alone at its share of α.
+    alone = [
+        orun.one_run_audit(
+            scores, included, significance=0.05 * share, delta=1e-5, rule=orun.Symmetric(), analysis=part
+        ).epsilon_lower_bound
+        for part, share in ((orun.ApproximateDP(), 0.2), (orun.EpsilonDeltaFDP(), 0.8))
+    ]
+    assert result.epsilon_lower_bound == pytest.approx(max(alone), rel=1e-12)
+    assert [c["epsilon_lower_bound"] for c in result.analysis.components] == pytest.approx(alone, rel=1e-12)
     assert result.epsilon_lower_bound > 1.0
     assert result.verdict is Verdict.VIOLATION and result.route == "one_run"
     assert result.fdp_epsilon_estimate >= result.epsilon_lower_bound  # the GDP-family estimate is the bolder one

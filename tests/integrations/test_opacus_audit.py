@@ -394,3 +394,97 @@ def test_multi_run_killed_by_sigkill_resumes_from_its_checkpoint(tmp_path):
     fresh = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
     assert json.loads(resumed.stdout) == json.loads(fresh.stdout)
     assert len(path.read_text().splitlines()) == 1 + 12
+
+
+# --------------------------------------------------------------------------------------------
+# The device (issue 37): OpacusTraining(device=...) trains and scores there; workers after a GPU training
+# --------------------------------------------------------------------------------------------
+
+
+def _result_bits(result) -> dict:
+    return {k: v for k, v in result.to_dict().items() if k not in ("elapsed_seconds", "backend")}
+
+
+@pytest.mark.parametrize("device", ["cpu", torch.device("cpu"), "cpu:0"], ids=["str", "torch.device", "indexed"])
+def test_device_cpu_trains_and_scores_there_with_the_same_bits(device):
+    base = training(steps=10)
+    moved = training(steps=10, device=device)
+    assert moved.device == str(device)
+    for canary in ("gradient", "input"):
+        one = oa.one_run_opacus_audit(base, canaries=64, canary=canary, seed=2, claim=1.0)
+        two = oa.one_run_opacus_audit(moved, canaries=64, canary=canary, seed=2, claim=1.0)
+        assert _result_bits(one)["analysis"] == _result_bits(two)["analysis"]
+        assert one.histogram == two.histogram and one.auc_estimate == two.auc_estimate
+    assert ("on cpu:0" in moved.describe()) is (str(device) == "cpu:0")
+
+
+def test_data_moves_to_the_device_once_per_process():
+    t = training(steps=4)
+    oa.run_training(t, seed=1)
+    first = oa._ON_DEVICE[t]["cpu"]
+    oa.run_training(t, seed=2, extra=(t.data[0][:3], t.data[1][:3]))
+    assert oa._ON_DEVICE[t]["cpu"][0] is first[0] and oa._ON_DEVICE[t]["cpu"][1] is first[1]
+
+
+@pytest.mark.parametrize(
+    ("device", "message"),
+    [("gpu!", r"device must be a torch device such as 'cpu'.*got 'gpu!'"), (3, r"device must be .*got 3")],
+)
+def test_bad_device_is_one_line(device, message):
+    with pytest.raises(ValueError, match=message):
+        training(device=device)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_cuda_without_a_gpu_is_one_line():
+    t = training(steps=4, device="cuda")  # documented and accepted; refused with one line where no GPU is seen
+    assert "on cuda" in t.describe()
+    with pytest.raises(ValueError, match=r"device 'cuda': torch sees no CUDA device here \(torch "):
+        oa.one_run_opacus_audit(t, canaries=16, seed=0, claim=1.0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (runs where one is present)")
+@pytest.mark.parametrize("canary", ["gradient", "input"])
+def test_cuda_training_audit(canary):
+    t = training(steps=20, device="cuda")
+    result = oa.one_run_opacus_audit(t, canaries=200, canary=canary, seed=0)
+    assert result.verdict.value != "VIOLATION" and 0 <= result.epsilon_lower_bound < result.epsilon_claimed
+    run = oa.run_training(t, seed=0)
+    assert all(p.device.type == "cuda" for p in run.model.parameters())
+
+
+def test_multi_run_with_two_workers_after_a_gpu_build_is_loaded_gives_the_one_worker_bits(monkeypatch):
+    # No GPU here: a CUDA build of torch is what makes the runner leave fork (autograd device threads). With
+    # torch.version.cuda set, the pool starts by forkserver for real, workers import the training's model by its
+    # module, and the counts are the one-worker bits.
+    helpers = ROOT / "tests" / "helpers"
+    monkeypatch.syspath_prepend(str(helpers))
+    import start_method_tasks
+
+    t = training(steps=10, model=start_method_tasks.model)
+    common = dict(trials=8, pilot_trials=4, chunk_size=2, seed=5, claim=1.0)
+    one = oa.multi_run_opacus_audit(t, **common)
+    oa.run_training(t, seed=0)  # a training in this process first: the case of the issue
+    monkeypatch.delenv(runner.START_METHOD_VARIABLE, raising=False)
+    monkeypatch.setattr(torch.version, "cuda", "12.4")
+    assert runner.choose_start_method()[0] == "forkserver"
+    two = oa.multi_run_opacus_audit(t, **common, workers=2)
+    assert "start method forkserver: torch built for GPUs (12.4)" in two.backend
+    assert _result_bits(two) == _result_bits(one)
+
+
+def test_the_gpu_benchmark_runs_small_on_the_cpu():
+    # benchmarks/bench_gpu_audit.py at CI size: a CIFAR-10-shaped conv net, 1000 canaries, one run, white-box and
+    # black-box; the bounds are valid numbers below the accountant's ε, and the report names the machine.
+    script = ROOT / "benchmarks" / "bench_gpu_audit.py"
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, str(script), "--small", "--device", "cpu", "--json"],
+        capture_output=True, text=True, timeout=600, check=False, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["size"]["canaries"] == 1000 and [a["canary"] for a in report["audits"]] == ["gradient", "input"]
+    for audit in report["audits"]:
+        assert 0 <= audit["epsilon_lower_bound"] < audit["accountant_epsilon"] and audit["seconds"] > 0
+    assert "no GPU" in report["machine"] or "CUDA" in report["machine"]

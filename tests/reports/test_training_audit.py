@@ -81,6 +81,15 @@ def test_html_fragment(results, rendered, name):
     assert embedded.count("data:image/png;base64,") == len(section.figures)
 
 
+def test_one_run_shows_each_analysis_of_the_bound_and_labels_the_gaussian_family(rendered, results):
+    # The bound of a one-run audit is the larger of two analyses run at α/5 and 4α/5 (issue 37): the report lists
+    # both with their share, and the Gaussian-family f-DP number as an estimate.
+    html = rendered["one_run"].html
+    for part in results["one_run"]["analysis"]["components"]:
+        assert f"{part['analysis']} (a bound at {part['share']:g} of α)" in html
+    assert "f-DP one-run ε, Gaussian family (ESTIMATE)" in html
+
+
 def test_the_claim_line_says_where_the_claim_came_from(results):
     from_accountant = dict(results["distinguish"], claim_source="accountant (pld: ...)")
     assert "the accountant's" in ta._claim_label(from_accountant)

@@ -21,7 +21,10 @@
   Each stage hands the next a small frozen value and none imports the orchestrator; the guide page "Inside a
   black-box audit" walks through them;
 - :mod:`.targets`, :mod:`.pairs`, :mod:`.floats` — user code as a target, pair searches, floating-point
-  reachability.
+  reachability; :mod:`.host` — outputs and scores of any array type (torch on any device, JAX, CuPy) in host
+  memory;
+- :mod:`.score_auditor` — every estimator of jax_privacy's canary score auditor, each labelled bound, estimate or
+  heuristic.
 
 Example:
     >>> import dplens

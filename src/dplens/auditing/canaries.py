@@ -57,6 +57,7 @@ from scipy import special, stats
 from dplens.accountant import events as ev
 from dplens.auditing import games
 from dplens.auditing import scores as sc
+from dplens.auditing.host import host_value
 from dplens.mechanisms.additive import SubsampledGaussianMechanism
 from dplens.mechanisms.base import NeighbouringPair, check_count, check_rng
 from dplens.mechanisms.dpsgd import LearningRateSchedule, LossModel, link_residual, noisy_sgd
@@ -627,7 +628,7 @@ class UserTraining:
     def _scores(self, output: Any, canaries: Any, count: int, where: str) -> np.ndarray:
         raw = _call(_function(self.score, "score"), "score", _name(self.score), where, output, canaries)
         try:
-            values = np.asarray(raw, dtype=float).reshape(-1)
+            values = np.asarray(host_value(raw), dtype=float).reshape(-1)  # torch / JAX / CuPy scores too
         except (TypeError, ValueError):
             raise UserCodeError(
                 f"the score function {_name(self.score)!r} must return {count} numbers; got {type(raw).__name__} "

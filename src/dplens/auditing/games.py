@@ -29,6 +29,7 @@ from scipy import special
 
 from dplens.auditing import bounds as bd
 from dplens.auditing import runner
+from dplens.auditing.host import host_value
 from dplens.mechanisms.base import NeighbouringPair, output_size
 
 __all__ = [
@@ -152,7 +153,7 @@ class _Scorer:
         if self.function is None:
             scores = mechanism.log_likelihood_ratio(outputs, pair.data, pair.neighbour)
         else:
-            scores = self.function(outputs)
+            scores = host_value(self.function(outputs))  # a score computed in torch / JAX / CuPy: to host memory
         scores = np.asarray(scores, dtype=float).reshape(-1)
         if np.isnan(scores).any():
             raise ValueError("the score returned NaN for some outputs")

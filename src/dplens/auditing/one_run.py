@@ -19,10 +19,19 @@ heuristic and every result it produces says so. It is not even the stronger choi
 32 a-priori cut-offs give 1.99 / 3.90 / 5.81 against its 1.13 / 2.31 / 4.40, because the δ term 2mδ·α_term puts a
 floor under p(ε) that a level α/386 cannot pass for the short, precise cut-offs.
 
-:class:`GaussianFDP` is the f-DP one-run analysis of Mahloujifar, Melis, Chaudhuri, "Auditing f-Differential
-Privacy in One Run", ICML 2025 (arXiv:2410.22235) with the Gaussian trade-off family. It tests the claim "M is
-μ-GDP with μ = μ(ε, δ)", which is stronger than (ε, δ)-DP, so its ε is an *estimate*: a lower bound on ε only if the
-mechanism's trade-off curve is GDP-shaped.
+The f-DP one-run analysis of Mahloujifar, Melis, Chaudhuri, "Auditing f-Differential Privacy in One Run", ICML 2025
+(arXiv:2410.22235) tests a hypothesised trade-off curve f against the same counts by a backward recursion
+("audit_rh_with_cap"). Run against the (ε, δ)-DP curve f_{ε,δ} (:class:`EpsilonDeltaFDP`) it is a *valid* lower
+bound on ε — (ε, δ)-DP is exactly f_{ε,δ}-DP (Dong, Roth, Su 2022, Proposition 2.5) — often tighter than Steinke et
+al.'s (neither always wins). Run against the Gaussian family (:class:`GaussianFDP`, what jax_privacy 2.0's
+``epsilon_one_run_fdp`` does) it tests "M is μ(ε, δ)-GDP", which is stronger than (ε, δ)-DP, so its ε is an
+*estimate*: a lower bound on ε only if the mechanism's trade-off curve is GDP-shaped (on pure ε = 1 randomized
+response it exceeds 1 in almost every seed).
+
+:class:`Combined` runs several valid analyses on the same cut-offs and reports the largest bound, each analysis at its
+share of the significance (equal shares by default: α/2 each for Steinke et al. and the f-DP (ε, δ) analysis). The
+largest of several bounds is valid only with such a split (a union bound: P[any bound > ε] ≤ Σ shares·α = α);
+taking the larger of two bounds each at α would not be.
 
 Limits (auditing-anchors §1.6, §9): with a perfect attacker and δ = 0 the bound is only ≈ ln(r / ln(1/α)); the
 2mδ term makes large m with non-tiny δ painful (m = 10⁵, δ = 10⁻⁵ and 100 perfect guesses give 0.81); and one-run
@@ -44,10 +53,13 @@ from scipy import optimize, special
 
 from dplens.accountant import conversions
 from dplens.auditing.bounds import check_significance
+from dplens.auditing.host import host_array
 
 __all__ = [
     "ApproximateDP",
     "BonferroniCutoffs",
+    "Combined",
+    "EpsilonDeltaFDP",
     "GaussianFDP",
     "GuessRule",
     "OneRunAnalysis",
@@ -57,6 +69,7 @@ __all__ = [
     "Symmetric",
     "TopK",
     "default_cutoffs",
+    "fdp_one_run_epsilon_lower_bound",
     "gaussian_fdp_one_run_epsilon",
     "one_run_audit",
     "one_run_epsilon_lower_bound",
@@ -153,6 +166,60 @@ class GaussianFDP(OneRunAnalysis):
     """
 
 
+@dataclass(frozen=True, slots=True)
+class EpsilonDeltaFDP(OneRunAnalysis):
+    """The f-DP analysis of Mahloujifar, Melis, Chaudhuri 2025 against the (ε, δ)-DP trade-off curve
+    (:func:`fdp_one_run_epsilon_lower_bound`). A valid bound (δ = 0 included)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Combined(OneRunAnalysis):
+    """Several valid analyses on the same cut-offs, the significance split between them; the largest bound wins.
+
+    ``shares`` are the fractions of α each analysis is run at (default: equal). Each analysis pays its own Bonferroni
+    correction over the K cut-offs at α·share, so every (analysis, cut-off) hypothesis is tested at α·share/K and the
+    shares sum to one: the largest bound is a valid (1 − α) lower bound (a union bound). Only bounds can be combined
+    (not :class:`GaussianFDP`, an estimate).
+    """
+
+    analyses: tuple[OneRunAnalysis, ...] = (ApproximateDP(), EpsilonDeltaFDP())
+    shares: tuple[float, ...] | None = None
+
+    @classmethod
+    def default(cls) -> Combined:
+        """Steinke et al. at α/5 and the f-DP (ε, δ) analysis at 4α/5 — the split of ``dplens audit-scores
+        --one-run``. Fixed before any data, from simulations (benchmarks/bench_one_run.py): the f-DP analysis gave
+        the larger bound in every Gaussian setting measured (by up to 2.7 at m = 10⁵, δ = 10⁻⁵, where Steinke et
+        al.'s 2mδ term bites) and Steinke et al.'s the larger by at most 0.015 on pure-DP randomized response, so
+        most of α goes to the former; the split costs ≲ 0.05 against the f-DP analysis run alone at α."""
+        return cls(analyses=(ApproximateDP(), EpsilonDeltaFDP()), shares=(0.2, 0.8))
+
+    def __post_init__(self) -> None:
+        analyses = tuple(self.analyses) if isinstance(self.analyses, tuple | list) else ()
+        if not analyses or not all(isinstance(a, ApproximateDP | EpsilonDeltaFDP) for a in analyses):
+            raise ValueError(
+                f"analyses must be a non-empty tuple of ApproximateDP() / EpsilonDeltaFDP() (bounds only); "
+                f"got {self.analyses!r}"
+            )
+        if len(set(analyses)) != len(analyses):
+            raise ValueError(f"analyses must not repeat an analysis; got {self.analyses!r}")
+        if self.shares is None:
+            shares = tuple(1.0 / len(analyses) for _ in analyses)
+        else:
+            try:
+                shares = tuple(float(w) for w in self.shares)
+            except (TypeError, ValueError):
+                raise ValueError(f"shares must be numbers; got {self.shares!r}") from None
+            ok = len(shares) == len(analyses) and all(0 < w <= 1 for w in shares)
+            if not ok or not math.isclose(sum(shares), 1.0, rel_tol=1e-9) or sum(shares) > 1.0 + 1e-12:
+                raise ValueError(
+                    f"shares must be {len(analyses)} numbers in (0, 1] summing to 1 (one per analysis); "
+                    f"got {self.shares!r}"
+                )
+        object.__setattr__(self, "analyses", analyses)
+        object.__setattr__(self, "shares", shares)
+
+
 # --------------------------------------------------------------------------------------------
 # Validation
 # --------------------------------------------------------------------------------------------
@@ -182,6 +249,7 @@ def _check_delta(delta: Any) -> float:
 
 
 def _check_scores_labels(scores: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
+    scores, labels = host_array(scores, name="scores"), host_array(labels, name="labels")  # torch/JAX/CuPy too
     try:
         s = np.asarray(scores, dtype=float)
     except (TypeError, ValueError):
@@ -370,7 +438,7 @@ def one_run_epsilon_lower_bound(
 
 
 # --------------------------------------------------------------------------------------------
-# f-DP one-run (Mahloujifar, Melis, Chaudhuri 2025), Gaussian family
+# f-DP one-run (Mahloujifar, Melis, Chaudhuri 2025): the (ε, δ)-DP curve (a bound) and the Gaussian family
 # --------------------------------------------------------------------------------------------
 
 
@@ -390,17 +458,38 @@ def _gdp_mu(epsilon: float, delta: float) -> float:
     return float(optimize.brentq(excess, 0.0, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps))
 
 
-def _fdp_excess(epsilon: float, m: int, r: int, v: int, alpha: float, delta: float) -> float:
-    """> 0 ⇔ the counts falsify μ(ε, δ)-GDP at level α ("audit_rh_with_cap" of Mahloujifar et al. 2025).
+_GAUSSIAN, _EPSILON_DELTA = "gaussian", "epsilon_delta"
+_MAX_EXP = 700.0  # e^700 is finite in double precision; an (ε, δ) curve beyond it is 0 except at α = 0
 
-    Backward recursion from r₀ = α·v/m, h₀ = α·(r − v)/m: for i = v − 1, …, 0, h ← max(h, f⁻¹(r_c)),
-    r_c ← min(1, r_c + i/(r − i)·Δh), with f⁻¹(x) = Φ(Φ⁻¹(x) − μ) the inverse of the GDP trade-off curve;
-    the claim is falsified if r_c + h > r/m. Non-increasing in ε (f⁻¹ decreases as μ grows).
+
+def _inverse_curve(epsilon: float, delta: float, curve: str) -> Any:
+    """x ↦ f(1 − x) for the hypothesised trade-off curve f (the "inverse blow-up" of Mahloujifar et al. 2025).
+
+    Gaussian family: f = G_μ with μ = μ(ε, δ), so f(1 − x) = Φ(Φ⁻¹(x) − μ). (ε, δ)-DP: f_{ε,δ}(a) = max(0,
+    1 − δ − e^ε·a, e^(−ε)·(1 − δ − a)) (Kairouz, Oh, Viswanath 2015; Dong, Roth, Su 2022 Proposition 2.5), so
+    f(1 − x) = max(0, 1 − δ − e^ε·(1 − x), e^(−ε)·(x − δ)).
     """
-    mu = _gdp_mu(epsilon, delta)
+    if curve == _GAUSSIAN:
+        mu = _gdp_mu(epsilon, delta)
+        return lambda x: float(special.ndtr(special.ndtri(x) - mu))
+    grow = math.exp(min(epsilon, _MAX_EXP))
+    shrink = 1.0 / grow
+    return lambda x: max(0.0, 1.0 - delta - grow * (1.0 - x), shrink * (x - delta))
+
+
+def _fdp_excess(epsilon: float, m: int, r: int, v: int, alpha: float, delta: float, curve: str = _GAUSSIAN) -> float:
+    """> 0 ⇔ the counts falsify the f-DP claim of ``curve`` at ε at level α ("audit_rh_with_cap" of Mahloujifar,
+    Melis, Chaudhuri 2025).
+
+    Backward recursion from r₀ = α·v/m, h₀ = α·(r − v)/m: for i = v − 1, …, 0, h ← max(h, f(1 − r_c)),
+    r_c ← min(1, r_c + i/(r − i)·Δh); the claim is falsified if r_c + h > r/m. r_c + h is non-decreasing in the
+    curve pointwise (every step is), and both curves decrease pointwise as ε grows: the excess is non-increasing in
+    ε, so the rejected ε form an interval [0, ε_lb) and the supremum is a valid bound when the curve's claim is.
+    """
+    inverse = _inverse_curve(epsilon, delta, curve)
     rc, h = alpha * v / m, alpha * (r - v) / m
     for i in range(v - 1, -1, -1):
-        h_new = max(h, float(special.ndtr(special.ndtri(rc) - mu)))
+        h_new = max(h, inverse(rc))
         if h_new == h:
             break  # neither h nor r_c can change any more
         rc = min(rc + i / (r - i) * (h_new - h), 1.0)
@@ -408,20 +497,59 @@ def _fdp_excess(epsilon: float, m: int, r: int, v: int, alpha: float, delta: flo
     return rc + h - r / m
 
 
-def _sup_epsilon_fdp(m: int, r: int, v: int, alpha: float, delta: float, *, floor: float = 0.0) -> float:
-    if v == 0 or _fdp_excess(floor, m, r, v, alpha, delta) <= 0:
+def _sup_epsilon_fdp(
+    m: int, r: int, v: int, alpha: float, delta: float, *, floor: float = 0.0, curve: str = _GAUSSIAN
+) -> float:
+    """sup{ε ≥ floor : the counts falsify the curve at ε}, or ``floor``: doubling, Brent's method, then stepped down
+    until the reported ε is itself falsified (a bound must err on the low side)."""
+
+    def excess(eps: float) -> float:
+        return _fdp_excess(eps, m, r, v, alpha, delta, curve)
+
+    if v == 0 or excess(floor) <= 0:
         return floor
     lo, hi = floor, max(1.0, 2.0 * floor)
-    while _fdp_excess(hi, m, r, v, alpha, delta) > 0:
+    while excess(hi) > 0:
         lo, hi = hi, 2.0 * hi
         if hi > 1e4:
             return lo
-    root = optimize.brentq(lambda e: _fdp_excess(e, m, r, v, alpha, delta), lo, hi, xtol=1e-10)
+    root = optimize.brentq(excess, lo, hi, xtol=1e-10)
     step = 1e-10 * (1.0 + root)
-    while root > lo and _fdp_excess(root, m, r, v, alpha, delta) <= 0:
+    while root > lo and excess(root) <= 0:
         root = max(lo, root - step)
         step *= 2.0
     return root
+
+
+def fdp_one_run_epsilon_lower_bound(
+    *, canaries: int, guesses: int, correct: int, significance: float = _DEFAULT_SIGNIFICANCE, delta: float = 0.0
+) -> float:
+    """The f-DP one-run lower bound against the (ε, δ)-DP curve (Mahloujifar, Melis, Chaudhuri 2025, ICML).
+
+    The largest ε whose trade-off curve f_{ε,δ} (:func:`_inverse_curve`) is falsified at level α by the backward
+    recursion "audit_rh_with_cap" (:func:`_fdp_excess`). A mechanism that is (ε, δ)-DP is f_{ε,δ}-DP, so this is a
+    valid (1 − α) lower bound on ε — unlike the Gaussian-family number (:func:`gaussian_fdp_one_run_epsilon`),
+    which assumes the curve's shape. It is often tighter than :func:`one_run_epsilon_lower_bound` on the same
+    counts, not always.
+
+    Args:
+        canaries: m, each included independently with probability ½ before the run.
+        guesses: r, the number of guesses made (fixed before the run).
+        correct: v, the number of correct guesses.
+        significance: α ∈ (0, 1).
+        delta: δ ∈ [0, 1) of the (ε, δ) statement under test.
+
+    Returns:
+        ε_lb ≥ 0.
+
+    Example:
+        >>> round(fdp_one_run_epsilon_lower_bound(canaries=1000, guesses=100, correct=100, significance=0.05), 3)
+        3.493
+    """
+    m, r, v = _check_counts(canaries, guesses, correct)
+    alpha = check_significance(significance)
+    delta = _check_delta(delta)
+    return _sup_epsilon_fdp(m, r, v, alpha, delta, curve=_EPSILON_DELTA)
 
 
 def gaussian_fdp_one_run_epsilon(
@@ -525,17 +653,23 @@ def _cutoff_candidates(
 
 
 def _upper_hull(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Indices of the upper concave hull of points sorted by x (Andrew's monotone chain; collinear points dropped)."""
-    hull: list[int] = []
-    for i in range(x.size):
-        while len(hull) >= 2:
-            o, a = hull[-2], hull[-1]
-            if (x[a] - x[o]) * (y[i] - y[o]) - (y[a] - y[o]) * (x[i] - x[o]) >= 0:
-                hull.pop()
-            else:
-                break
-        hull.append(i)
-    return np.asarray(hull, dtype=np.int64)
+    """Indices of the upper concave hull of a staircase — x and y non-decreasing, no point repeated, as the (FN, TN)
+    counts of the distinct scores taken as thresholds are — collinear points dropped, both ends kept.
+
+    Vectorised passes drop every interior point on or below the chord of its two neighbours at once — such a point
+    lies on or below a chord of two other points of the set, so it is no hull vertex — until none is: the hull of
+    Andrew's monotone chain, in a few array operations per pass instead of a Python loop over the points (the
+    bootstrap builds a frontier per resample). Integer coordinates (counts) keep the cross products exact.
+    """
+    index = np.arange(x.size)
+    while index.size > 2:
+        px, py = x[index], y[index]
+        cross = (px[1:-1] - px[:-2]) * (py[2:] - py[:-2]) - (py[1:-1] - py[:-2]) * (px[2:] - px[:-2])
+        dropped = cross >= 0
+        if not dropped.any():
+            break
+        index = index[np.concatenate(([True], ~dropped, [True]))]
+    return index.astype(np.int64)
 
 
 def _pareto_candidates(scores: np.ndarray, labels: np.ndarray) -> tuple[list[_Candidate], int]:
@@ -565,7 +699,9 @@ class OneRunResult:
 
     ``is_estimate`` is True only for :class:`GaussianFDP` (GDP-shape assumption); ``heuristic`` is True only for
     :class:`ParetoFrontierHeuristic` (data-dependent correction). A result with both False is a valid (1 − α)
-    lower bound on ε (Steinke, Nasr, Jagielski 2023).
+    lower bound on ε (Steinke, Nasr, Jagielski 2023; Mahloujifar, Melis, Chaudhuri 2025 against the (ε, δ) curve).
+    ``share`` is the fraction of α the reported analysis ran at and ``components`` the bound of every analysis of a
+    :class:`Combined` one (each at its share; the largest is reported).
     """
 
     epsilon_lower_bound: float
@@ -588,6 +724,8 @@ class OneRunResult:
     reference: str
     is_estimate: bool = False
     assumption: str | None = None
+    share: float = 1.0
+    components: tuple[dict[str, Any], ...] = ()
 
     @property
     def confidence(self) -> float:
@@ -595,8 +733,8 @@ class OneRunResult:
 
     @property
     def hypothesis_significance(self) -> float:
-        """α/K, the level each of the K candidate cut-offs was tested at."""
-        return self.significance / self.hypotheses
+        """α·share/K, the level each of the K candidate cut-offs was tested at (share < 1: :class:`Combined`)."""
+        return self.significance * self.share / self.hypotheses
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -625,6 +763,8 @@ class OneRunResult:
             "hypothesis_significance": self.hypothesis_significance,
             "analysis": self.analysis,
             "reference": self.reference,
+            "share": self.share,
+            "components": [dict(c) for c in self.components],
         }
 
     @classmethod
@@ -636,11 +776,14 @@ class OneRunResult:
         cutoff = data.get("cutoff")
         if not isinstance(cutoff, dict):
             raise ValueError("one-run result is missing required field 'cutoff'")
-        names = [n for n in cls.__dataclass_fields__ if n not in cutoff_names]
+        optional = {"share": 1.0, "components": ()}  # results written before the combined analysis have neither
+        names = [n for n in cls.__dataclass_fields__ if n not in cutoff_names and n not in optional]
         missing = [n for n in names if n not in data] + [n for n in cutoff_names if n not in cutoff]
         if missing:
             raise ValueError(f"one-run result is missing required field {missing[0]!r}")
-        return cls(**{n: data[n] for n in names}, **{n: cutoff[n] for n in cutoff_names})
+        components = tuple(dict(c) for c in data.get("components", ()))
+        extra = {"share": float(data.get("share", 1.0)), "components": components}
+        return cls(**{n: data[n] for n in names}, **{n: cutoff[n] for n in cutoff_names}, **extra)
 
 
 def _analysis_fields(analysis: OneRunAnalysis, delta: float) -> tuple[str, str, bool, str | None]:
@@ -648,17 +791,29 @@ def _analysis_fields(analysis: OneRunAnalysis, delta: float) -> tuple[str, str, 
     match analysis:
         case ApproximateDP():
             return "approximate_dp", STEINKE_REFERENCE, False, None
+        case EpsilonDeltaFDP():
+            return "epsilon_delta_fdp", FDP_REFERENCE, False, None
         case GaussianFDP():
             if delta <= 0:
                 raise ValueError(f"delta must be in (0, 1) for GaussianFDP; got {delta!r}")
             return "gaussian_fdp", FDP_REFERENCE, True, GDP_FAMILY_ASSUMPTION
-    raise ValueError(f"analysis must be ApproximateDP() or GaussianFDP(); got {analysis!r}")
+        case Combined(analyses=analyses):
+            names = " + ".join(_analysis_fields(a, delta)[0] for a in analyses)
+            references = "; ".join(dict.fromkeys(_analysis_fields(a, delta)[1] for a in analyses))
+            return f"combined ({names})", references, False, None
+    raise ValueError(
+        f"analysis must be ApproximateDP(), EpsilonDeltaFDP(), GaussianFDP() or Combined(...); got {analysis!r}"
+    )
 
 
 def _best_candidate(
     candidates: list[Any], analysis: OneRunAnalysis, *, m: int, level: float, delta: float
 ) -> tuple[float, Any]:
-    """The largest ε lower bound over the candidate cut-offs (each at ``level``) and its candidate."""
+    """The largest ε lower bound over the candidate cut-offs (each at ``level``) and its candidate.
+
+    Candidates are visited in decreasing order of their δ = 0 Steinke bound (cheap); the search starts every later
+    candidate at the best ε so far (one evaluation decides that it cannot beat it: both tests are monotone in ε).
+    """
     r = np.array([c.guesses for c in candidates])
     v = np.array([c.correct for c in candidates])
     ceiling = _epsilon_pure(r, v, level)  # the δ = 0 bound of each candidate: cheap, and ≥ its δ > 0 bound
@@ -671,10 +826,38 @@ def _best_candidate(
                 break  # sorted: no later candidate can beat the best
             eps = _sup_epsilon(_PValue(m, cand.guesses, cand.correct, delta), level, floor=best_eps)
         else:
-            eps = _sup_epsilon_fdp(m, cand.guesses, cand.correct, level, delta, floor=best_eps)
+            curve = _EPSILON_DELTA if isinstance(analysis, EpsilonDeltaFDP) else _GAUSSIAN
+            eps = _sup_epsilon_fdp(m, cand.guesses, cand.correct, level, delta, floor=best_eps, curve=curve)
         if eps > best_eps:
             best_eps, best = eps, cand
     return best_eps, best
+
+
+def _combined_best(
+    candidates: list[Any], analysis: Combined, *, m: int, alpha: float, hypotheses: int, delta: float
+) -> tuple[float, Any, float, OneRunAnalysis, tuple[dict[str, Any], ...]]:
+    """Every analysis of ``analysis`` on the same candidates at its share of α; the best, its share and the parts."""
+    best: tuple[float, Any, float, OneRunAnalysis] | None = None
+    parts = []
+    for part, share in zip(analysis.analyses, analysis.shares, strict=True):
+        eps, cand = _best_candidate(candidates, part, m=m, level=alpha * share / hypotheses, delta=delta)
+        name, reference, _, _ = _analysis_fields(part, delta)
+        parts.append(
+            {
+                "analysis": name,
+                "reference": reference,
+                "share": share,
+                "significance": alpha * share,
+                "hypothesis_significance": alpha * share / hypotheses,
+                "epsilon_lower_bound": float(eps),
+                "guesses": cand.guesses,
+                "correct": cand.correct,
+            }
+        )
+        if best is None or eps > best[0]:
+            best = (eps, cand, share, part)
+    assert best is not None
+    return (*best, tuple(parts))
 
 
 def one_run_audit(
@@ -706,7 +889,9 @@ def one_run_audit(
         delta: δ ∈ [0, 1) of the (ε, δ) statement under test (δ > 0 required by :class:`GaussianFDP`).
         rule: :class:`TopK` (default) or :class:`Symmetric`.
         correction: :class:`BonferroniCutoffs` (default, valid) or :class:`ParetoFrontierHeuristic` (heuristic).
-        analysis: :class:`ApproximateDP` (default, a bound) or :class:`GaussianFDP` (an estimate).
+        analysis: :class:`ApproximateDP` (default, a bound), :class:`EpsilonDeltaFDP` (a bound),
+            :class:`Combined` (the largest of several bounds, α split between them) or :class:`GaussianFDP`
+            (an estimate).
 
     Returns:
         A :class:`OneRunResult`.
@@ -742,7 +927,13 @@ def one_run_audit(
     if not candidates:
         raise ValueError(f"labels give no candidate guesses (all scores tie at +inf?); got {m} canaries")
 
-    best_eps, best = _best_candidate(candidates, analysis, m=m, level=alpha / hypotheses, delta=delta)
+    share, components = 1.0, ()
+    if isinstance(analysis, Combined):
+        best_eps, best, share, _, components = _combined_best(
+            candidates, analysis, m=m, alpha=alpha, hypotheses=hypotheses, delta=delta
+        )
+    else:
+        best_eps, best = _best_candidate(candidates, analysis, m=m, level=alpha / hypotheses, delta=delta)
     return OneRunResult(
         epsilon_lower_bound=float(best_eps),
         significance=alpha,
@@ -764,4 +955,6 @@ def one_run_audit(
         reference=reference,
         is_estimate=is_estimate,
         assumption=assumption,
+        share=share,
+        components=components,
     )

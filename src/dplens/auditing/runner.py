@@ -18,6 +18,10 @@ Faults (a run of 10⁹ trials takes hours and gets interrupted):
   signal on Linux (``prctl(PR_SET_PDEATHSIG)``) and, everywhere, a watchdog thread that exits when the worker's
   parent process changes. Workers ignore SIGINT and SIGTERM: the parent decides what they mean.
 - **Progress.** A tqdm bar (trials, trials/s, ETA) and progress events for :func:`observe` (``--log-json``).
+
+Start method of the local pool (:func:`choose_start_method`, recorded in every result's ``backend``): fork where it
+is safe and faster; forkserver (or spawn) once a GPU build of torch, JAX or TensorFlow is loaded, whose threads do
+not survive a fork — e.g. an Opacus audit run after a training in the same process on a machine with a GPU.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ __all__ = [
     "Backend",
     "ChunkPlan",
     "Interrupted",
+    "choose_start_method",
     "chunk_seed",
     "fingerprint",
     "observe",
@@ -459,11 +464,66 @@ def _run_in_process(
         yield index, task(index, plan.size(index), chunk_seed(seed, index))
 
 
-def _pool_context() -> multiprocessing.context.BaseContext:
-    # fork shares the parent's imported modules (numpy, scipy): a worker starts in milliseconds, which is what
-    # makes a 2-worker pool pay off on runs of a few seconds. Elsewhere fall back to the platform default.
+START_METHOD_VARIABLE = "DPLENS_START_METHOD"
+
+
+def _fork_hazard() -> str | None:
+    """Why forking this process is unsafe (threads a forked child cannot inherit), or None.
+
+    - torch built for a GPU (CUDA, ROCm) or with CUDA initialised: its autograd engine starts one thread per visible
+      device at the first backward pass, and a forked child then fails ("Unable to handle autograd's threading in
+      combination with fork-based multiprocessing"); CUDA itself cannot be used after fork. A CPU-only build starts
+      no such threads (CI, and every test here without a GPU).
+    - JAX / jaxlib or TensorFlow loaded: their runtimes start thread pools at import; a forked child can deadlock.
+
+    Only loaded modules are inspected (nothing is imported here).
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        version = getattr(torch, "version", None)
+        gpu = getattr(version, "cuda", None) or getattr(version, "hip", None)
+        cuda = getattr(torch, "cuda", None)
+        with contextlib.suppress(Exception):
+            if cuda is not None and cuda.is_initialized():
+                return "CUDA is initialised in torch (CUDA cannot be used in a forked child)"
+        if gpu:
+            return f"torch built for GPUs ({gpu}) is loaded: its autograd device threads do not survive fork"
+    for name, what in (("jax", "JAX"), ("jaxlib", "JAX"), ("tensorflow", "TensorFlow")):
+        if name in sys.modules:
+            return f"{what} is loaded: its runtime threads do not survive fork"
+    return None
+
+
+def choose_start_method() -> tuple[str, str]:
+    """The start method of the local process pool, and why (recorded in the result's ``backend``).
+
+    fork where it is safe: the workers share the parent's imported modules (numpy, scipy) and start in milliseconds,
+    which is what makes a 2-worker pool pay off on runs of a few seconds, and they inherit the task (a lambda score
+    needs no pickling). Where it is not (:func:`_fork_hazard`: a GPU build of torch, JAX, TensorFlow), forkserver
+    (Linux; each worker forked from a fresh single-threaded server) or spawn: the task is pickled and the workers
+    import what it needs. ``DPLENS_START_METHOD`` (fork, forkserver, spawn) overrides the choice. macOS and Windows
+    use their default (spawn). The counts are the same bits whatever the method: each chunk draws from its own seed.
+    """
     methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("fork" if "fork" in methods and sys.platform != "darwin" else None)
+    forced = os.environ.get(START_METHOD_VARIABLE, "").strip()
+    if forced:
+        if forced not in methods:
+            raise ValueError(f"{START_METHOD_VARIABLE} must be one of {methods} on this platform; got {forced!r}")
+        return forced, f"set by {START_METHOD_VARIABLE}"
+    if "fork" not in methods or sys.platform == "darwin":
+        return multiprocessing.get_context().get_start_method(), "the platform's default"
+    hazard = _fork_hazard()
+    if hazard is None:
+        return "fork", "no GPU runtime or threaded framework is loaded"
+    return ("forkserver" if "forkserver" in methods else "spawn"), hazard
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    method, _ = choose_start_method()
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload(["dplens.auditing.runner"])  # numpy once in the server, not in every worker
+    return context
 
 
 _INHERITED_TASK: ChunkTask | None = None
@@ -471,35 +531,50 @@ _PR_SET_PDEATHSIG = 1
 _ARM_PDEATHSIG = True  # False leaves only the portable watchdog (the tests check the macOS path on Linux with it)
 
 
-def _die_with_parent(parent: int) -> None:
-    """Make this worker exit when ``parent`` does, however the parent dies.
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists (another user's, or not signalable from here)
+        return True
+    return True
 
-    Linux: the kernel sends SIGKILL when the parent thread exits (``prctl(PR_SET_PDEATHSIG)``), at once. Everywhere
-    (macOS too): a daemon thread checks ``os.getppid()`` — which changes when the parent dies and the worker is
-    re-parented — every :data:`WATCHDOG_INTERVAL` seconds and exits the process.
+
+def _die_with_parent(parent: int, *, via_server: bool = False) -> None:
+    """Make this worker exit when ``parent`` (the auditing process) does, however it dies.
+
+    Linux: the kernel sends SIGKILL when the worker's parent thread exits (``prctl(PR_SET_PDEATHSIG)``), at once.
+    Everywhere (macOS too): a daemon thread checks every :data:`WATCHDOG_INTERVAL` seconds that ``os.getppid()`` has
+    not changed (it does when the parent dies and the worker is re-parented) and that ``parent`` is alive, and exits
+    the process otherwise. Under forkserver (``via_server``) the worker's parent is the fork server, which exits when
+    the auditing process does; the liveness check of ``parent`` covers the auditing process itself.
     """
     if _ARM_PDEATHSIG and sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             import ctypes
 
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # the parent died before the signal was armed
+    first = os.getppid()
+    if (not via_server and first != parent) or not _alive(parent):  # the parent died before the signal was armed
         os._exit(1)
 
     def watch() -> None:
         while True:
             time.sleep(WATCHDOG_INTERVAL)
-            if os.getppid() != parent:
+            if os.getppid() != first or not _alive(parent):
                 os._exit(1)
 
     threading.Thread(target=watch, name="dplens-parent-watchdog", daemon=True).start()
 
 
-def _worker_init(parent: int, task: ChunkTask | None) -> None:
+def _worker_init(parent: int, task: ChunkTask | None, method: str = "fork", path: list[str] | None = None) -> None:
     # The parent decides what a Ctrl-C (sent to the whole foreground process group) or a SIGTERM means.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _die_with_parent(parent)
+    if path is not None:  # a fork server keeps the import path it started with: use the auditing process's own
+        sys.path[:] = path
+    _die_with_parent(parent, via_server=method == "forkserver")
     global _INHERITED_TASK
     _INHERITED_TASK = task
 
@@ -538,16 +613,17 @@ def _run_pool(
     task: ChunkTask, plan: ChunkPlan, todo: list[int], seed: int, workers: int, stop: _SignalGuard
 ) -> Iterator[tuple[int, np.ndarray]]:
     context = _pool_context()
+    method = context.get_start_method()
     # Under fork the workers inherit the task (nothing is pickled: a lambda score works); elsewhere it is pickled,
     # so say clearly what cannot be, before any worker starts.
-    inherited = context.get_start_method() == "fork"
+    inherited = method == "fork"
     if not inherited:
         _check_picklable(task)
     pool = futures.ProcessPoolExecutor(
         max_workers=workers,
         mp_context=context,
         initializer=_worker_init,
-        initargs=(os.getpid(), task if inherited else None),
+        initargs=(os.getpid(), task if inherited else None, method, None if inherited else list(sys.path)),
     )
     function = _run_inherited if inherited else task
     waiting = iter(todo)
@@ -837,9 +913,11 @@ def _interrupted(
 
 
 def backend_name(*, workers: int, scheduler: Any) -> str:
-    """A description of the backend for results and reports."""
+    """A description of the backend for results and reports (a process pool names its start method and why:
+    :func:`choose_start_method`)."""
     if scheduler is not None:
         return f"{Backend.DASK.value} ({scheduler if isinstance(scheduler, str) else 'client'})"
     if workers > 1:
-        return f"{Backend.PROCESS_POOL.value} ({workers} workers)"
+        method, why = choose_start_method()
+        return f"{Backend.PROCESS_POOL.value} ({workers} workers, start method {method}: {why})"
     return Backend.IN_PROCESS.value

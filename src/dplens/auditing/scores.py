@@ -15,8 +15,10 @@ auditing-anchors §3.1 and §8). Two designs:
   per-threshold α — invalid — is never taken, and the two directions are separate statistics (no absolute value,
   the jax_privacy PR #270 bug).
 - **One run** (``one_run=True``): m canaries each included independently with probability ½ *before* a single
-  training run; the scores go to the one-run analysis of Steinke, Nasr, Jagielski 2023 in
-  :mod:`dplens.auditing.one_run` (guesses at cut-offs fixed before the data, Bonferroni over them).
+  training run; the scores go to the one-run analyses of :mod:`dplens.auditing.one_run` (guesses at cut-offs fixed
+  before the data, Bonferroni over them): Steinke, Nasr, Jagielski 2023 and the f-DP analysis of Mahloujifar, Melis,
+  Chaudhuri 2025 against the (ε, δ)-DP trade-off curve, both valid, run at α/5 and 4α/5 and the larger reported
+  (the split is what makes the larger of the two valid; :meth:`~dplens.auditing.one_run.Combined.default`).
 
 Estimates, each labelled as one in every attribute, JSON key and line of text: the Gaussian-DP μ (Nasr et al. 2023;
 Dong, Roth, Su 2022 Corollary 2.13 — a valid lower bound on μ, an ε only if the mechanism is GDP-shaped), the f-DP
@@ -53,6 +55,7 @@ from dplens.accountant import conversions
 from dplens.auditing import bounds as bd
 from dplens.auditing import one_run as orun
 from dplens.auditing.games import Verdict, bound_region, verdict_for
+from dplens.auditing.host import host_array
 
 __all__ = [
     "OneRunAuditResult",
@@ -138,6 +141,7 @@ class ThresholdGrid(ThresholdSelection):
 
 
 def _check_scores(scores: Any, member: Any) -> tuple[np.ndarray, np.ndarray]:
+    scores, member = host_array(scores, name="scores"), host_array(member, name="member")  # torch/JAX/CuPy too
     try:
         s = np.asarray(scores, dtype=float)
     except (TypeError, ValueError):
@@ -634,7 +638,7 @@ class OneRunAuditResult:
         >>> member = rng.random(1000) < 0.5
         >>> result = audit_scores(rng.normal(2.0 * member, 1.0), member, claim=4.377, delta=1e-5, one_run=True)
         >>> type(result).__name__, result.verdict.value, round(result.epsilon_lower_bound, 3)
-        ('OneRunAuditResult', 'CONSISTENT', 2.785)
+        ('OneRunAuditResult', 'CONSISTENT', 2.875)
         >>> OneRunAuditResult.from_dict(result.to_dict()) == result
         True
     """
@@ -717,6 +721,11 @@ class OneRunAuditResult:
             f"  guesses: {a.guesses} ({a.in_guesses} 'in', {a.out_guesses} 'out'), {a.correct} correct; "
             f"{a.hypotheses} cut-offs fixed before the data, Bonferroni ({a.reference})",
         ]
+        if a.components:
+            parts = "; ".join(
+                f"{c['analysis']} {c['epsilon_lower_bound']:.6g} at {c['share']:g} of alpha" for c in a.components
+            )
+            lines.append(f"  analyses (significance split between them, the largest reported): {parts}")
         if self.game:
             lines.append(f"  game: {self.game.get('description', '')}")
         lines += [
@@ -897,7 +906,14 @@ def _two_sample(
     )
 
 
-def _one_run_ceiling(m: int, rule: orun.GuessRule, correction: orun.SearchCorrection, alpha: float, delta: float):
+def _one_run_ceiling(
+    m: int,
+    rule: orun.GuessRule,
+    correction: orun.SearchCorrection,
+    alpha: float,
+    delta: float,
+    analysis: orun.OneRunAnalysis,
+) -> float:
     """The bound if every guess at the largest cut-off were right (no one-run audit of this design can do better)."""
     match correction:
         case orun.BonferroniCutoffs(cutoffs=cutoffs, size=size):
@@ -906,9 +922,19 @@ def _one_run_ceiling(m: int, rule: orun.GuessRule, correction: orun.SearchCorrec
         case _:
             k, hypotheses = orun._max_cutoff(m, rule), 1  # the heuristic: its own count is data-dependent
     r = 2 * k if isinstance(rule, orun.Symmetric) else k
-    return orun.one_run_epsilon_lower_bound(
-        canaries=m, guesses=r, correct=r, significance=alpha / hypotheses, delta=delta
-    )
+    if isinstance(analysis, orun.Combined):
+        parts = zip(analysis.analyses, analysis.shares, strict=True)
+    else:
+        parts = [(analysis, 1.0)]
+    best = 0.0
+    for part, share in parts:
+        bound = (
+            orun.fdp_one_run_epsilon_lower_bound
+            if isinstance(part, orun.EpsilonDeltaFDP)
+            else orun.one_run_epsilon_lower_bound
+        )
+        best = max(best, bound(canaries=m, guesses=r, correct=r, significance=alpha * share / hypotheses, delta=delta))
+    return best
 
 
 def _one_run(
@@ -920,6 +946,7 @@ def _one_run(
     confidence: float,
     rule: orun.GuessRule | None,
     correction: orun.SearchCorrection | None,
+    analysis_option: orun.OneRunAnalysis | None,
     targets: tuple[float, ...],
     claim_source: str,
     seed: int,
@@ -929,8 +956,16 @@ def _one_run(
     alpha = 1.0 - confidence
     rule = orun.Symmetric() if rule is None else rule
     correction = orun.BonferroniCutoffs() if correction is None else correction
+    analysis_option = orun.Combined.default() if analysis_option is None else analysis_option
+    if isinstance(analysis_option, orun.GaussianFDP):
+        raise ValueError(
+            "analysis: GaussianFDP() is an estimate (fdp_epsilon_estimate reports it); the bound needs "
+            "ApproximateDP(), EpsilonDeltaFDP() or Combined(...)"
+        )
     m = s.size
-    analysis = orun.one_run_audit(s, lab, significance=alpha, delta=delta, rule=rule, correction=correction)
+    analysis = orun.one_run_audit(
+        s, lab, significance=alpha, delta=delta, rule=rule, correction=correction, analysis=analysis_option
+    )
     fdp = math.inf
     if delta > 0 and not isinstance(correction, orun.ParetoFrontierHeuristic):
         fdp = orun.one_run_audit(
@@ -952,12 +987,18 @@ def _one_run(
             if isinstance(correction, orun.BonferroniCutoffs) and correction.cutoffs is not None:
                 sub_correction = orun.BonferroniCutoffs(size=len(correction.cutoffs))
             value = orun.one_run_audit(
-                s[subset], sub_lab, significance=alpha, delta=delta, rule=rule, correction=sub_correction
+                s[subset],
+                sub_lab,
+                significance=alpha,
+                delta=delta,
+                rule=rule,
+                correction=sub_correction,
+                analysis=analysis_option,
             ).epsilon_lower_bound
         trajectory.append({"canaries": int(size), "epsilon_lower_bound": float(value)})
     sorted_in, sorted_out = _sorted_classes(s, lab)
     described = _descriptive(sorted_in, sorted_out, targets)
-    ceiling = _one_run_ceiling(m, rule, correction, alpha, delta)
+    ceiling = _one_run_ceiling(m, rule, correction, alpha, delta, analysis_option)
     bound = analysis.epsilon_lower_bound
     verdict, reason = verdict_for(bound, ceiling, claim, confidence)
     if analysis.heuristic:
@@ -993,6 +1034,7 @@ def audit_scores(
     selection: ThresholdSelection | None = None,
     rule: orun.GuessRule | None = None,
     correction: orun.SearchCorrection | None = None,
+    analysis: orun.OneRunAnalysis | None = None,
     fpr_targets: tuple[float, ...] = DEFAULT_FPR_TARGETS,
     seed: int = 0,
     claim_source: str = "given",
@@ -1008,7 +1050,9 @@ def audit_scores(
     independently with probability ½ *before* the single run (Steinke, Nasr, Jagielski 2023; a balanced design
     with exactly half included is not covered); guesses follow ``rule`` (default
     :class:`~dplens.auditing.one_run.Symmetric`) at the cut-offs of ``correction`` (default 32 a-priori cut-offs,
-    Bonferroni).
+    Bonferroni), analysed by ``analysis`` (default :meth:`~dplens.auditing.one_run.Combined.default`: Steinke et al.
+    at α/5 and the f-DP analysis of Mahloujifar et al. against the (ε, δ)-DP curve at 4α/5, the larger bound
+    reported — valid because α is split between them).
 
     The verdict: VIOLATION if the bound exceeds ``claim``; INCONCLUSIVE if no audit of this size could have shown
     one (the measurability ceiling does not exceed the claim); CONSISTENT otherwise.
@@ -1021,7 +1065,8 @@ def audit_scores(
         confidence: 1 − α.
         one_run: the one-run design instead of two samples.
         selection: two samples: :class:`SplitSelection` (default) or :class:`ThresholdGrid`.
-        rule, correction: one run: the guessing rule and the search correction (:mod:`dplens.auditing.one_run`).
+        rule, correction, analysis: one run: the guessing rule, the search correction and the analysis (bounds only;
+            :mod:`dplens.auditing.one_run`).
         fpr_targets: FPRs at which the empirical TPR is reported (an estimate).
         seed: one run: the seed of the random nested subsets of the ε-against-canaries curve.
         claim_source: where the claim comes from (recorded).
@@ -1061,13 +1106,16 @@ def audit_scores(
             confidence=confidence,
             rule=rule,
             correction=correction,
+            analysis_option=analysis,
             targets=targets,
             claim_source=claim_source,
             seed=int(seed),
             start=start,
         )
-    if rule is not None or correction is not None:
-        raise ValueError("rule and correction apply to the one-run audit (one_run=True); two samples take selection")
+    if rule is not None or correction is not None or analysis is not None:
+        raise ValueError(
+            "rule, correction and analysis apply to the one-run audit (one_run=True); two samples take selection"
+        )
     selection = SplitSelection() if selection is None else selection
     if isinstance(selection, bd.FixedThreshold):
         selection = ThresholdGrid((selection.threshold,))

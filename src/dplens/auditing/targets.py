@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from dplens.auditing.host import host_value, to_host
+
 __all__ = [
     "Target",
     "TargetError",
@@ -155,49 +157,58 @@ class Target:
     # ---- running --------------------------------------------------------------------------
 
     def call_once(self, data: Any, rng: np.random.Generator) -> Any:
-        """One output (the probe uses this; errors propagate unchanged)."""
+        """One output in host memory (the probe uses this; the target's errors propagate unchanged)."""
         match self.kind:
             case TargetKind.CALLABLE:
-                return self.function(data, rng)
+                out = self.function(data, rng)
             case TargetKind.BATCHED:
-                out = self.function(data, rng, 1)
-                return _first(out)
+                return _first(to_host(self.function(data, rng, 1)))
             case TargetKind.RELEASE:
-                return self.function.release(data, rng)
+                out = self.function.release(data, rng)
             case TargetKind.RANDOMISE:
-                return _seeded_copy(self.function, rng).randomise(self._value(data))
+                out = _seeded_copy(self.function, rng).randomise(self._value(data))
             case TargetKind.OPENDP:
-                return self.function(data)
-        raise ValueError(f"unknown target kind {self.kind!r}")
+                out = self.function(data)
+            case _:
+                raise ValueError(f"unknown target kind {self.kind!r}")
+        return host_value(out)
 
     def _value(self, data: Any) -> Any:
         return data if self.query is None else self.query(data)
 
     def draw(self, data: Any, n: int, rng: np.random.Generator, *, where: str = "") -> list[Any] | np.ndarray:
-        """``n`` independent outputs on ``data``; a failure raises :class:`TargetError` naming the trial."""
+        """``n`` independent outputs on ``data``, in host memory (:func:`dplens.auditing.host.to_host`: torch, JAX
+        and CuPy arrays on any device, once per batch); a failure raises :class:`TargetError` naming the trial."""
         out: list[Any] = []
+        place = f" ({where})" if where else ""
         try:
             if self.kind is TargetKind.RELEASE and callable(getattr(self.function, "release_batch", None)):
-                return self.function.release_batch(data, n, rng)  # n releases at once (dplens's own mechanisms)
-            if self.kind is TargetKind.BATCHED:
+                batch = self.function.release_batch(data, n, rng)  # n releases at once (dplens's own mechanisms)
+            elif self.kind is TargetKind.BATCHED:
                 batch = self.function(data, rng, n)
-                if isinstance(batch, tuple | list):
-                    batch = list(batch)
-                length = len(batch) if hasattr(batch, "__len__") else -1
-                if length != n:
-                    raise ValueError(f"returned {length} outputs for size={n} (declare batched only if it does)")
-                return batch
-            call = self._single(data, rng)
-            for _ in range(n):
-                out.append(call())
-            return out
+            else:
+                call = self._single(data, rng)
+                for _ in range(n):
+                    out.append(call())
+                batch = out
         except TargetError:
             raise
         except Exception as err:
             at = "batch" if self.kind is TargetKind.BATCHED else f"trial {len(out) + 1} of {n}"
             detail = f"{type(err).__name__}: {err}".splitlines()[0] if str(err) else type(err).__name__
-            place = f" ({where})" if where else ""
             raise TargetError(f"target {self.name} failed at {at}{place}: {detail}") from err
+        try:
+            batch = to_host(batch)
+        except ValueError as err:
+            raise TargetError(f"target {self.name}{place}: {err}") from None
+        if self.kind is TargetKind.BATCHED:
+            length = len(batch) if isinstance(batch, list) or getattr(batch, "ndim", 0) > 0 else -1
+            if length != n:
+                raise TargetError(
+                    f"target {self.name} failed at batch{place}: returned {length} outputs for size={n} (declare "
+                    "batched only if it does)"
+                )
+        return batch
 
     def _single(self, data: Any, rng: np.random.Generator) -> Callable[[], Any]:
         """A zero-argument call producing one output (the mechanism copy and its input fixed once per batch)."""

@@ -60,8 +60,10 @@ from __future__ import annotations
 import contextlib
 import enum
 import math
+import re
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,6 +83,7 @@ from dplens.auditing.canaries import (
     _step_event,
     _step_llr,
 )
+from dplens.auditing.host import host_array, host_value
 from dplens.mechanisms.base import NeighbouringPair, check_count, check_rng
 
 __all__ = [
@@ -88,6 +91,7 @@ __all__ = [
     "OpacusScore",
     "OpacusTraining",
     "TrainingRun",
+    "check_device_available",
     "multi_run_opacus_audit",
     "one_run_opacus_audit",
     "require_torch",
@@ -107,6 +111,26 @@ def require_torch() -> tuple[Any, Any]:
     except ImportError:
         raise ImportError(EXTRA_MESSAGE) from None
     return torch, opacus
+
+
+def check_device_available(device: str) -> None:
+    """A one-line ``ValueError`` when torch cannot run on ``device`` here (no CUDA device, a CPU-only build, ...)."""
+    torch, _ = require_torch()
+    try:
+        where = torch.device(device)
+    except (RuntimeError, ValueError) as err:
+        raise ValueError(f"device {device!r} is not a torch device: {str(err).splitlines()[0]}") from None
+    build = f"torch {torch.__version__}, CUDA build {torch.version.cuda}"
+    if where.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"device {device!r}: torch sees no CUDA device here ({build})")
+        if where.index is not None and where.index >= count:
+            raise ValueError(f"device {device!r}: torch sees {count} CUDA device(s) here ({build})")
+    elif where.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {device!r}: the MPS backend is not available here ({build})")
+    elif where.type not in ("cpu", "cuda", "mps") and not hasattr(torch, where.type):
+        raise ValueError(f"device {device!r}: torch has no {where.type} backend here ({build})")
 
 
 class OpacusScore(enum.Enum):
@@ -134,7 +158,7 @@ def _check_data(data: Any) -> Any:
     if isinstance(data, tuple):
         if len(data) != 2:
             raise ValueError(f"data must be (features, labels) or a torch Dataset; got a tuple of {len(data)} items")
-        x, y = np.asarray(data[0]), np.asarray(data[1])
+        x, y = host_array(data[0], name="data: features"), host_array(data[1], name="data: labels")
         if x.ndim < 2 or y.ndim != 1 or x.shape[0] != y.shape[0] or x.shape[0] < 1:
             raise ValueError(
                 f"data: features must be (n, ...) and labels (n,) with n >= 1; got shapes {x.shape} and {y.shape}"
@@ -149,6 +173,19 @@ def _check_data(data: Any) -> Any:
             raise ValueError("data: the data set is empty")
         return data
     raise ValueError(f"data must be (features, labels) arrays or a torch Dataset; got {type(data).__name__}")
+
+
+_DEVICE = re.compile(r"^[a-z][a-z0-9_]*(:\d+)?$")
+
+
+def _check_device(device: Any) -> str:
+    """``device`` as torch spells it (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``): a string or a
+    ``torch.device`` (read without importing torch)."""
+    if type(device).__module__ == "torch" and type(device).__name__ == "device":
+        device = str(device)
+    if not isinstance(device, str) or not _DEVICE.match(device):
+        raise ValueError(f"device must be a torch device such as 'cpu', 'cuda' or 'cuda:1'; got {device!r}")
+    return device
 
 
 def _check_int(name: str, value: Any, minimum: int = 1) -> int:
@@ -180,6 +217,13 @@ class OpacusTraining:
         customise: ``customise(model, optimizer, data_loader)`` — the user's own code around ``make_private``, run
             once after it on the objects it returned; it may return a function called after every optimiser step.
             What it does is part of what is audited (the planted bugs of the tests are written this way).
+        device: where the training runs and the canaries are scored — ``"cpu"`` (default), ``"cuda"``,
+            ``"cuda:1"``, ``"mps"`` or a ``torch.device``. The model is built on the CPU after seeding torch (the same
+            initial weights on every device) and moved once; ``(features, labels)`` data are moved to the device once
+            per process and batches are gathered there (a torch ``Dataset`` stays where it is: each batch is moved);
+            Opacus's noise is drawn by a generator on the device. GPU kernels are not bit-reproducible, so a GPU
+            audit does not repeat its bits from its seed — its bound is valid all the same: every training is an
+            independent trial (one-run: the inclusion bits are fixed before it), whatever the kernels do.
     """
 
     model: Callable[[], Any] | str
@@ -193,9 +237,11 @@ class OpacusTraining:
     loss: Callable[[Any, Any], Any] | str | None = None
     make_private: Mapping[str, Any] = field(default_factory=dict)
     customise: Callable[..., Any] | str | None = None
+    device: Any = "cpu"
 
     def __post_init__(self) -> None:
         _function(self.model, "model")
+        object.__setattr__(self, "device", _check_device(self.device))
         for role in ("optimizer", "loss", "customise"):
             if getattr(self, role) is not None:
                 _function(getattr(self, role), role)
@@ -256,7 +302,8 @@ class OpacusTraining:
             f"(expected batch {self.dataset_size / self.batches:.4g}), {self.steps} steps, optimiser "
             f"{_name(self.optimizer) if self.optimizer is not None else f'SGD(lr={self.learning_rate:g})'}"
             f"{', customised by ' + _name(self.customise) if self.customise is not None else ''}"
-            f"{', make_private(' + extra + ')' if extra else ''})"
+            f"{', make_private(' + extra + ')' if extra else ''}"
+            f"{', on ' + self.device if self.device != 'cpu' else ''})"
         )
 
     def data_digest(self) -> str:
@@ -277,14 +324,14 @@ class OpacusTraining:
         xs, ys = [], []
         for i in index:
             x, y = self.data[int(i)]
-            xs.append(np.asarray(x, dtype=np.float32))
-            ys.append(int(y))
+            xs.append(np.asarray(host_value(x), dtype=np.float32))
+            ys.append(int(np.asarray(host_value(y))))
         return np.stack(xs), np.asarray(ys, dtype=np.int64)
 
     def _num_classes(self) -> int:
         if isinstance(self.data, tuple):
             return int(self.data[1].max()) + 1
-        return int(max(int(self.data[i][1]) for i in range(len(self.data)))) + 1
+        return int(max(int(np.asarray(host_value(self.data[i][1]))) for i in range(len(self.data)))) + 1
 
     def input_canaries(self, m: int, kind: InputCanary, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """m input canaries: copies of random data records with a different random label (MISLABELLED), or Gaussian
@@ -353,21 +400,165 @@ def _fixed_length_sampler(torch: Any, n: int, length: int) -> Any:
     return _Batches()
 
 
-def _dataset(torch: Any, training: OpacusTraining, extra: tuple[np.ndarray, np.ndarray] | None) -> Any:
+# (features, labels) of each training on each device, moved there once per process (a training is hashed by identity)
+_ON_DEVICE: weakref.WeakKeyDictionary[OpacusTraining, dict[str, tuple[Any, Any]]] = weakref.WeakKeyDictionary()
+
+
+def _device_tensors(torch: Any, training: OpacusTraining) -> tuple[Any, Any]:
+    cached = _ON_DEVICE.setdefault(training, {})
+    if training.device not in cached:
+        x, y = training.data
+        cached[training.device] = (torch.from_numpy(x).to(training.device), torch.from_numpy(y).to(training.device))
+    return cached[training.device]
+
+
+class _Rows:
+    """Rows of (features, labels) tensors; a batch is gathered in one indexing operation (``__getitems__``) on the
+    tensors' device, rather than one per record as ``TensorDataset`` and the default collate do."""
+
+    def __init__(self, x: Any, y: Any) -> None:
+        self.x, self.y = x, y
+
+    def __len__(self) -> int:
+        return int(self.x.shape[0])
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        return self.x[index], self.y[index]
+
+    def __getitems__(self, indices: list[int]) -> list[tuple[Any, Any]]:
+        import torch
+
+        index = torch.as_tensor(indices, dtype=torch.long, device=self.x.device)
+        return [(self.x[index], self.y[index])]
+
+
+def _one_batch(batch: list[tuple[Any, Any]]) -> tuple[Any, Any]:
+    """The collate function of :class:`_Rows`: its ``__getitems__`` returns the whole batch as one item."""
+    return batch[0]
+
+
+def _dataset(torch: Any, training: OpacusTraining, extra: tuple[np.ndarray, np.ndarray] | None) -> tuple[Any, Any]:
+    """The data set of one training (``extra`` records appended) and its collate function (None: the default)."""
     data = training.data
     if isinstance(data, tuple):
-        x, y = data
+        x, y = _device_tensors(torch, training)
         if extra is not None and len(extra[0]):
-            x, y = np.concatenate([x, extra[0]]), np.concatenate([y, extra[1]])
-        return torch.utils.data.TensorDataset(torch.from_numpy(x), torch.from_numpy(y))
+            device = training.device
+            x = torch.cat([x, torch.from_numpy(extra[0]).to(device)])
+            y = torch.cat([y, torch.from_numpy(extra[1]).to(device)])
+        return _Rows(x, y), _one_batch
     if extra is None or not len(extra[0]):
-        return data
+        return data, None
     more = torch.utils.data.TensorDataset(torch.from_numpy(extra[0]), torch.from_numpy(extra[1]))
-    return torch.utils.data.ConcatDataset([data, more])
+    return torch.utils.data.ConcatDataset([data, more]), None
 
 
 def _is_plain_sgd(torch: Any, optimizer: Any) -> bool:
     return type(optimizer) is torch.optim.SGD
+
+
+def _build_model(torch: Any, training: OpacusTraining, m: int, device: Any) -> tuple[Any, Any, Any, list, Any]:
+    """(net, model, canary block, initial parameters, optimizer): the user's model built on the CPU right after
+    ``torch.manual_seed`` (the same weights on every device), wrapped with an ``m``-row canary block the forward pass
+    never uses when ``m`` > 0, moved to ``device`` once, and its optimiser (the block in its own plain-SGD group)."""
+    net = _function(training.model, "model")()
+    if not isinstance(net, torch.nn.Module):
+        raise ValueError(f"model: the factory must return a torch.nn.Module; got {type(net).__name__}")
+    model, block = net, None
+    if m:
+        model = torch.nn.Module()
+        model.net = net
+        model.canary_block = torch.nn.Linear(1, m, bias=False)  # never used by the forward pass
+        with torch.no_grad():
+            model.canary_block.weight.zero_()
+        block = model.canary_block.weight
+        model.forward = net.forward
+    model.to(device)
+    initial = [p.detach().clone() for p in net.parameters()]
+    if training.optimizer is None:
+        optimizer = torch.optim.SGD(net.parameters(), lr=training.learning_rate)
+    else:
+        optimizer = _function(training.optimizer, "optimizer")(net)
+    if m:
+        if not _is_plain_sgd(torch, optimizer):
+            raise ValueError(
+                f"optimizer: white-box gradient canaries need torch.optim.SGD (the canary block's update must be "
+                f"the privatised gradient); got {type(optimizer).__name__}"
+            )
+        optimizer.add_param_group(
+            {"params": [block], "lr": 1.0, "momentum": 0.0, "dampening": 0.0, "weight_decay": 0.0}
+        )
+    return net, model, block, initial, optimizer
+
+
+def _make_private(
+    torch: Any, opacus: Any, training: OpacusTraining, model: Any, optimizer: Any, dataset: Any, seeds: tuple[int, int]
+) -> tuple[Any, Any, Any]:
+    """Opacus's ``make_private`` on a loader of exactly L batches (so q = 1/L), its Poisson sampler seeded on the CPU
+    and its noise drawn by a generator on the training's device."""
+    loader_seed, noise_seed = seeds
+    dataset, collate = dataset
+    loader = torch.utils.data.DataLoader(
+        dataset,
+        batch_sampler=_fixed_length_sampler(torch, len(dataset), training.batches),
+        generator=torch.Generator().manual_seed(loader_seed),
+        collate_fn=collate,
+    )
+    engine = opacus.PrivacyEngine(accountant="rdp")
+    return engine.make_private(
+        module=model,
+        optimizer=optimizer,
+        data_loader=loader,
+        noise_multiplier=training.noise_multiplier,
+        max_grad_norm=training.max_grad_norm,
+        poisson_sampling=True,
+        noise_generator=torch.Generator(device=torch.device(training.device)).manual_seed(noise_seed),
+        **training.make_private,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Canaries:
+    """The white-box gradient canaries of one training: the block, the included ones, their sampler, their norm."""
+
+    block: Any
+    chosen: np.ndarray
+    rng: np.random.Generator
+    norm: float
+
+
+def _train(torch: Any, training: OpacusTraining, private: tuple[Any, Any, Any], canaries: _Canaries | None):
+    """The steps of one private training; the canaries' summed per-step log-likelihood ratios (None without)."""
+    private_model, private_optimizer, private_loader = private
+    after_step = None
+    if training.customise is not None:
+        after_step = _function(training.customise, "customise")(private_model, private_optimizer, private_loader)
+    loss_fn = torch.nn.functional.cross_entropy if training.loss is None else _function(training.loss, "loss")
+    q, sigma, clip = training.sampling_rate, training.noise_multiplier, training.max_grad_norm
+    device = torch.device(training.device)
+    llr = None if canaries is None else np.zeros(canaries.block.shape[0])
+    step = 0
+    while step < training.steps:
+        for x, y in private_loader:
+            if step >= training.steps:
+                break
+            private_optimizer.zero_grad()
+            x, y = x.to(device), y.to(device)  # no-ops for the data moved once; a torch Dataset's batch moves here
+            loss_fn(private_model(x), y).backward()
+            if canaries is not None:
+                sampled = canaries.chosen[canaries.rng.random(canaries.chosen.size) < q]
+                _insert_canaries(torch, private_optimizer, canaries.block, sampled, canaries.norm * clip)
+            private_optimizer.step()
+            if canaries is not None:
+                scale = private_optimizer.expected_batch_size if private_optimizer.loss_reduction == "mean" else 1
+                with torch.no_grad():  # the canary coordinate x_t in units of C, then the block back to zero
+                    observed = -canaries.block.detach()[:, 0].cpu().double().numpy() * (scale / clip)
+                    canaries.block.zero_()
+                llr += _step_llr(observed, sigma, q)
+            if after_step is not None:
+                after_step()
+            step += 1
+    return llr
 
 
 def run_training(
@@ -380,13 +571,16 @@ def run_training(
     gradient_norm: float = 1.0,
 ) -> TrainingRun:
     """One Opacus training with ``extra`` input records appended to the data and, if ``gradient_canaries`` > 0,
-    that many Dirac gradient canaries (those with ``included`` True are inserted), all randomness from ``seed``.
+    that many Dirac gradient canaries (those with ``included`` True are inserted), all randomness from ``seed``, on
+    the training's ``device``.
 
     Randomness: ``SeedSequence(seed)`` spawns the streams of the model's initialisation (``torch.manual_seed``),
-    Opacus's Poisson sampler (the loader's ``torch.Generator``), Opacus's noise (``noise_generator``) and the
-    gradient canaries' Poisson sampling (numpy), so equal seeds give equal trainings.
+    Opacus's Poisson sampler (the loader's ``torch.Generator``), Opacus's noise (``noise_generator``, on the device)
+    and the gradient canaries' Poisson sampling (numpy), so equal seeds give equal trainings on the CPU (GPU kernels
+    need not repeat their bits).
     """
     torch, opacus = require_torch()
+    check_device_available(training.device)
     init_seed, loader_seed, noise_seed, canary_seed = (
         int(s.generate_state(1, np.uint64)[0] >> np.uint64(1)) for s in np.random.SeedSequence(seed).spawn(4)
     )
@@ -395,78 +589,15 @@ def run_training(
         warnings.filterwarnings("ignore", module=r"(opacus|torch)(\.|$)")  # secure RNG off, empty batches, ...
         warnings.filterwarnings("ignore", message="Full backward hook is firing")  # inputs need no gradient
         torch.manual_seed(init_seed)
-        net = _function(training.model, "model")()
-        if not isinstance(net, torch.nn.Module):
-            raise ValueError(f"model: the factory must return a torch.nn.Module; got {type(net).__name__}")
-        model, block = net, None
-        if m:
-            model = torch.nn.Module()
-            model.net = net
-            model.canary_block = torch.nn.Linear(1, m, bias=False)  # never used by the forward pass
-            with torch.no_grad():
-                model.canary_block.weight.zero_()
-            block = model.canary_block.weight
-            model.forward = net.forward
-        initial = [p.detach().clone() for p in net.parameters()]
-        if training.optimizer is None:
-            optimizer = torch.optim.SGD(net.parameters(), lr=training.learning_rate)
-        else:
-            optimizer = _function(training.optimizer, "optimizer")(net)
-        if m:
-            if not _is_plain_sgd(torch, optimizer):
-                raise ValueError(
-                    f"optimizer: white-box gradient canaries need torch.optim.SGD (the canary block's update must be "
-                    f"the privatised gradient); got {type(optimizer).__name__}"
-                )
-            optimizer.add_param_group(
-                {"params": [block], "lr": 1.0, "momentum": 0.0, "dampening": 0.0, "weight_decay": 0.0}
-            )
+        net, model, block, initial, optimizer = _build_model(torch, training, m, torch.device(training.device))
         dataset = _dataset(torch, training, extra)
-        loader = torch.utils.data.DataLoader(
-            dataset,
-            batch_sampler=_fixed_length_sampler(torch, len(dataset), training.batches),
-            generator=torch.Generator().manual_seed(loader_seed),
-        )
-        engine = opacus.PrivacyEngine(accountant="rdp")
-        private_model, private_optimizer, private_loader = engine.make_private(
-            module=model,
-            optimizer=optimizer,
-            data_loader=loader,
-            noise_multiplier=training.noise_multiplier,
-            max_grad_norm=training.max_grad_norm,
-            poisson_sampling=True,
-            noise_generator=torch.Generator().manual_seed(noise_seed),
-            **training.make_private,
-        )
-        after_step = None
-        if training.customise is not None:
-            after_step = _function(training.customise, "customise")(private_model, private_optimizer, private_loader)
-        loss_fn = torch.nn.functional.cross_entropy if training.loss is None else _function(training.loss, "loss")
-        canary_rng = np.random.default_rng(canary_seed)
-        chosen = np.flatnonzero(np.asarray(included, dtype=bool)) if m else np.zeros(0, dtype=int)
-        q, sigma, clip = training.sampling_rate, training.noise_multiplier, training.max_grad_norm
-        llr = np.zeros(m) if m else None
-        step = 0
-        while step < training.steps:
-            for x, y in private_loader:
-                if step >= training.steps:
-                    break
-                private_optimizer.zero_grad()
-                loss = loss_fn(private_model(x), y)
-                loss.backward()
-                if m:
-                    sampled = chosen[canary_rng.random(chosen.size) < q]
-                    _insert_canaries(torch, private_optimizer, block, sampled, gradient_norm * clip)
-                private_optimizer.step()
-                if m:
-                    scale = private_optimizer.expected_batch_size if private_optimizer.loss_reduction == "mean" else 1
-                    with torch.no_grad():
-                        observed = -block.detach()[:, 0].double().numpy() * (scale / clip)  # x_t in units of C
-                        block.zero_()
-                    llr += _step_llr(observed, sigma, q)
-                if after_step is not None:
-                    after_step()
-                step += 1
+        private = _make_private(torch, opacus, training, model, optimizer, dataset, (loader_seed, noise_seed))
+        canaries = None
+        if m:
+            chosen = np.flatnonzero(np.asarray(included, dtype=bool))
+            canaries = _Canaries(block, chosen, np.random.default_rng(canary_seed), gradient_norm)
+        llr = _train(torch, training, private, canaries)
+        private_model, private_optimizer, _ = private
         expected = float(private_optimizer.expected_batch_size)
         cleanup = getattr(private_model, "cleanup", None)
         if callable(cleanup):  # Opacus's hooks off: the scores' forward and backward passes are plain torch
@@ -487,11 +618,12 @@ def _insert_canaries(torch: Any, optimizer: Any, block: Any, sampled: np.ndarray
         if isinstance(current, list):
             current = torch.cat(current, dim=0)
         if current is None:
-            current = torch.zeros((rows, *p.shape), dtype=p.dtype)
+            current = torch.zeros((rows, *p.shape), dtype=p.dtype, device=p.device)
         if k:
-            extra = torch.zeros((k, *p.shape), dtype=p.dtype)
+            extra = torch.zeros((k, *p.shape), dtype=p.dtype, device=p.device)
             if p is block:
-                extra[torch.arange(k), torch.from_numpy(sampled), 0] = norm
+                rows_k = torch.arange(k, device=p.device)
+                extra[rows_k, torch.from_numpy(sampled).to(p.device), 0] = norm
             current = torch.cat([current, extra], dim=0)
         p.grad_sample = current
 
@@ -502,16 +634,19 @@ def _insert_canaries(torch: Any, optimizer: Any, block: Any, sampled: np.ndarray
 
 
 def _losses(torch: Any, training: OpacusTraining, model: Any, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Each record's loss under ``model``, computed on the training's device (one transfer in, one out)."""
+    device = training.device
     with torch.no_grad():
         model.eval()
-        out = model(torch.from_numpy(x))
+        out = model(torch.from_numpy(x).to(device))
+        targets = torch.from_numpy(y).to(device)
         if training.loss is None:
-            values = torch.nn.functional.cross_entropy(out, torch.from_numpy(y), reduction="none")
+            values = torch.nn.functional.cross_entropy(out, targets, reduction="none")
         else:
             loss = _function(training.loss, "loss")
-            values = torch.stack([loss(out[i : i + 1], torch.from_numpy(y[i : i + 1])) for i in range(len(y))])
+            values = torch.stack([loss(out[i : i + 1], targets[i : i + 1]) for i in range(len(y))])
         model.train()
-    return values.double().numpy().reshape(-1)
+    return values.cpu().double().numpy().reshape(-1)
 
 
 def _alignments(torch: Any, training: OpacusTraining, run: TrainingRun, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -519,19 +654,20 @@ def _alignments(torch: Any, training: OpacusTraining, run: TrainingRun, x: np.nd
     model = run.model
     params = [p for p in model.parameters()]
     final = [p.detach().clone() for p in params]
-    movement = torch.cat([(a - b).reshape(-1) for a, b in zip(run.initial, final, strict=True)])
+    movement = torch.cat([(a - b).reshape(-1) for a, b in zip(run.initial, final, strict=True)]).cpu().double()
     loss = torch.nn.functional.cross_entropy if training.loss is None else _function(training.loss, "loss")
     out = np.empty(len(y))
+    inputs, targets = torch.from_numpy(x).to(training.device), torch.from_numpy(y).to(training.device)
     with torch.no_grad():
         for p, a in zip(params, run.initial, strict=True):
             p.copy_(a)
     try:
         for i in range(len(y)):
             model.zero_grad()
-            loss(model(torch.from_numpy(x[i : i + 1])), torch.from_numpy(y[i : i + 1])).backward()
+            loss(model(inputs[i : i + 1]), targets[i : i + 1]).backward()
             grad = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
             grad = grad * min(1.0, training.max_grad_norm / max(float(grad.norm()), 1e-12))
-            out[i] = float(grad.double() @ movement.double())
+            out[i] = float(grad.cpu().double() @ movement)
     finally:
         with torch.no_grad():
             for p, b in zip(params, final, strict=True):
@@ -672,6 +808,7 @@ def one_run_opacus_audit(
         raise ValueError("canary_records are input canaries: use canary='input'")
     claimed, source, accounting = _claim(training, claim, delta)
     require_torch()
+    check_device_available(training.device)
     inclusion, canary_stream, training_stream = np.random.SeedSequence(seed).spawn(3)
     included = np.random.default_rng(inclusion).random(m) < 0.5
     training_seed = int(np.random.default_rng(training_stream).integers(0, 2**63 - 1))
@@ -916,6 +1053,7 @@ def multi_run_opacus_audit(
         raise ValueError("canary_records are input canaries: use canary='input'")
     claimed, source, _ = _claim(training, claim, delta)
     require_torch()
+    check_device_available(training.device)
     options = dict(training=training, canary=canary, score=score, input_canary=input_canary, gradient_norm=norm)
     game = OpacusCanaryGame(**options, canary_seed=seed, record=record)
     if score is OpacusScore.REFERENCE_LIKELIHOOD_RATIO:

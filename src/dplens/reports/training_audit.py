@@ -325,8 +325,15 @@ def _rows(result: dict[str, Any]) -> list[tuple[str, str]]:
         rows += [
             ("canaries (included)", f"{result['canaries']} ({result['included']})"),
             ("guesses / correct", f"{analysis.get('guesses')} / {analysis.get('correct')}"),
-            ("f-DP one-run ε (ESTIMATE)", _value(result.get("fdp_epsilon_estimate"))),
         ]
+        for part in analysis.get("components", ()):  # the combined analysis: each bound at its share of α
+            rows.append(
+                (
+                    f"{part['analysis']} (a bound at {part['share']:g} of α)",
+                    f"{_value(part['epsilon_lower_bound'])} [{part['reference']}]",
+                )
+            )
+        rows.append(("f-DP one-run ε, Gaussian family (ESTIMATE)", _value(result.get("fdp_epsilon_estimate"))))
         game = result.get("game") or {}
         if game.get("description"):
             rows.append(("game", str(game["description"])))

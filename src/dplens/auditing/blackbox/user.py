@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from dplens.auditing.blackbox.base import EdgeScoreBinner, OutputKind, edge_binner, quantile_edges
+from dplens.auditing.host import host_value
 from dplens.auditing.targets import load_target
 
 __all__ = ["UserScore", "fit_user_score", "load_score", "user_score_values"]
@@ -70,7 +71,7 @@ class _UserCall:
     score: UserScore
 
     def __call__(self, values: Any) -> Any:
-        return _user_function(self.score)(values)
+        return host_value(_user_function(self.score)(values))  # a torch / JAX / CuPy result comes to host memory
 
 
 def _binner(score: UserScore, kind: str, dimension: int, edges: np.ndarray, name: str) -> EdgeScoreBinner:
