@@ -101,6 +101,8 @@ EXTRA_MESSAGE = 'Opacus audits need torch and opacus: pip install "dplens[torch]
 STEINKE_2023 = "Steinke, Nasr, Jagielski 2023 (NeurIPS; arXiv:2305.08846)"
 CARLINI_2022 = "Carlini, Chien, Nasr, Song, Terzis, Tramer 2022 (IEEE S&P; LiRA)"
 _RESERVED = ("module", "optimizer", "data_loader", "noise_multiplier", "max_grad_norm", "poisson_sampling")
+#: The loaders a training can run (:attr:`OpacusTraining.sampling`).
+_SAMPLINGS = ("poisson", "shuffle", "cyclic")
 
 
 def require_torch() -> tuple[Any, Any]:
@@ -217,6 +219,12 @@ class OpacusTraining:
         customise: ``customise(model, optimizer, data_loader)`` — the user's own code around ``make_private``, run
             once after it on the objects it returned; it may return a function called after every optimiser step.
             What it does is part of what is audited (the planted bugs of the tests are written this way).
+        sampling: the loader the training runs — ``"poisson"`` (default: Opacus's ``DPDataLoader``, q = 1/L),
+            ``"shuffle"`` (``DataLoader(shuffle=True)``: a new permutation each epoch cut into batches of
+            ``batch_size``) or ``"cyclic"`` (``shuffle=False``), both with ``make_private(poisson_sampling=False)``.
+            The canaries of an audit then ride that loader: each canary is a record slot of the data set, batched by
+            the loader like any record, and a canary left out is a null record in its slot (zero-out adjacency, the
+            relation fixed-size batches are accounted under); the claim is dplens's ε for that sampler.
         device: where the training runs and the canaries are scored — ``"cpu"`` (default), ``"cuda"``,
             ``"cuda:1"``, ``"mps"`` or a ``torch.device``. The model is built on the CPU after seeding torch (the same
             initial weights on every device) and moved once; ``(features, labels)`` data are moved to the device once
@@ -238,10 +246,13 @@ class OpacusTraining:
     make_private: Mapping[str, Any] = field(default_factory=dict)
     customise: Callable[..., Any] | str | None = None
     device: Any = "cpu"
+    sampling: str = "poisson"
 
     def __post_init__(self) -> None:
         _function(self.model, "model")
         object.__setattr__(self, "device", _check_device(self.device))
+        if self.sampling not in _SAMPLINGS:
+            raise ValueError(f"sampling must be one of {list(_SAMPLINGS)}; got {self.sampling!r}")
         for role in ("optimizer", "loss", "customise"):
             if getattr(self, role) is not None:
                 _function(getattr(self, role), role)
@@ -265,30 +276,63 @@ class OpacusTraining:
         return len(self.data[0]) if isinstance(self.data, tuple) else len(self.data)
 
     @property
+    def poisson(self) -> bool:
+        return self.sampling == "poisson"
+
+    def loader_batches(self, records: int) -> int:
+        """Batches per epoch over ``records`` records: Poisson L = max(1, round(n/B)) (Opacus's q = 1/L); a shuffled
+        or sequential loader ⌈n/B⌉ (the last batch smaller)."""
+        if self.poisson:
+            return max(1, round(records / self.batch_size))
+        return -(-records // self.batch_size)
+
+    @property
     def batches(self) -> int:
-        """L: batches per epoch of the loader given to Opacus (its sampling rate is 1/L)."""
-        return max(1, round(self.dataset_size / self.batch_size))
+        """L: batches per epoch of the loader given to Opacus (Poisson: its sampling rate is 1/L)."""
+        return self.loader_batches(self.dataset_size)
 
     @property
     def sampling_rate(self) -> float:
         return 1.0 / self.batches
 
+    def run_event(self, slots: int = 0) -> Any:
+        """The training's privacy event with ``slots`` canary slots in its data set (shuffled or sequential
+        loaders): Poisson sampling is the add/remove Poisson-subsampled Gaussian (σ, q) composed ``steps`` times;
+        the others a :class:`~dplens.accountant.dp_sgd.DpSgdRun` of their sampler (zero-out)."""
+        if self.poisson:
+            return _step_event(self.noise_multiplier, self.sampling_rate, self.steps)
+        from dplens.accountant.dp_sgd import DpSgdRun
+
+        records = self.dataset_size + slots
+        return DpSgdRun(
+            noise_multiplier=self.noise_multiplier,
+            dataset_size=records,
+            batch_size=self.batch_size,
+            epochs=self.steps / self.loader_batches(records),
+            sampling=self.sampling,
+        )
+
     @property
     def event(self) -> Any:
-        """The training's privacy event: the add/remove Poisson-subsampled Gaussian (σ, q) composed ``steps`` times."""
-        return _step_event(self.noise_multiplier, self.sampling_rate, self.steps)
+        """The training's privacy event (see :meth:`run_event`)."""
+        return self.run_event()
 
-    def accounting(self, delta: float) -> dict[str, Any]:
-        """dplens's ε (an upper bound) for the training's σ, q and steps at ``delta``, with its method."""
+    def accounting(self, delta: float, *, slots: int = 0) -> dict[str, Any]:
+        """dplens's ε (an upper bound) for the training's σ, sampler and steps at ``delta``, with its method (and,
+        for a sampler whose accounted pair is not attained, the best known lower bound beside it)."""
         from dplens.accountant.compose import Accountant
 
-        result = Accountant().compose(self.event).epsilon_result(delta)
+        event = self.run_event(slots)
+        result = Accountant().compose(event).epsilon_result(delta)
         return {
             "epsilon": result.epsilon,
+            "epsilon_lower": result.epsilon_lower,
             "delta": delta,
             "method": result.method.value,
             "details": result.details,
             "noise_multiplier": self.noise_multiplier,
+            "sampling": self.sampling,
+            "neighboring": "add_remove" if self.poisson else event.neighboring.value,
             "sampling_rate": self.sampling_rate,
             "steps": self.steps,
             "is_upper_bound": True,
@@ -303,6 +347,7 @@ class OpacusTraining:
             f"{_name(self.optimizer) if self.optimizer is not None else f'SGD(lr={self.learning_rate:g})'}"
             f"{', customised by ' + _name(self.customise) if self.customise is not None else ''}"
             f"{', make_private(' + extra + ')' if extra else ''}"
+            f"{'' if self.poisson else ', ' + self.sampling + ' loader (poisson_sampling=False)'}"
             f"{', on ' + self.device if self.device != 'cpu' else ''})"
         )
 
@@ -418,6 +463,7 @@ class _Rows:
 
     def __init__(self, x: Any, y: Any) -> None:
         self.x, self.y = x, y
+        self.last: list[int] = []  # the indices of the last batch gathered (the canary slots it holds)
 
     def __len__(self) -> int:
         return int(self.x.shape[0])
@@ -428,6 +474,7 @@ class _Rows:
     def __getitems__(self, indices: list[int]) -> list[tuple[Any, Any]]:
         import torch
 
+        self.last = list(indices)
         index = torch.as_tensor(indices, dtype=torch.long, device=self.x.device)
         return [(self.x[index], self.y[index])]
 
@@ -472,7 +519,7 @@ def _build_model(torch: Any, training: OpacusTraining, m: int, device: Any) -> t
         with torch.no_grad():
             model.canary_block.weight.zero_()
         block = model.canary_block.weight
-        model.forward = net.forward
+        model.forward = net.__call__  # through the module's hooks: a model that is one layer gets its per-sample grads
     model.to(device)
     initial = [p.detach().clone() for p in net.parameters()]
     if training.optimizer is None:
@@ -494,16 +541,24 @@ def _build_model(torch: Any, training: OpacusTraining, m: int, device: Any) -> t
 def _make_private(
     torch: Any, opacus: Any, training: OpacusTraining, model: Any, optimizer: Any, dataset: Any, seeds: tuple[int, int]
 ) -> tuple[Any, Any, Any]:
-    """Opacus's ``make_private`` on a loader of exactly L batches (so q = 1/L), its Poisson sampler seeded on the CPU
-    and its noise drawn by a generator on the training's device."""
+    """Opacus's ``make_private`` on the training's loader: Poisson sampling on a loader of exactly L batches (so
+    q = 1/L), or the user's shuffled or sequential ``DataLoader`` of batches of B with ``poisson_sampling=False``;
+    the sampler seeded on the CPU, the noise drawn by a generator on the training's device."""
     loader_seed, noise_seed = seeds
     dataset, collate = dataset
-    loader = torch.utils.data.DataLoader(
-        dataset,
-        batch_sampler=_fixed_length_sampler(torch, len(dataset), training.batches),
-        generator=torch.Generator().manual_seed(loader_seed),
-        collate_fn=collate,
-    )
+    generator = torch.Generator().manual_seed(loader_seed)
+    if training.poisson:
+        loader = torch.utils.data.DataLoader(
+            dataset,
+            batch_sampler=_fixed_length_sampler(torch, len(dataset), training.batches),
+            generator=generator,
+            collate_fn=collate,
+        )
+    else:
+        shuffle = training.sampling == "shuffle"
+        loader = torch.utils.data.DataLoader(
+            dataset, batch_size=training.batch_size, shuffle=shuffle, generator=generator, collate_fn=collate
+        )
     engine = opacus.PrivacyEngine(accountant="rdp")
     return engine.make_private(
         module=model,
@@ -511,7 +566,7 @@ def _make_private(
         data_loader=loader,
         noise_multiplier=training.noise_multiplier,
         max_grad_norm=training.max_grad_norm,
-        poisson_sampling=True,
+        poisson_sampling=training.poisson,
         noise_generator=torch.Generator(device=torch.device(training.device)).manual_seed(noise_seed),
         **training.make_private,
     )
@@ -527,8 +582,27 @@ class _Canaries:
     norm: float
 
 
-def _train(torch: Any, training: OpacusTraining, private: tuple[Any, Any, Any], canaries: _Canaries | None):
-    """The steps of one private training; the canaries' summed per-step log-likelihood ratios (None without)."""
+@dataclass(frozen=True, slots=True)
+class _Slots:
+    """Canaries that ride the training's own loader (shuffled or sequential): record slots from index ``start`` of
+    the data set. A gradient slot's per-sample gradient is replaced by norm·C·e_j on the canary block (included) or
+    by zeros (a null record: zero-out); an input slot holds its canary record, zeroed when it is left out."""
+
+    start: int
+    included: np.ndarray
+    block: Any = None  # None: input canaries
+    norm: float = 1.0
+    opposite: bool = False  # every other record's gradient −norm·C on the canary coordinate (one gradient canary)
+
+
+def _train(
+    torch: Any,
+    training: OpacusTraining,
+    private: tuple[Any, Any, Any],
+    canaries: _Canaries | None,
+    slots: _Slots | None = None,
+):
+    """The steps of one private training; the canaries' summed log-likelihood ratios (None without)."""
     private_model, private_optimizer, private_loader = private
     after_step = None
     if training.customise is not None:
@@ -536,29 +610,142 @@ def _train(torch: Any, training: OpacusTraining, private: tuple[Any, Any, Any], 
     loss_fn = torch.nn.functional.cross_entropy if training.loss is None else _function(training.loss, "loss")
     q, sigma, clip = training.sampling_rate, training.noise_multiplier, training.max_grad_norm
     device = torch.device(training.device)
-    llr = None if canaries is None else np.zeros(canaries.block.shape[0])
+    block = canaries.block if canaries is not None else (slots.block if slots is not None else None)
+    llr = None if block is None else np.zeros(block.shape[0])
     step = 0
+    opposite = slots is not None and slots.opposite
     while step < training.steps:
+        epoch = _EpochScore(len(private_loader), sigma) if slots is not None and slots.block is not None else None
+        if opposite:
+            epoch = _OppositeScore(len(private_loader), sigma)
         for x, y in private_loader:
             if step >= training.steps:
                 break
             private_optimizer.zero_grad()
             x, y = x.to(device), y.to(device)  # no-ops for the data moved once; a torch Dataset's batch moves here
             loss_fn(private_model(x), y).backward()
+            in_batch = None
             if canaries is not None:
                 sampled = canaries.chosen[canaries.rng.random(canaries.chosen.size) < q]
                 _insert_canaries(torch, private_optimizer, canaries.block, sampled, canaries.norm * clip)
+            if slots is not None:
+                in_batch = _overwrite_slots(torch, private_optimizer, slots, private_loader.dataset.last, clip)
             private_optimizer.step()
-            if canaries is not None:
+            if block is not None:
                 scale = private_optimizer.expected_batch_size if private_optimizer.loss_reduction == "mean" else 1
                 with torch.no_grad():  # the canary coordinate x_t in units of C, then the block back to zero
-                    observed = -canaries.block.detach()[:, 0].cpu().double().numpy() * (scale / clip)
-                    canaries.block.zero_()
-                llr += _step_llr(observed, sigma, q)
+                    observed = -block.detach()[:, 0].cpu().double().numpy() * (scale / clip)
+                    block.zero_()
+                if epoch is None:
+                    llr += _step_llr(observed, sigma, q)
+                elif opposite:
+                    epoch.add(float(observed[0]), len(private_loader.dataset.last))
+                elif training.sampling == "cyclic":  # a sequential loader: each slot's step is known
+                    llr[in_batch] += (observed[in_batch] - 0.5) / sigma**2
+                else:
+                    epoch.add(observed)
             if after_step is not None:
                 after_step()
             step += 1
+        if epoch is not None and (opposite or training.sampling == "shuffle"):
+            llr += epoch.log_ratio()
     return llr
+
+
+def _opposite_rows(torch: Any, optimizer: Any, slots: _Slots, positions: np.ndarray, clip: float) -> None:
+    """The rows of the batch's other records: −norm·C on the canary coordinate, zeros on the model."""
+    at = torch.from_numpy(positions)
+    for p in optimizer.params:
+        current = p.grad_sample
+        if isinstance(current, list):
+            current = torch.cat(current, dim=0)
+        current = current.clone()
+        current[at.to(current.device)] = 0
+        if p is slots.block:
+            current[at.to(current.device), 0, 0] = -slots.norm * clip
+        p.grad_sample = current
+
+
+class _OppositeScore:
+    """The exact log-likelihood ratio, over a shuffled loader's epochs, of the canary in (+C) against a null record
+    (0) when every other record's gradient is −C on its coordinate (Chua et al., ICML 2024): centred by the batch's
+    size, the step holding the slot reads 2 (in) or 1 (out) and the others 0, at a uniform step of the epoch, so per
+    epoch the ratio is Σ_s e^{(2y_s − 2)/σ²} / Σ_s e^{(y_s − ½)/σ²} (with the weight 1 − s/t of a partial epoch
+    where the slot may not be)."""
+
+    def __init__(self, steps_per_epoch: int, sigma: float) -> None:
+        self.t, self.sigma, self.steps = steps_per_epoch, sigma, 0
+        self.numerator = self.denominator = None
+
+    def add(self, observed: float, rows: int) -> None:
+        y = observed + rows
+        top, bottom = (2.0 * y - 2.0) / self.sigma**2, (y - 0.5) / self.sigma**2
+        self.numerator = top if self.numerator is None else np.logaddexp(self.numerator, top)
+        self.denominator = bottom if self.denominator is None else np.logaddexp(self.denominator, bottom)
+        self.steps += 1
+
+    def log_ratio(self) -> float:
+        if self.numerator is None:
+            return 0.0
+        if self.steps >= self.t:
+            return float(self.numerator - self.denominator)
+        rest = math.log1p(-self.steps / self.t) + math.log(self.t)
+        return float(np.logaddexp(rest, self.numerator) - np.logaddexp(rest, self.denominator))
+
+
+class _EpochScore:
+    """The log-likelihood ratio of a slot over one epoch of a shuffled loader: it sits in one of the epoch's t steps,
+    uniformly (and, in a partial last epoch of s < t steps, in none of them with probability 1 − s/t), so the ratio
+    is log((1 − s/t) + (1/t)·Σ_steps exp((x_t − ½)/σ²)) — the random-allocation pair's (Feldman & Shenfeld 2025)."""
+
+    def __init__(self, steps_per_epoch: int, sigma: float) -> None:
+        self.t, self.sigma, self.steps, self.total = steps_per_epoch, sigma, 0, None
+
+    def add(self, observed: np.ndarray) -> None:
+        terms = (observed - 0.5) / self.sigma**2
+        self.total = terms if self.total is None else np.logaddexp(self.total, terms)
+        self.steps += 1
+
+    def log_ratio(self) -> np.ndarray | float:
+        if self.total is None:
+            return 0.0
+        inside = self.total - math.log(self.t)
+        if self.steps >= self.t:
+            return inside
+        return np.logaddexp(math.log1p(-self.steps / self.t), inside)
+
+
+def _overwrite_slots(torch: Any, optimizer: Any, slots: _Slots, indices: list[int], clip: float) -> np.ndarray:
+    """The canary slots of this batch get their per-sample gradients (see :class:`_Slots`); returns their canary
+    indices."""
+    index = np.asarray(indices, dtype=np.int64)
+    positions = np.flatnonzero(index >= slots.start)
+    ids = index[positions] - slots.start
+    rows = index.size
+    for p in optimizer.params:  # a parameter no record's gradient touched (the canary block) gets zero rows
+        if p.grad_sample is None:
+            p.grad_sample = torch.zeros((rows, *p.shape), dtype=p.dtype, device=p.device)
+    if slots.opposite:  # Chua et al.'s construction: the other records' gradients are −C on the coordinate
+        _opposite_rows(torch, optimizer, slots, np.flatnonzero(index < slots.start), clip)
+    if positions.size == 0:
+        return ids
+    if slots.block is None:  # input canaries: the left-out ones are null records (zero gradient)
+        positions, ids = positions[~slots.included[ids]], ids[~slots.included[ids]]
+        if positions.size == 0:
+            return index[np.flatnonzero(index >= slots.start)] - slots.start
+    at = torch.from_numpy(positions)
+    for p in optimizer.params:
+        current = p.grad_sample
+        if isinstance(current, list):
+            current = torch.cat(current, dim=0)
+        current = current.clone()
+        current[at.to(current.device)] = 0
+        if p is slots.block:
+            on = ids[slots.included[ids]]
+            where = torch.from_numpy(positions[slots.included[ids]]).to(p.device)
+            current[where, torch.from_numpy(on).to(p.device), 0] = slots.norm * clip
+        p.grad_sample = current
+    return index[np.flatnonzero(index >= slots.start)] - slots.start
 
 
 def run_training(
@@ -569,10 +756,16 @@ def run_training(
     gradient_canaries: int = 0,
     included: np.ndarray | None = None,
     gradient_norm: float = 1.0,
+    slot_records: tuple[np.ndarray, np.ndarray] | None = None,
+    opposite: bool = False,
 ) -> TrainingRun:
     """One Opacus training with ``extra`` input records appended to the data and, if ``gradient_canaries`` > 0,
     that many Dirac gradient canaries (those with ``included`` True are inserted), all randomness from ``seed``, on
     the training's ``device``.
+
+    On a shuffled or sequential loader the canaries ride it (:class:`_Slots`): the m gradient canaries, or the m
+    input canaries ``slot_records``, are record slots of the data set, and those with ``included`` False are null
+    records (zero-out); ``extra`` is then not used.
 
     Randomness: ``SeedSequence(seed)`` spawns the streams of the model's initialisation (``torch.manual_seed``),
     Opacus's Poisson sampler (the loader's ``torch.Generator``), Opacus's noise (``noise_generator``, on the device)
@@ -590,19 +783,55 @@ def run_training(
         warnings.filterwarnings("ignore", message="Full backward hook is firing")  # inputs need no gradient
         torch.manual_seed(init_seed)
         net, model, block, initial, optimizer = _build_model(torch, training, m, torch.device(training.device))
-        dataset = _dataset(torch, training, extra)
+        canaries = slots = None
+        if training.poisson:
+            dataset = _dataset(torch, training, extra)
+            if m:
+                chosen = np.flatnonzero(np.asarray(included, dtype=bool))
+                canaries = _Canaries(block, chosen, np.random.default_rng(canary_seed), gradient_norm)
+        else:
+            dataset, slots = _slot_dataset(torch, training, m, block, included, gradient_norm, slot_records)
+            if opposite:
+                if m != 1 or training.sampling != "shuffle":
+                    raise ValueError("others='opposite' needs one gradient canary on a shuffled loader")
+                slots = _Slots(
+                    start=slots.start, included=slots.included, block=block, norm=gradient_norm, opposite=True
+                )
         private = _make_private(torch, opacus, training, model, optimizer, dataset, (loader_seed, noise_seed))
-        canaries = None
-        if m:
-            chosen = np.flatnonzero(np.asarray(included, dtype=bool))
-            canaries = _Canaries(block, chosen, np.random.default_rng(canary_seed), gradient_norm)
-        llr = _train(torch, training, private, canaries)
+        llr = _train(torch, training, private, canaries, slots)
         private_model, private_optimizer, _ = private
         expected = float(private_optimizer.expected_batch_size)
         cleanup = getattr(private_model, "cleanup", None)
         if callable(cleanup):  # Opacus's hooks off: the scores' forward and backward passes are plain torch
             cleanup()
     return TrainingRun(model=net, initial=initial, gradient_llr=llr, expected_batch_size=expected)
+
+
+def _slot_dataset(
+    torch: Any,
+    training: OpacusTraining,
+    m: int,
+    block: Any,
+    included: np.ndarray | None,
+    norm: float,
+    records: tuple[np.ndarray, np.ndarray] | None,
+) -> tuple[tuple[Any, Any], _Slots | None]:
+    """The data set of a training on its own loader with its canary slots appended (gradient canaries: copies of
+    the first record, whose gradients are replaced; input canaries: their records), and the slots."""
+    if not m and records is None:
+        return _dataset(torch, training, None), None
+    if not isinstance(training.data, tuple):
+        raise ValueError(
+            "data: canaries that ride a shuffled or sequential loader need (features, labels) arrays (the loader's "
+            "batches are read by index)"
+        )
+    if records is None:
+        first = training._examples(np.zeros(m, dtype=np.int64))
+        records = (np.ascontiguousarray(first[0]), np.ascontiguousarray(first[1]))
+    count = len(records[0])
+    chosen = np.ones(count, dtype=bool) if included is None else np.asarray(included, dtype=bool)
+    slots = _Slots(start=training.dataset_size, included=chosen, block=block if m else None, norm=norm)
+    return _dataset(torch, training, records), slots
 
 
 def _insert_canaries(torch: Any, optimizer: Any, block: Any, sampled: np.ndarray, norm: float) -> None:
@@ -725,9 +954,12 @@ def _check_delta(delta: Any) -> float:
     return sc.conversions.check_delta(delta, allow_zero=True)
 
 
-def _claim(training: OpacusTraining, claim: Any, delta: float) -> tuple[float, str, dict[str, Any] | None]:
-    """The claimed ε and where it comes from; the training's accounting when δ > 0 (recorded beside the result)."""
-    accounting = training.accounting(delta) if delta > 0 else None
+def _claim(
+    training: OpacusTraining, claim: Any, delta: float, *, slots: int = 0
+) -> tuple[float, str, dict[str, Any] | None]:
+    """The claimed ε and where it comes from; the training's accounting when δ > 0 (recorded beside the result;
+    ``slots``: the canary slots its data set holds on a shuffled or sequential loader)."""
+    accounting = training.accounting(delta, slots=slots) if delta > 0 else None
     if claim is not None:
         claimed = sc._check_claim(claim)
         if accounting is None:
@@ -735,9 +967,10 @@ def _claim(training: OpacusTraining, claim: Any, delta: float) -> tuple[float, s
         return claimed, f"given (the training's accountant: epsilon {accounting['epsilon']:.6g})", accounting
     if accounting is None:
         raise ValueError("delta must be > 0 to take the claim from the accountant (DP-SGD is not pure DP)")
+    rate = f"sampling rate {training.sampling_rate:.6g}" if training.poisson else f"{training.sampling} sampling"
     source = (
         f"accountant ({accounting['method']}: {accounting['details']}; noise multiplier "
-        f"{training.noise_multiplier:g}, sampling rate {training.sampling_rate:.6g}, {training.steps} steps)"
+        f"{training.noise_multiplier:g}, {rate}, {training.steps} steps)"
     )
     return accounting["epsilon"], source, accounting
 
@@ -806,7 +1039,7 @@ def one_run_opacus_audit(
     given = _check_records(canary_records, training, m)
     if given is not None and canary is CanaryKind.GRADIENT:
         raise ValueError("canary_records are input canaries: use canary='input'")
-    claimed, source, accounting = _claim(training, claim, delta)
+    claimed, source, accounting = _claim(training, claim, delta, slots=0 if training.poisson else m)
     require_torch()
     check_device_available(training.device)
     inclusion, canary_stream, training_stream = np.random.SeedSequence(seed).spawn(3)
@@ -818,7 +1051,10 @@ def one_run_opacus_audit(
         what = f"Dirac gradient canaries (norm {norm:g}·C on a canary block the data never touches)"
     else:
         records = given or training.input_canaries(m, input_canary, np.random.default_rng(canary_stream))
-        run = run_training(training, seed=training_seed, extra=(records[0][included], records[1][included]))
+        if training.poisson:
+            run = run_training(training, seed=training_seed, extra=(records[0][included], records[1][included]))
+        else:  # the canaries ride the loader: slots, a left-out one a null record
+            run = run_training(training, seed=training_seed, slot_records=records, included=included)
         values = _input_scores(training, run, records, score)
         what = "given input canaries" if given else f"{input_canary.value.replace('_', '-')} input canaries"
     result = sc.audit_scores(
@@ -887,10 +1123,11 @@ class OpacusCanaryGame:
     canary_seed: int = 0
     record: tuple[np.ndarray, np.ndarray] | None = None
     reference_fit: tuple[float, float, float, float] | None = None
+    opposite: bool = False
 
     @property
     def event(self) -> Any:
-        return self.training.event
+        return self.training.run_event(0 if self.training.poisson else 1)
 
     def canary_record(self) -> tuple[np.ndarray, np.ndarray]:
         """The input canary: ``record`` if given, else one drawn from ``SeedSequence(canary_seed, spawn_key=(8,))``."""
@@ -908,10 +1145,14 @@ class OpacusCanaryGame:
                 gradient_canaries=1,
                 included=np.array([present]),
                 gradient_norm=self.gradient_norm,
+                opposite=self.opposite,
             )
             return float(run.gradient_llr[0])
         record = self.canary_record()
-        run = run_training(self.training, seed=seed, extra=record if present else None)
+        if self.training.poisson:
+            run = run_training(self.training, seed=seed, extra=record if present else None)
+        else:  # the canary rides the loader: a null record in its slot when it is out
+            run = run_training(self.training, seed=seed, slot_records=record, included=np.array([present]))
         which = OpacusScore.GRADIENT_ALIGNMENT if self.score is OpacusScore.GRADIENT_ALIGNMENT else OpacusScore.LOSS
         return float(_input_scores(self.training, run, record, which)[0])
 
@@ -942,14 +1183,19 @@ class OpacusCanaryGame:
             if self.canary is CanaryKind.GRADIENT
             else f"one {self.input_canary.value.replace('_', '-')} input canary"
         )
-        return NeighbouringPair(data=True, neighbour=False, description=f"{what} in the data set vs not (add/remove)")
+        if self.training.poisson:
+            description = f"{what} in the data set vs not (add/remove)"
+        else:
+            loader = self.training.sampling
+            description = f"{what} in its slot of the data set vs a null record there (zero-out, {loader} loader)"
+        return NeighbouringPair(data=True, neighbour=False, description=description)
 
     def __repr__(self) -> str:
         fit = ""
         if self.reference_fit is not None:
             fit = " (reference fit in: N({:.6g}, {:.6g}²), out: N({:.6g}, {:.6g}²))".format(*self.reference_fit)
         if self.canary is CanaryKind.GRADIENT:
-            what = "Dirac gradient canary"
+            what = "Dirac gradient canary" + (" (every other record's gradient opposite)" if self.opposite else "")
         elif self.record is not None:
             what = f"given input canary (label {int(self.record[1][0])}, input sha256 {_digest(self.record[0])})"
         else:
@@ -1011,6 +1257,7 @@ def multi_run_opacus_audit(
     progress: bool = False,
     pilot_trials: int | None = None,
     chunk_size: int | None = None,
+    others: str = "data",
 ) -> games.AuditResult:
     """The distinguishing game on Opacus trainings: ``trials`` runs with one canary in and ``trials`` without it.
 
@@ -1034,6 +1281,12 @@ def multi_run_opacus_audit(
         delta: δ of the (ε, δ) statement under test.
         confidence, seed, workers, scheduler, checkpoint, progress, pilot_trials, chunk_size: as
             :func:`dplens.auditing.games.audit` (pilot default: max(8, trials // 4) trainings per side; chunks: 8).
+        others: ``"data"`` (the records' own gradients) or ``"opposite"`` — a gradient canary on a shuffled loader
+            with every other record's per-sample gradient replaced by −C on the canary's coordinate (zeros on the
+            model), the construction of Chua et al. (ICML 2024) under which shuffled batches leak far more than
+            Poisson sampling: the canary's batch then stands out from the others both with it and with the null
+            record in its slot. A white-box test of the sampler and noise as Opacus runs them (the model does not
+            train).
 
     Returns:
         An :class:`~dplens.auditing.games.AuditResult` (its ``mechanism`` describes the training and its
@@ -1051,10 +1304,17 @@ def multi_run_opacus_audit(
     record = _check_records(canary_records, training, 1)
     if record is not None and canary is CanaryKind.GRADIENT:
         raise ValueError("canary_records are input canaries: use canary='input'")
-    claimed, source, _ = _claim(training, claim, delta)
+    claimed, source, _ = _claim(training, claim, delta, slots=0 if training.poisson else 1)
     require_torch()
     check_device_available(training.device)
-    options = dict(training=training, canary=canary, score=score, input_canary=input_canary, gradient_norm=norm)
+    if others not in ("data", "opposite"):
+        raise ValueError(f"others must be 'data' or 'opposite'; got {others!r}")
+    opposite = others == "opposite"
+    if opposite and (canary is not CanaryKind.GRADIENT or training.sampling != "shuffle"):
+        raise ValueError("others='opposite' is a gradient canary's game on a shuffled loader (sampling='shuffle')")
+    options = dict(
+        training=training, canary=canary, score=score, input_canary=input_canary, gradient_norm=norm, opposite=opposite
+    )
     game = OpacusCanaryGame(**options, canary_seed=seed, record=record)
     if score is OpacusScore.REFERENCE_LIKELIHOOD_RATIO:
         fit = _fit_reference(game, reference_trainings, seed)
