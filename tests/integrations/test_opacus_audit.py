@@ -488,3 +488,56 @@ def test_the_gpu_benchmark_runs_small_on_the_cpu():
     for audit in report["audits"]:
         assert 0 <= audit["epsilon_lower_bound"] < audit["accountant_epsilon"] and audit["seconds"] > 0
     assert "no GPU" in report["machine"] or "CUDA" in report["machine"]
+
+
+# --------------------------------------------------------------------------------------------
+# The loader that ran: canaries ride a shuffled or sequential DataLoader (issue 36)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sampling", ["shuffle", "cyclic"])
+def test_canaries_ride_the_loader_and_are_scored_by_its_likelihood_ratio(sampling):
+    run_of = training(sampling=sampling, noise_multiplier=0.05, steps=22)  # 2 epochs of 11 batches (200 + 20 slots)
+    included = np.arange(20) % 2 == 0
+    run = oa.run_training(run_of, seed=3, gradient_canaries=20, included=included)
+    # Nearly noiseless: every included canary was batched (once per epoch) and every left-out one read as a null
+    # record, so the scores separate the two groups completely.
+    assert run.gradient_llr[included].min() > 100 > -100 > run.gradient_llr[~included].max()
+    event = run_of.run_event(20)
+    assert (event.sampling, event.neighboring.value, event.steps) == (sampling, "zero_out", 22)
+
+
+def test_a_shuffled_training_is_claimed_and_audited_under_its_sampler():
+    shuffled = training(sampling="shuffle", steps=20)
+    result = oa.one_run_opacus_audit(shuffled, canaries=100, delta=1e-5, seed=0)
+    accounting = result.game["accounting"]
+    assert accounting["sampling"] == "shuffle" and accounting["neighboring"] == "zero_out"
+    assert result.epsilon_claimed == pytest.approx(accounting["epsilon"])
+    assert accounting["epsilon_lower"] <= accounting["epsilon"]
+    inputs = oa.one_run_opacus_audit(shuffled, canaries=40, canary="input", delta=1e-5, seed=0)
+    assert inputs.game["accounting"]["sampling"] == "shuffle"
+
+
+def test_the_opposite_game_separates_the_canary_from_a_null_record():
+    game = oa.OpacusCanaryGame(
+        training=training(sampling="shuffle", noise_multiplier=0.3, steps=11),
+        canary=oa.CanaryKind.GRADIENT,
+        score=oa.OpacusScore.LIKELIHOOD_RATIO,
+        opposite=True,
+    )
+    present = [game.base_score(True, seed) for seed in range(6)]
+    absent = [game.base_score(False, seed) for seed in range(6)]
+    assert min(present) > max(absent)  # the canary's batch reads 2 against 1 for the null record, σ = 0.3
+    assert "zero-out, shuffle loader" in game.worst_case_pair().description
+
+
+def test_loader_sampling_options_are_checked_in_one_line():
+    with pytest.raises(ValueError, match="sampling must be one of"):
+        training(sampling="weighted")
+    with pytest.raises(ValueError, match="others='opposite' is a gradient canary's game on a shuffled loader"):
+        oa.multi_run_opacus_audit(training(), trials=2, others="opposite")
+    with pytest.raises(ValueError, match="others must be"):
+        oa.multi_run_opacus_audit(training(sampling="shuffle"), trials=2, others="mirror")
+    dataset = torch.utils.data.TensorDataset(torch.randn(40, 8), torch.randint(0, 3, (40,)))
+    with pytest.raises(ValueError, match="need \\(features, labels\\) arrays"):
+        oa.run_training(training(data=dataset, sampling="shuffle"), seed=0, gradient_canaries=2, included=[True, False])
