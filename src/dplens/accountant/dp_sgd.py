@@ -588,18 +588,24 @@ def dp_sgd_epsilon(
         >>> run.steps, round(run.epsilon, 3), run.epsilon_lower <= 2.3818 <= run.epsilon
         (14063, 2.382, True)
     """
-    event = DpSgdRun(
+    shape = dict(dataset_size=dataset_size, batch_size=batch_size, epochs=epochs, sampling=sampling)
+    event = _run_event(noise_multiplier, shape, neighboring, max_batch_size, drop_last)
+    result = Accountant().compose(event).epsilon_result(delta, method=as_method(method))
+    return _privacy(event, result)
+
+
+def _run_event(noise_multiplier: float, shape: dict, neighboring: Any, max_batch_size: Any, drop_last: Any) -> DpSgdRun:
+    """The :class:`DpSgdRun` of the DP-SGD entry points' arguments (``shape``: N, B, E and the sampler)."""
+    return DpSgdRun(
         noise_multiplier=noise_multiplier,
-        dataset_size=dataset_size,
-        batch_size=batch_size,
-        epochs=epochs,
-        sampling=as_sampler(sampling).value,
+        dataset_size=shape["dataset_size"],
+        batch_size=shape["batch_size"],
+        epochs=shape["epochs"],
+        sampling=as_sampler(shape["sampling"]).value,
         neighboring=neighboring,
         max_batch_size=max_batch_size,
         drop_last=drop_last,
     )
-    result = Accountant().compose(event).epsilon_result(delta, method=as_method(method))
-    return _privacy(event, result)
 
 
 def dp_sgd_noise_multiplier(
@@ -629,17 +635,10 @@ def dp_sgd_noise_multiplier(
     """
     from dplens.accountant.calibrate import calibrate_dp_sgd_noise
 
+    shape = dict(dataset_size=dataset_size, batch_size=batch_size, epochs=epochs, sampling=sampling)
+
     def run(sigma: float) -> DpSgdRun:
-        return DpSgdRun(
-            noise_multiplier=sigma,
-            dataset_size=dataset_size,
-            batch_size=batch_size,
-            epochs=epochs,
-            sampling=as_sampler(sampling).value,
-            neighboring=neighboring,
-            max_batch_size=max_batch_size,
-            drop_last=drop_last,
-        )
+        return _run_event(sigma, shape, neighboring, max_batch_size, drop_last)
 
     probe = run(1.0)  # validates everything but the targets
     method = as_method(method)

@@ -638,19 +638,26 @@ def make_private_with_epsilon(
         history=spent,
         method=method,
     )
-    if isinstance(accountant, OpacusAccountant):
-        accountant.calibration = result
-    made = privacy_engine.make_private(
-        module=module,
-        optimizer=optimizer,
-        data_loader=data_loader,
-        noise_multiplier=result.value,
-        max_grad_norm=max_grad_norm,
-        **make_private_options,
+    made = _calibrated_make_private(
+        privacy_engine, result, result.value, module, optimizer, data_loader, max_grad_norm, make_private_options
     )
     if isinstance(accountant, OpacusAccountant):  # the user's loader is known here: warn what Opacus dropped of it
         accountant.attach(made[-1], poisson_sampling=True, original=data_loader)
     return made
+
+
+def _calibrated_make_private(engine, calibration, sigma, module, optimizer, data_loader, clip, options):
+    """Opacus's ``make_private`` at the calibrated σ, the calibration kept on a dplens accountant."""
+    if isinstance(getattr(engine, "accountant", None), OpacusAccountant):
+        engine.accountant.calibration = calibration
+    return engine.make_private(
+        module=module,
+        optimizer=optimizer,
+        data_loader=data_loader,
+        noise_multiplier=sigma,
+        max_grad_norm=clip,
+        **options,
+    )
 
 
 def _make_private_with_sampler(
@@ -687,14 +694,6 @@ def _make_private_with_sampler(
         drop_last=detected.drop_last,
         method="pld" if method is None else method,
     )
-    accountant = getattr(privacy_engine, "accountant", None)
-    if isinstance(accountant, OpacusAccountant):
-        accountant.calibration = run
-    return privacy_engine.make_private(
-        module=module,
-        optimizer=optimizer,
-        data_loader=data_loader,
-        noise_multiplier=run.noise_multiplier,
-        max_grad_norm=max_grad_norm,
-        **make_private_options,
+    return _calibrated_make_private(
+        privacy_engine, run, run.noise_multiplier, module, optimizer, data_loader, max_grad_norm, make_private_options
     )
