@@ -415,8 +415,9 @@ def ziggurat_widths(model: SamplerModel, draws: int = 65_536, seed: int = 20_260
     return ZigguratWidths(widths=ordered, mantissa_bits=mantissa_bits, tail_start=tail)
 
 
-# The test below decides every output exactly with a constant number of array operations per output, plus one
-# per ziggurat layer it tries (about one in the common case). With the query q, the scale σ and an output y ≠ q,
+# The test below decides every output exactly with a constant number of array operations per output, plus a few
+# per ziggurat layer it tries: one layer for most outputs, more for the few whose |x| is tiny next to the layers'
+# grids (each layer then holds the interval below with a small chance). With the query q, the scale σ and y ≠ q,
 # orient both so that y > q (the sampler's sign bit is free; the exponential has none, so y < q is impossible
 # there) and write G(a) = fl(q + fl(σ·a)): non-decreasing in the double a = |x|. Then:
 #
@@ -431,14 +432,16 @@ def ziggurat_widths(model: SamplerModel, draws: int = 65_536, seed: int = 20_260
 #    (half the gap below a_lo). So m* ∈ [t − 2^(b−54), ⌈t⌉], an interval holding at most two integers (b = 52)
 #    or three (b = 53) from c = ⌈t̂ − 2^(b−53)⌉ on: m* is the first of them with fl(m·w) ≥ a_lo.
 # 3. Layers are tried from the narrowest that reaches a_lo outwards (a narrow layer's grid is the finest, so it
-#    is the likeliest to hit); an output still undecided after a few is tested against every layer at once.
+#    is the likeliest to hit), one at a time for _SCAN layers, then _GROUP at a time, until one hits or none is
+#    left (unreachable).
 #
 # Before that, one guess settles most outputs: the layer and the integer that the rounded inverse a₀ = (y − q)/σ
 # points to, checked by recomputing G exactly (a hit is a certificate; a miss decides nothing).
 
 _BLOCK = 16_384  # outputs per block of the ziggurat test (its temporaries stay in cache)
-_SCAN = 6  # layers tried one at a time before an output is tested against all layers at once
-_SCAN_ROWS = 2048  # outputs per block of that all-layers test (rows × layers doubles)
+_SCAN = 12  # layers tried one at a time before an output is tested against the remaining ones at once
+_SCAN_ROWS = 256  # outputs per block of that all-layers test, which takes _GROUP layers at a time
+_GROUP = 64
 _WINDOW = 2  # doubles on each side of the estimate of an interval's end
 _SIGN = np.int64(-(2**63))
 
@@ -492,11 +495,14 @@ def _layers(model: SamplerModel) -> _Layers:
 
 def _first_multiple(low: np.ndarray, width: np.ndarray, spread: float) -> np.ndarray:
     """fl(m*·w) for the first m with fl(m·w) ≥ low (step 2 above: valid for layers whose reach is ≥ low)."""
-    c = np.ceil(low / width - spread)
-    f = c * width
-    out = np.where(f >= low, f, (c + 1.0) * width)
-    if spread == 1.0:
-        out = np.where(out >= low, out, (c + 2.0) * width)
+    c = low / width
+    c -= spread
+    np.ceil(c, out=c)
+    out = c * width
+    for _ in range(2 if spread == 1.0 else 1):  # the next candidates, where the previous one falls short
+        short = out < low
+        c += 1.0
+        np.copyto(out, c * width, where=short)
     return out
 
 
@@ -554,7 +560,7 @@ def _magnitudes(y: np.ndarray, q: np.ndarray, sigma: float, top: float) -> tuple
 
 def _any_layer(layers: _Layers, a_lo: np.ndarray, a_hi: np.ndarray) -> np.ndarray:
     """Whether some layer gives a magnitude in [a_lo, a_hi] (0 < a_lo ≤ a_hi), layer by layer from the first
-    that reaches a_lo, then for the outputs still undecided against every layer at once."""
+    that reaches a_lo, then for the outputs still undecided against _GROUP layers at once, narrowest first."""
     hit = np.zeros(a_lo.shape, dtype=bool)
     layer = layers.first_layer(a_lo)
     rows = np.flatnonzero(layer < layers.widths.size)
@@ -568,9 +574,16 @@ def _any_layer(layers: _Layers, a_lo: np.ndarray, a_hi: np.ndarray) -> np.ndarra
         rows = rows[~ok & (j + 1 < layers.widths.size)]
     for start in range(0, rows.size, _SCAN_ROWS):
         block = rows[start : start + _SCAN_ROWS]
-        low, high = a_lo[block, None], a_hi[block, None]
-        reaches = layers.reach[None, :-1] >= low
-        hit[block] = (reaches & (_first_multiple(low, layers.widths[None, :], layers.spread) <= high)).any(axis=1)
+        for first in range(0, layers.widths.size, _GROUP):
+            layer_reach = layers.reach[None, first : first + _GROUP]
+            if block.size == 0 or layer_reach[0, -1] < a_lo[block].min():
+                continue
+            low, high = a_lo[block, None], a_hi[block, None]
+            ok = _first_multiple(low, layers.widths[None, first : first + _GROUP], layers.spread) <= high
+            ok &= layer_reach >= low
+            found = ok.any(axis=1)
+            hit[block[found]] = True
+            block = block[~found]
     return hit
 
 
