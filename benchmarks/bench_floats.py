@@ -5,11 +5,13 @@
 
 Three batched targets add numpy noise to a count, as a new user would write them: ``count + rng.normal(0, σ)``
 (the Gaussian mechanism at (1, 10⁻⁵), σ = √(2 ln(1.25/δ))), ``count + rng.laplace(0, 1)`` and a two-sided
-geometric (integers: no float check applies). Each is audited with :func:`dplens.audit` at the claim (1, 10⁻⁵),
-on each pair of counts of ``--counts`` (default 10:9 — D holds one more record than D′ — and 1:0, where the
-Gaussian check has the most layers to try), at every ``--trials`` per side
-(default 10⁶ and 10⁷) and ``--workers`` (default 1 and 2), with the float checks on (the default) and off
-(``float_checks=False``: the value-only audit), interleaved, after one warm-up audit of each kind (which also
+geometric (integers: no float check applies); three more cover the other float models: ``count +
+rng.exponential(1)``, the textbook inverse-CDF Laplace on ``rng.random()`` and Python's ``random.expovariate(1)``
+(the last two state their sampler and query values in the pair, as the probe cannot see them). Each is audited
+with :func:`dplens.audit` at the claim (1, 10⁻⁵), on each pair of counts of ``--counts`` (default 10:9 — D holds
+one more record than D′ — and 1:0, where the Gaussian check has the most layers to try), at every ``--trials``
+per side (default 10⁶ and 10⁷) and ``--workers`` (default 1 and 2), with the float checks on (the default) and
+off (``float_checks=False``: the value-only audit), interleaved, after one warm-up audit of each kind (which also
 reads the ziggurat's widths off numpy and runs the log self-test once per process). The table gives the median
 seconds of ``--repeat`` runs (default 3 at 10⁶ per side and 1 above), their ratio — what the float check costs —,
 and both audits' bounds and verdicts. ``--compare FILE`` adds the ratio of an earlier ``--json`` run (e.g. the
@@ -23,6 +25,7 @@ import json
 import math
 import os
 import platform
+import random
 import shlex
 import statistics
 import sys
@@ -59,20 +62,49 @@ def geometric_count(data, rng, size):
     return int(sum(data)) + rng.geometric(p, size=size) - rng.geometric(p, size=size)
 
 
-TARGETS = {  # by import path: worker processes import them (benchmarks/ is on sys.path)
-    "numpy Gaussian (rng.normal)": "bench_floats:gaussian_count",
-    "numpy Laplace (rng.laplace)": "bench_floats:laplace_count",
-    "two-sided geometric (integers)": "bench_floats:geometric_count",
+@batched
+def exponential_count(data, rng, size):
+    """One-sided exponential noise on a count: numpy's ziggurat exponential."""
+    return float(sum(data)) + rng.exponential(1.0 / CLAIM[0], size=size)
+
+
+@batched
+def inverse_cdf_laplace_count(data, rng, size):
+    """The textbook inverse-CDF Laplace on a 53-bit uniform."""
+    u = rng.random(size) - 0.5
+    return float(sum(data)) + -(1.0 / CLAIM[0]) * np.copysign(1.0, u) * np.log(1.0 - 2.0 * np.abs(u))
+
+
+@batched
+def expovariate_count(data, rng, size):
+    """Python's random.expovariate on a count (one draw per output in Python)."""
+    source = random.Random(int(rng.integers(2**63)))
+    count = float(sum(data))
+    return np.array([count + source.expovariate(CLAIM[0]) for _ in range(size)])
+
+
+# By import path (worker processes import them; benchmarks/ is on sys.path), and what the pair must state.
+TARGETS = {
+    "numpy Gaussian (rng.normal)": ("bench_floats:gaussian_count", None),
+    "numpy Laplace (rng.laplace)": ("bench_floats:laplace_count", None),
+    "two-sided geometric (integers)": ("bench_floats:geometric_count", None),
+    "numpy exponential (rng.exponential)": ("bench_floats:exponential_count", None),
+    "inverse-CDF Laplace (rng.random)": ("bench_floats:inverse_cdf_laplace_count", "inverse-cdf-laplace"),
+    "Python random.expovariate": ("bench_floats:expovariate_count", "python-expovariate"),
 }
 
 
-def audit(target: str, counts: tuple[int, int], trials: int, workers: int, float_checks: bool) -> dict:
+def audit(target: tuple, counts: tuple[int, int], trials: int, workers: int, float_checks: bool) -> dict:
     """One audit: its seconds, bound and verdict."""
     import dplens
 
-    pair = ([1] * counts[0], [1] * counts[1])
+    path, sampler = target
+    pair: object = ([1] * counts[0], [1] * counts[1])
+    if sampler is not None:
+        pair = {"data": pair[0], "neighbour": pair[1], "query": [float(c) for c in counts]}
+        pair["noise"] = {"sampler": sampler, "scale": 1.0 / CLAIM[0] if sampler != "python-expovariate" else CLAIM[0]}
     start = time.perf_counter()
-    result = dplens.audit(target, pair, trials=trials, claim=CLAIM, workers=workers, float_checks=float_checks)
+    result = dplens.audit(path, pair, trials=trials, claim=CLAIM, workers=workers, float_checks=float_checks)
     return {
         "seconds": time.perf_counter() - start,
         "bound": result.epsilon_lower_bound,
@@ -93,7 +125,7 @@ def measure(trials: list[int], workers: list[int], repeat: int | None, pairs: li
     return rows
 
 
-def measure_one(name: str, target: str, counts: tuple[int, int], n: int, w: int, repeat: int | None) -> dict:
+def measure_one(name: str, target: tuple, counts: tuple[int, int], n: int, w: int, repeat: int | None) -> dict:
     """The value-only and the float-checked audit of one target, interleaved ``repeat`` times: medians."""
     runs = repeat if repeat is not None else (3 if n <= 1_000_000 else 1)
     done: dict[bool, list[dict]] = {False: [], True: []}
