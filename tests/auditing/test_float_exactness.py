@@ -360,7 +360,7 @@ def test_first_multiple_is_the_first_integer_at_or_above_the_bound(model):
     """fl(m*·w) for m* the first m with fl(m·w) ≥ a, against a bisection over m, for every layer that reaches a."""
     layers = floats._layers(model)
     rng = np.random.default_rng(6)
-    a = np.concatenate([rng.uniform(0.0, 4.0, 150), 10.0 ** rng.uniform(-320, 0, 100), layers.reach[:-1][:40]])
+    a = np.concatenate([rng.uniform(0.0, 4.0, 60), 10.0 ** rng.uniform(-320, 0, 40), layers.reach[:-1][::16]])
     for value in a.tolist():
         eligible = np.flatnonzero(layers.reach[:-1] >= value)
         got = floats._first_multiple(np.full(eligible.size, value), layers.widths[eligible], layers.spread)
@@ -384,3 +384,36 @@ def test_magnitude_interval_ends_are_exact():
         low, high = floats._magnitudes(y, qq, scale, 3.6)
         assert np.array_equal(low, floats._bisect(y, qq, scale, 3.6, upper=False))
         assert np.array_equal(high, floats._bisect(y, qq, scale, 3.6, upper=True))
+
+
+# --------------------------------------------------------------------------------------------
+# At scale (slow)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ZIGGURATS)
+def test_a_million_genuine_draws_are_reachable_tails_included(model):
+    for q, scale in [(10.0, 4.844805262160108), (0.0, 1.0), (0.0, 1e-310), (1234.5, 2.5), (-3.0, 1e250)]:
+        draws = genuine(model, q, scale, 1_000_000, seed=11)
+        noise = np.abs(draws - q) / scale
+        table = floats.ziggurat_widths(model)
+        if q == 0.0 and scale == 1.0:
+            assert (noise >= table.tail_start).sum() > 100  # the tail and the base strip's edge are exercised
+        assert reachable(draws, q, model, scale).all()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ZIGGURATS)
+def test_stricter_than_the_old_test_only_where_proven_at_scale(model):
+    rng = np.random.default_rng(12)
+    scale = 4.844805262160108
+    for q, neighbour in [(10.0, 9.0), (1.0, 0.0)]:
+        outputs = genuine(model, q, scale, 100_000, 13)
+        new = reachable(outputs, neighbour, model, scale)
+        old = old_reachable(outputs, neighbour, model, scale)
+        assert not (new & ~old).any()
+        stricter = np.flatnonzero(old & ~new)
+        assert stricter.size > 0
+        for i in rng.permutation(stricter)[:100]:
+            assert not brute_ziggurat(model, scale, outputs[i], neighbour), outputs[i]
