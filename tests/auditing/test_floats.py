@@ -69,6 +69,18 @@ def test_ziggurat_widths_are_pinned_and_reproduce_draws(model):
     assert table.tail_start == pytest.approx(expected_tail, rel=1e-12)  # Marsaglia & Tsang's r
 
 
+def test_ziggurat_widths_are_numpys_constants():
+    """The widths read off the installed numpy are the doubles of numpy's ziggurat_constants.h (wi_double,
+    we_double), and the tail starts at its ziggurat_nor_r / ziggurat_exp_r exactly."""
+    normal = floats.ziggurat_widths(SamplerModel.NUMPY_NORMAL)
+    assert normal.widths[0] == 8.68362706080130616677e-16 and normal.widths[1] == 4.77933017572773682428e-17
+    assert normal.widths[255] == 8.11384933765648418565e-16 and normal.tail_start == 3.6541528853610087963519472518
+    exponential = floats.ziggurat_widths(SamplerModel.NUMPY_EXPONENTIAL)
+    assert exponential.widths[0] == 9.655740063209182975e-16 and exponential.widths[1] == 7.089014243955414331e-18
+    assert exponential.widths[255] == 8.545517038584027421e-16
+    assert exponential.tail_start == 7.6971174701310497140446280481
+
+
 def test_exponential_cannot_go_below_its_query():
     assert not reachable(np.array([2.999]), 3.0, SamplerModel.NUMPY_EXPONENTIAL, 1.0)[0]
     assert not reachable(np.array([2.999]), 3.0, SamplerModel.PYTHON_EXPOVARIATE, 1.0)[0]

@@ -24,8 +24,6 @@ from dplens.auditing.floats import ProbeResult, SamplerModel, reachable
 __all__ = ["REACH_RANK", "ReachBinner", "Reachability", "evidence", "fit_reachability", "model_labels", "queries_of"]
 
 REACH_COORDINATES = 4  # at most this many differing coordinates of a vector are checked (each decides ~all)
-_REACH_CACHE: dict[tuple[Any, float, float], dict[float, bool]] = {}
-_REACH_CACHE_LIMIT = 1 << 20  # decided outputs kept per process (memory stays bounded whatever the trials)
 #: raw = 2·reach(q) + reach(q′): FF → no evidence, FT → D′, TF → D, TT → no evidence
 REACH_RANK = np.array([1, 0, 2, 1])
 
@@ -62,21 +60,7 @@ class ReachBinner(Binner):
     sentinels: tuple[np.ndarray, ...] | None = None
 
     def _reachable(self, values: np.ndarray, query: np.ndarray) -> np.ndarray:
-        if values.ndim != 1:
-            return reachable(values, np.broadcast_to(query, values.shape), self.sampler, self.scale)
-        # Scalar outputs on a grid repeat across batches: remember each decided output (a bounded cache).
-        cache = _REACH_CACHE.setdefault((self.sampler, self.scale, float(query)), {})
-        unique, inverse = np.unique(values, return_inverse=True)
-        known = np.array([cache.get(v) for v in unique.tolist()], dtype=object)
-        missing = np.flatnonzero(known == None)  # noqa: E711 - elementwise test on an object array
-        if missing.size:
-            decided = reachable(unique[missing], float(query), self.sampler, self.scale)
-            if sum(len(c) for c in _REACH_CACHE.values()) + missing.size > _REACH_CACHE_LIMIT:
-                _REACH_CACHE.clear()
-                cache = _REACH_CACHE.setdefault((self.sampler, self.scale, float(query)), {})
-            cache.update(zip(unique[missing].tolist(), decided.tolist(), strict=True))
-            known[missing] = decided
-        return known.astype(bool)[inverse.reshape(-1)]
+        return reachable(values, np.broadcast_to(query, values.shape), self.sampler, self.scale)
 
     def raw_bins(self, outputs: Any, n: int) -> np.ndarray:
         values = numeric(outputs, self.numeric_kind, self.dimension, n)
