@@ -337,3 +337,25 @@ def test_the_budget_ledger_charges_a_training_under_its_sampler(tmp_path):
         # A shuffled run is exactly μ-GDP as accounted (no amplification): a Gaussian-only adaptive budget takes it.
         book.create_budget(unit="one record", mu=2.0, delta=1e-5, mode=Mode.ADAPTIVE, neighbouring=ZERO_OUT, name="gdp")
         assert book.charge(shuffled, release="gdp-shuffled", budgets=["gdp"]).accepted
+
+
+@pytest.mark.parametrize("sampling", [s.value for s in Sampler])
+def test_every_sampler_is_monotone_between_its_bounds(sampling):
+    extra = {"max_batch_size": 120} if sampling == "truncated-poisson" else {}
+
+    def run(sigma: float, epochs: int):
+        return dp_sgd_epsilon(
+            dataset_size=1000,
+            batch_size=100,
+            epochs=epochs,
+            noise_multiplier=sigma,
+            delta=1e-5,
+            sampling=sampling,
+            **extra,
+        )
+
+    low_noise, high_noise = run(1.2, 2), run(1.8, 2)
+    assert low_noise.epsilon >= high_noise.epsilon_lower  # upper(σ₁) ≥ lower(σ₂) for σ₁ < σ₂
+    assert run(1.2, 3).epsilon >= low_noise.epsilon_lower  # upper(E₂) ≥ lower(E₁) for E₁ < E₂
+    for result in (low_noise, high_noise):
+        assert result.epsilon_lower <= result.epsilon
