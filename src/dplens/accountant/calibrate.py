@@ -777,7 +777,9 @@ def calibrate_risk(
         value, fine = safe, None
     else:
         near_safe, near_unsafe = _geometric_bracket(coarse, goal, safe=safe, unsafe=unsafe, integer=integer)
-        loose = tol if integer else max(tol, 1e-4 * min(abs(near_safe), abs(near_unsafe)))
+        # On the PLD route the coarse grid only has to land next to the answer (the fine search finishes it).
+        coarse_only = integer or method is not Method.PLD
+        loose = tol if coarse_only else max(tol, 1e-4 * min(abs(near_safe), abs(near_unsafe)))
         answer = _solve(coarse, target=goal, safe=near_safe, unsafe=near_unsafe, integer=integer, xtol=loose)
         value, fine = _fine_value(build, target, method, tolerance, answer, safe, integer, tol)
     value, risk = _recheck_risk(build, target, method, tolerance, value, safe=safe, integer=integer, xtol=tol)
