@@ -179,8 +179,8 @@ def calibrate_spec(
     from dplens.accountant.compose import Method
     from dplens.accountant.routes import as_method
 
-    method = Method.PLD if method is None else as_method(method)
-    if method is Method.BEST:
+    method = (Method.BEST if risk is not None else Method.PLD) if method is None else as_method(method)
+    if method is Method.BEST and risk is None:
         method = Method.PLD  # the tightest standard route; BEST would re-run every route at every step
     known = PARAMETER_DEFAULTS.get(param)
     if bracket is not None:
@@ -309,7 +309,7 @@ def calibrate(
     from dplens.accountant.compose import Accountant, Method
     from dplens.accountant.routes import as_method
 
-    method = Method.PLD if method is None else as_method(method)
+    method = (Method.BEST if risk is not None else Method.PLD) if method is None else as_method(method)
 
     def make(value: float) -> Accountant:
         built = subject(int(value) if integer else value)

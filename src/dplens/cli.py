@@ -1145,7 +1145,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="V",
         help="risk target: no attack's TPR - FPR above V (leaves the TPR at low FPR open: a warning says how high)",
     )
-    cal.add_argument("--method", choices=methods, default="pld", help="accounting route of the calibration")
+    cal.add_argument(
+        "--method",
+        choices=methods,
+        help="accounting route of the calibration (default: pld; with a risk target, best: pld where it applies, "
+        "else exact, else rdp)",
+    )
     cal.add_argument(
         "--bracket", type=float, nargs=2, metavar=("LOW", "HIGH"), help="search the parameter in [LOW, HIGH]"
     )

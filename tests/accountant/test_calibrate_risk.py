@@ -139,3 +139,46 @@ def test_a_target_no_noise_in_the_bracket_meets_is_one_line():
     with pytest.raises(ValueError, match="target must be a RiskTarget"):
         calibrate_risk(gaussian, target=0.1, lower=1.0, upper=2.0)
     assert math.isfinite(calibrate_risk(gaussian, target=RiskTarget(max_advantage=0.1), lower=1.0, upper=100.0).value)
+
+
+# --------------------------------------------------------------------------------------------
+# Every spec type
+# --------------------------------------------------------------------------------------------
+
+
+def _registry_cases() -> dict:
+    """The spec tables of every spec type (tests/mechanisms/test_registry.py classifies each new type)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "mechanisms" / "test_registry.py"
+    spec = importlib.util.spec_from_file_location("_registry_cases_calibrate", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tables = {name: tables[0] for name, tables in module.RUNNABLE.items()}
+    return tables | {name: table for name, (table, _) in module.NOT_RUNNABLE.items()}
+
+
+_QUICK_TYPES = {"gaussian", "laplace", "randomized_response", "poisson_subsampled_gaussian", "zcdp", "approx_dp"}
+
+
+@pytest.mark.parametrize(
+    ("type_name", "table"),
+    [
+        pytest.param(name, table, marks=[] if name in _QUICK_TYPES else [pytest.mark.slow])
+        for name, table in sorted(_registry_cases().items())
+    ],
+)
+def test_every_spec_type_calibrates_to_a_risk_target(type_name, table):
+    from dplens._api import PARAMETER_DEFAULTS, calibrate_spec
+
+    table = {k: v for k, v in table.items() if k != "count"}
+    spec = dplens.parse_spec({"mechanism": [{"type": type_name, **table}]})
+    param = next((k for k in PARAMETER_DEFAULTS if k in table and k not in ("steps", "count")), "count")
+    current = attack_risk(spec.accountant(), fprs=(0.01,)).tpr_upper[0]
+    target = min(max(current * 1.5, 0.0105), 0.99)  # reachable at the value the table holds (count: 1)
+    result = calibrate_spec(spec, param=param, max_tpr=target, at_fpr=0.01, delta=1e-6)
+    assert result.achieved <= target, type_name
+    value = int(result.value) if param == "count" else result.value
+    again = attack_risk(spec.with_param(param, value).accountant(), fprs=(0.01,), method=result.method)
+    assert again.tpr_upper[0] <= target, type_name

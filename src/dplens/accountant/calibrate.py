@@ -621,6 +621,18 @@ class RiskCalibrationResult:
         )
 
 
+def _risk_route(accountant: Accountant) -> Method:
+    """The route a risk calibration searches on: PLD where it applies, else the exact profile, else RDP."""
+    supported = set()
+    for event, _ in accountant.ledger:
+        methods = set(accountant.supported_methods(event))
+        supported = methods if not supported else supported & methods
+    for route in (Method.PLD, Method.EXACT, Method.RDP):
+        if route in supported:
+            return route
+    return Method.PLD  # nothing applies to every event: the PLD route says why at the first evaluation
+
+
 def _risk_of(make_accountant: Callable[[float], Accountant], target: RiskTarget, method: Method, interval, tolerance):
     """x ↦ the target's quantity (an upper bound) on a fixed PLD grid (or the route), ∞ beyond the engine's range."""
     from dplens.accountant.risk import DEFAULT_RISK_TOLERANCE, attack_risk
@@ -726,7 +738,7 @@ def calibrate_risk(
         integer: the parameter is an integer (e.g. steps: the largest number meeting the target).
         param: the parameter's name (for messages and the result).
         delta: when given, the ε at this δ of the calibrated value is reported beside it (tightest route).
-        method: the route of the risk bound (default PLD).
+        method: the route of the risk bound (default PLD; BEST: PLD where it applies, else exact, else RDP).
         tolerance: the PLD engine's relative bracket width at the answer (default 1e-3).
         xtol: absolute tolerance on the parameter (default 1e-6 relative; 1 for integers).
 
@@ -749,13 +761,13 @@ def calibrate_risk(
     if not isinstance(target, RiskTarget):
         raise ValueError(f"target must be a RiskTarget; got {target!r}")
     method = as_method(method)
-    if method is Method.BEST:
-        method = Method.PLD
     for name, value in (("lower", lower), ("upper", upper)):
         if isinstance(value, bool) or not (isinstance(value, int | float) and math.isfinite(value)):
             raise ValueError(f"{name} must be a finite number; got {value!r}")
     if not lower < upper:
         raise ValueError(f"lower must be < upper; got lower={lower!r}, upper={upper!r}")
+    if method is Method.BEST:  # one route for the whole search: the tightest that applies (PLD, else exact, else RDP)
+        method = _risk_route(make_accountant(int(upper) if integer else upper))
     if delta is not None:
         delta = conversions.check_delta(delta, name="delta")
     if integer:
