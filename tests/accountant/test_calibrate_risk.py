@@ -173,11 +173,17 @@ def test_every_spec_type_calibrates_to_a_risk_target(type_name, table):
     from dplens._api import PARAMETER_DEFAULTS, calibrate_spec
 
     table = {k: v for k, v in table.items() if k != "count"}
-    spec = dplens.parse_spec({"mechanism": [{"type": type_name, **table}]})
     param = next((k for k in PARAMETER_DEFAULTS if k in table and k not in ("steps", "count")), "count")
+    spec = dplens.parse_spec(
+        {"mechanism": [{"type": type_name, **table, **({"count": 1} if param == "count" else {})}]}
+    )
     current = attack_risk(spec.accountant(), fprs=(0.01,)).tpr_upper[0]
-    target = min(max(current * 1.5, 0.0105), 0.99)  # reachable at the value the table holds (count: 1)
-    result = calibrate_spec(spec, param=param, max_tpr=target, at_fpr=0.01, delta=1e-6)
+    target = min(max(current * 1.5, 0.0105), (1 + current) / 2)  # reachable at the value the table holds
+    value = 1 if param == "count" else table[param]
+    bracket = (1, 64) if param == "count" else (value / 20, value * 20)
+    if type_name in ("gaussmix", "modified_gaussmix"):  # γ must stay above the model's floor (γ > 2.5)
+        bracket = (max(bracket[0], 3.0), bracket[1])
+    result = calibrate_spec(spec, param=param, max_tpr=target, at_fpr=0.01, delta=1e-6, bracket=bracket)
     assert result.achieved <= target, type_name
     value = int(result.value) if param == "count" else result.value
     again = attack_risk(spec.with_param(param, value).accountant(), fprs=(0.01,), method=result.method)

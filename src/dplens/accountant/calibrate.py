@@ -578,6 +578,13 @@ class RiskCalibrationResult:
 
     ``risk`` is the :class:`~dplens.accountant.risk.AttackRisk` at ``value`` (the target's FPR and the report's card
     FPRs); ``warnings`` say what a target leaves open (an advantage target: the TPR at low FPR).
+
+    Example (a Gaussian's σ for advantage ≤ 0.2: 2Φ(1/(2σ)) − 1 = 0.2, σ = 1.9736):
+        >>> from dplens import Accountant, Gaussian
+        >>> result = calibrate_risk(lambda s: Accountant().compose(Gaussian(noise_multiplier=s)),
+        ...                         target=RiskTarget(max_advantage=0.2), lower=0.1, upper=100.0, method="exact")
+        >>> round(result.value, 4), result.achieved <= 0.2, result.warnings[0][:40]
+        (1.9736, True, '--max-advantage bounds TPR - FPR only: a')
     """
 
     param: str
@@ -622,15 +629,20 @@ class RiskCalibrationResult:
 
 
 def _risk_route(accountant: Accountant) -> Method:
-    """The route a risk calibration searches on: PLD where it applies, else the exact profile, else RDP."""
-    supported = set()
-    for event, _ in accountant.ledger:
-        methods = set(accountant.supported_methods(event))
-        supported = methods if not supported else supported & methods
-    for route in (Method.PLD, Method.EXACT, Method.RDP):
-        if route in supported:
-            return route
-    return Method.PLD  # nothing applies to every event: the PLD route says why at the first evaluation
+    """The route a risk calibration searches on: dplens's PLD engine where it models the whole ledger, else its exact
+    profile, else its RDP curve, else dp-accounting's PLD (upper bounds only, and slow: the last resort)."""
+    from dplens.accountant import pld_engine
+    from dplens.accountant.rdp import UnsupportedEventError
+
+    if pld_engine.supports(list(accountant.ledger), neighboring=accountant.neighboring):
+        return Method.PLD
+    for route, probe in ((Method.EXACT, accountant.exact_profile), (Method.RDP, accountant.rdp_curve)):
+        try:
+            probe()
+        except UnsupportedEventError:
+            continue
+        return route
+    return Method.PLD  # the PLD route says why at the first evaluation if it does not apply either
 
 
 def _risk_of(make_accountant: Callable[[float], Accountant], target: RiskTarget, method: Method, interval, tolerance):
@@ -666,43 +678,59 @@ def _risk_direction(build: Callable[[float], Accountant], measure: _Counter, low
     return Direction.DECREASING if low >= high else Direction.INCREASING
 
 
-def _geometric_bracket(measure: _Counter, goal: float, *, safe: float, unsafe: float, integer: bool):
-    """From the safe end, steps of a factor 4 towards ``unsafe`` (in log space where both ends are positive, else
-    halving the distance) until the target fails: a tight bracket without evaluating the far unsafe end, where the
-    PLD of a nearly noiseless mechanism is expensive to build."""
+def _middle_out_bracket(
+    measure: _Counter, goal: float, *, safe: float, unsafe: float, integer: bool
+) -> tuple[float, float] | None:
+    """A bracket (a safe point, an unsafe point) found from the middle of [safe, unsafe] (geometric where both ends are
+    positive) in steps of a factor 4 (else halving the distance), without evaluating either far end unless needed: a
+    nearly noiseless mechanism's PLD, and a very noisy discrete one's, are expensive to build. None when even
+    ``safe`` fails the target."""
     geometric = min(safe, unsafe) > 0
-    current = safe
-    for _ in range(200):
+
+    def toward(point: float, end: float) -> float:
         if geometric:
-            point = current / 4.0 if unsafe < current else current * 4.0
-            point = max(point, unsafe) if unsafe < current else min(point, unsafe)
+            step = point * 4.0 if end > point else point / 4.0
+            nxt = min(step, end) if end > point else max(step, end)
         else:
-            point = unsafe if abs(unsafe - current) < 1e-12 else current + 0.5 * (unsafe - current)
-        if integer:
-            point = float(round(point))
-        if point == current:
-            break
-        if measure(point) > goal or point == unsafe:
-            return current, point
-        current = point
-    return current, unsafe
+            nxt = end if abs(end - point) < 1e-12 else point + 0.5 * (end - point)
+        return float(round(nxt)) if integer else nxt
+
+    start = math.sqrt(safe * unsafe) if geometric else 0.5 * (safe + unsafe)
+    start = float(round(start)) if integer else start
+    ok = measure(start) <= goal
+    point, end = start, (unsafe if ok else safe)
+    for _ in range(400):
+        if point == end:
+            return (point, unsafe) if ok else None
+        nxt = toward(point, end)
+        if nxt == point:
+            return (point, unsafe) if ok else None
+        if (measure(nxt) <= goal) != ok:
+            return (point, nxt) if ok else (nxt, point)
+        point = nxt
+    return (point, unsafe) if ok else None
 
 
 def _fine_search(
-    measure: _Counter, target: float, *, answer: float, outer_safe: float, integer: bool, xtol: float
+    measure: _Counter, target: float, *, answer: float, ends: tuple[float, float], integer: bool, xtol: float
 ) -> float:
     """The answer on a finer grid, searched next to the coarse one (``answer`` is safe there: coarse bounds are
-    pessimistic, so the fine answer lies between it and the unsafe side)."""
+    pessimistic, so the fine answer lies between it and the unsafe end). ``ends`` = (safe end, unsafe end)."""
+    safe_end, unsafe_end = ends
     if measure(answer) > target:  # pragma: no cover - a finer pessimistic grid only lowers the bound
-        return _solve(measure, target=target, safe=outer_safe, unsafe=answer, integer=integer, xtol=xtol)
+        return _solve(measure, target=target, safe=safe_end, unsafe=answer, integer=integer, xtol=xtol)
+    sign = 1.0 if unsafe_end > safe_end else -1.0
     step = 1.0 if integer else max(abs(answer) * 1e-3, xtol)
     unsafe = answer
     for _ in range(40):
-        unsafe = unsafe - math.copysign(step, outer_safe - answer)
+        unsafe = unsafe + sign * step
+        unsafe = min(unsafe, unsafe_end) if sign > 0 else max(unsafe, unsafe_end)
         if integer:
             unsafe = float(round(unsafe))
         if measure(unsafe) > target:
             break
+        if unsafe == unsafe_end:
+            return unsafe
         step *= 4
     else:
         return unsafe
@@ -767,7 +795,8 @@ def calibrate_risk(
     if not lower < upper:
         raise ValueError(f"lower must be < upper; got lower={lower!r}, upper={upper!r}")
     if method is Method.BEST:  # one route for the whole search: the tightest that applies (PLD, else exact, else RDP)
-        method = _risk_route(make_accountant(int(upper) if integer else upper))
+        middle = math.sqrt(lower * upper) if lower > 0 else 0.5 * (lower + upper)
+        method = _risk_route(make_accountant(round(middle) if integer else middle))
     if delta is not None:
         delta = conversions.check_delta(delta, name="delta")
     if integer:
@@ -779,7 +808,8 @@ def calibrate_risk(
     if direction is None:
         direction = _risk_direction(build, coarse, lower, upper)
     safe, unsafe = (upper, lower) if direction is Direction.DECREASING else (lower, upper)
-    if coarse(safe) > goal:
+    bracket = _middle_out_bracket(coarse, goal, safe=safe, unsafe=unsafe, integer=integer)
+    if bracket is None:  # even the safe end fails on the coarse grid: try it on the fine one before giving up
         final = _risk_of(build, target, method, None, tolerance)(safe)
         if final > goal:
             raise ValueError(
@@ -788,12 +818,12 @@ def calibrate_risk(
             )
         value, fine = safe, None
     else:
-        near_safe, near_unsafe = _geometric_bracket(coarse, goal, safe=safe, unsafe=unsafe, integer=integer)
-        # On the PLD route the coarse grid only has to land next to the answer (the fine search finishes it).
+        near_safe, near_unsafe = bracket
+        # On the engine's PLD route the coarse grid only has to land next to the answer (the fine search finishes it).
         coarse_only = integer or method is not Method.PLD
         loose = tol if coarse_only else max(tol, 1e-4 * min(abs(near_safe), abs(near_unsafe)))
         answer = _solve(coarse, target=goal, safe=near_safe, unsafe=near_unsafe, integer=integer, xtol=loose)
-        value, fine = _fine_value(build, target, method, tolerance, answer, safe, integer, tol)
+        value, fine = _fine_value(build, target, method, tolerance, answer, (safe, unsafe), integer, tol)
     value, risk = _recheck_risk(build, target, method, tolerance, value, safe=safe, integer=integer, xtol=tol)
     full = attack_risk(build(value), fprs=tuple(dict.fromkeys((*target.fprs, *DEFAULT_FPRS))), method=method,
                        tolerance=tolerance or 1e-3)  # fmt: skip
@@ -817,19 +847,20 @@ def calibrate_risk(
     )
 
 
-def _fine_value(build, target, method, tolerance, answer, safe, integer, tol) -> tuple[float, _Counter | None]:
-    """The answer on the grid the engine chooses for ``tolerance`` next to the coarse ``answer``."""
+def _fine_value(build, target, method, tolerance, answer, ends, integer, tol) -> tuple[float, _Counter | None]:
+    """The answer on the grid dplens's PLD engine chooses for ``tolerance`` next to the coarse ``answer`` (the other
+    routes, and dp-accounting's PLD, keep the coarse answer: it is safe, and re-checked)."""
     from dplens.accountant.risk import DEFAULT_RISK_TOLERANCE, attack_risk
 
     if method is not Method.PLD:
         return answer, None
     first = attack_risk(build(answer), fprs=target.fprs, method=method, tolerance=tolerance or DEFAULT_RISK_TOLERANCE)
-    interval = _interval_of(first.details)
+    interval = _interval_of(first.details) if "dplens engine" in first.details else None
     if interval is None or interval >= _COARSE_INTERVAL:
         return answer, None
     fine = _Counter(_risk_of(build, target, method, interval, tolerance))
     xtol = tol if integer else max(tol, 1e-6 * abs(answer))
-    return _fine_search(fine, target.value, answer=answer, outer_safe=safe, integer=integer, xtol=xtol), fine
+    return _fine_search(fine, target.value, answer=answer, ends=ends, integer=integer, xtol=xtol), fine
 
 
 def _interval_of(details: str) -> float | None:

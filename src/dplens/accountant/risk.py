@@ -35,11 +35,11 @@ Routes (each named in the result):
 - ``best``: the smallest upper bound of the routes that apply, quantity by quantity (each route is valid, so their
   minimum is too), and the largest lower end.
 
-Example (one Gaussian with σ = 1, i.e. 1-GDP: TPR at FPR 1 % is Φ(Φ⁻¹(0.01) + 1) = 0.0923):
+Example (one Gaussian with σ = 1, i.e. 1-GDP: TPR at FPR 1 % is Φ(Φ⁻¹(0.01) + 1) = 0.09236):
     >>> from dplens import Accountant, Gaussian
     >>> risk = attack_risk(Accountant().compose(Gaussian(noise_multiplier=1.0)), fprs=(0.01,))
     >>> round(risk.tpr_upper[0], 4), round(risk.advantage_upper, 4), risk.method.value
-    (0.0923, 0.3829, 'exact')
+    (0.0924, 0.3829, 'exact')
 """
 
 from __future__ import annotations
