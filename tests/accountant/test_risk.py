@@ -280,3 +280,18 @@ def test_other_bad_arguments():
         attack_risk(gaussians(1.0), tolerance=0)
     with pytest.raises(ValueError, match="method"):
         attack_risk(gaussians(1.0), method="nope")
+
+
+def test_a_closed_form_that_fails_far_out_still_gives_an_upper_bound():
+    from dplens.accountant.risk import _profile_risk, _Query
+
+    def deltas(epsilons):  # 1-GDP, whose "root finder" gives up beyond ε = 30
+        eps = np.atleast_1d(np.asarray(epsilons, dtype=float))
+        if np.any(eps > 30):
+            raise RuntimeError("Failed to converge after 100 iterations.")
+        return conversions.gdp_delta(1.0, eps)
+
+    risk = _profile_risk(_Query((0.01, 0.1), None, False, "add_remove"), deltas, Method.EXACT, "test profile")
+    exact = [float(mp_gaussian_tpr(1.0, f)) for f in (0.01, 0.1)]
+    assert risk.tpr_lower is None
+    assert all(e <= t <= e + 1e-4 for e, t in zip(exact, risk.tpr_upper, strict=True))

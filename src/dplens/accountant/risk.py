@@ -451,25 +451,47 @@ _PROFILE_GRID = np.unique(
 _LOCAL_POINTS = 129
 
 
-def _profile_envelopes(deltas: Callable[[np.ndarray], np.ndarray], alphas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _profile_envelopes(
+    deltas: Callable[[np.ndarray], np.ndarray], alphas: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None]:
     """(lower, upper) bounds on the curve implied by a continuous, non-increasing δ(ε) known on points.
 
     Lower: the envelope on the points. Upper: on [ε_k, ε_{k+1}] each branch is at most its value with δ(ε_{k+1})
     and e^{ε_k} (δ is non-increasing), and beyond the last point with δ = 0.
     """
     grid = _PROFILE_GRID
-    values = np.minimum(np.asarray(deltas(grid), dtype=float), 1.0)
+    values = _guarded(deltas, grid)
     x = np.exp(grid)[:, None]
     with np.errstate(over="ignore", invalid="ignore"):
         lines = np.maximum((1.0 - values)[:, None] - x * alphas, ((1.0 - values)[:, None] - alphas) / x)
     best = np.nanargmax(np.where(np.isnan(lines), -np.inf, lines), axis=0)
     local = [np.linspace(grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)], _LOCAL_POINTS) for k in np.unique(best)]
     grid = np.unique(np.concatenate([grid, *local]))
-    values = np.minimum(np.asarray(deltas(grid), dtype=float), 1.0)
-    low = _envelope(grid, values, alphas)
+    values = _guarded(deltas, grid)
+    low = _envelope(grid, np.where(np.isnan(values), 1.0, values), alphas)  # a point that failed claims nothing
+    if np.any(np.isnan(values)):
+        return low, None  # the upper side needs δ at every point
     shifted = np.concatenate([values[1:], [0.0]])  # δ at the right end of each interval (0 beyond the last)
     high = _envelope(grid, shifted, alphas)
     return low, np.maximum(high, low)
+
+
+_NUMERIC_ERRORS = (ValueError, RuntimeError, ArithmeticError)
+
+
+def _guarded(deltas: Callable[[np.ndarray], np.ndarray], grid: np.ndarray) -> np.ndarray:
+    """δ on the grid (≤ 1); where a closed form fails numerically (a research profile's root finder far out in ε),
+    the points that fail are NaN (the lower side then skips them, and the upper side is not claimed)."""
+    try:
+        return np.minimum(np.asarray(deltas(grid), dtype=float), 1.0)
+    except _NUMERIC_ERRORS:
+        out = np.full(grid.shape, np.nan)
+        for i, eps in enumerate(grid):
+            try:
+                out[i] = min(float(np.asarray(deltas(np.array([eps])), dtype=float).ravel()[0]), 1.0)
+            except _NUMERIC_ERRORS:
+                continue
+        return out
 
 
 def _profile_risk(
@@ -478,14 +500,15 @@ def _profile_risk(
     """A closed-form δ(ε) (both directions): the curve bracketed on a fine ε grid (:func:`_profile_envelopes`)."""
     alphas = query.alphas()
     low, high = _profile_envelopes(deltas, alphas)
-    table = {float(a): (1.0 - lo, 1.0 - hi) for a, lo, hi in zip(alphas, low, high, strict=True)}
+    upper = {float(a): 1.0 - lo for a, lo in zip(alphas, low, strict=True)}
+    lower = None if high is None else {float(a): 1.0 - hi for a, hi in zip(alphas, high, strict=True)}
     delta = _scalar(deltas)
     return _result(
         query,
         method,
         f"{description}; the trade-off curve bracketed on an epsilon grid (DRS 2022 Prop. 2.12)",
-        upper=lambda a: np.array([table[float(v)][0] for v in a]),
-        lower=lambda a: np.array([table[float(v)][1] for v in a]),
+        upper=lambda a: np.array([upper[float(v)] for v in a]),
+        lower=None if lower is None else (lambda a: np.array([lower[float(v)] for v in a])),
         delta_upper=delta,
         delta_lower=delta,
     )
