@@ -143,6 +143,26 @@ COMMANDS: dict[str, Command] = {
         },
         required=("--param", "--target-epsilon", "--delta"),
     ),
+    "calibrate-risk": Command(
+        argv=("calibrate", "{spec}", "--param", "noise_multiplier", "--max-tpr", "0.05", "--at-fpr", "0.01"),
+        bad_values={
+            "--max-tpr": (*PROBABILITY_BAD, "0.005"),  # at or below its FPR: random guessing reaches it
+            "--at-fpr": PROBABILITY_BAD,
+            "--max-advantage": ("0.1",),  # not together with --max-tpr
+            "--target-epsilon": ("1",),  # not together with a risk target
+            "--delta": PROBABILITY_BAD,
+        },
+        required=("--param", "--max-tpr", "--at-fpr"),
+    ),
+    "risk": Command(
+        argv=("risk", "{spec}", "--fpr", "0.01", "0.1", "--prior", "0.5", "--json"),
+        bad_values={
+            "--fpr": PROBABILITY_BAD,
+            "--prior": PROBABILITY_BAD,
+            "--method": ("bogus", ""),
+            "--tolerance": PROBABILITY_BAD,
+        },
+    ),
     "audit": Command(
         argv=("audit", "{spec}", "--trials", "200", "--quiet", "--json"),
         bad_values={
@@ -333,6 +353,7 @@ COMMANDS: dict[str, Command] = {
 
 # The subcommand each table entry runs (entries named after a variant of a subcommand).
 SUBCOMMAND = {
+    "calibrate-risk": "calibrate",
     "audit-target": "audit",
     "audit-game": "audit",
     "report-audit": "report",

@@ -25,6 +25,9 @@ _EXPORTS: dict[str, str] = {
     "EpsilonResult": "dplens.accountant.compose:EpsilonResult",
     "Method": "dplens.accountant.compose:Method",
     "CalibrationResult": "dplens.accountant.calibrate:CalibrationResult",
+    "RiskCalibrationResult": "dplens.accountant.calibrate:RiskCalibrationResult",
+    "RiskTarget": "dplens.accountant.calibrate:RiskTarget",
+    "AttackRisk": "dplens.accountant.risk:AttackRisk",
     "RdpConversion": "dplens.accountant.curves:RdpConversion",
     "RdpCurve": "dplens.accountant.curves:RdpCurve",
     "PrivacyProfile": "dplens.accountant.curves:PrivacyProfile",
@@ -73,6 +76,7 @@ _EXPORTS: dict[str, str] = {
     "parse_spec": "dplens.spec:parse_spec",
     # top-level functions
     "calibrate": "dplens._api:calibrate",
+    "attack_risk": "dplens._api:attack_risk",
     "audit": "dplens._api:audit",
     "sweep": "dplens.accountant.sweep:sweep",
     "SweepResult": "dplens.accountant.sweep:SweepResult",
@@ -98,6 +102,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "Accountant",
     "ApproxDp",
+    "AttackRisk",
     "AuditMode",
     "AuditResult",
     "CalibrationResult",
@@ -130,6 +135,8 @@ __all__ = [
     "ReplaceOneNoise",
     "Report",
     "ReportNoisyMax",
+    "RiskCalibrationResult",
+    "RiskTarget",
     "SampledWithReplacement",
     "SampledWithoutReplacement",
     "ScoreAuditor",
@@ -147,6 +154,7 @@ __all__ = [
     "Zcdp",
     "ZcdpMechanism",
     "__version__",
+    "attack_risk",
     "audit",
     "audit_scores",
     "batched",
@@ -181,9 +189,9 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from dplens._api import AuditMode, audit, calibrate, generate_report
+    from dplens._api import AuditMode, attack_risk, audit, calibrate, generate_report
     from dplens.accountant.approx_dp import ApproxDp
-    from dplens.accountant.calibrate import CalibrationResult
+    from dplens.accountant.calibrate import CalibrationResult, RiskCalibrationResult, RiskTarget
     from dplens.accountant.compose import Accountant, EpsilonResult, Method
     from dplens.accountant.curves import Gdp, PrivacyProfile, RdpConversion, RdpCurve, Tcdp, TradeOff, Zcdp
     from dplens.accountant.discrete import DiscreteGaussian, DiscreteLaplace
@@ -211,6 +219,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         to_dp_accounting,
     )
     from dplens.accountant.group import GroupPrivacy
+    from dplens.accountant.risk import AttackRisk
     from dplens.accountant.selection import (
         ExponentialMechanism,
         PermuteAndFlip,

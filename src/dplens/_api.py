@@ -17,6 +17,7 @@ from typing import Any
 __all__ = [
     "PARAMETER_DEFAULTS",
     "AuditMode",
+    "attack_risk",
     "audit",
     "calibrate",
     "calibrate_spec",
@@ -129,32 +130,57 @@ def _audit_target(
     )
 
 
+def _risk_target(max_tpr: float | None, at_fpr: float | None, max_advantage: float | None) -> Any:
+    """The attack-risk target the arguments name, or None (a target ε)."""
+    if max_tpr is None and at_fpr is None and max_advantage is None:
+        return None
+    from dplens.accountant.calibrate import RiskTarget
+
+    return RiskTarget(max_tpr=max_tpr, at_fpr=at_fpr, max_advantage=max_advantage)
+
+
 def calibrate_spec(
     spec: Any,
     *,
     param: str,
-    target_epsilon: float,
-    delta: float,
+    target_epsilon: float | None = None,
+    delta: float | None = None,
     method: Any = None,
     bracket: tuple[float, float] | None = None,
     tolerance: float | None = None,
+    max_tpr: float | None = None,
+    at_fpr: float | None = None,
+    max_advantage: float | None = None,
 ) -> Any:
     """Calibrate parameter ``param`` of every mechanism of ``spec`` that takes it (``dplens calibrate``).
 
-    The default bracket and direction of ε come from :data:`PARAMETER_DEFAULTS`; an unknown parameter needs
-    ``bracket``. ``tolerance`` is the PLD engine's relative bracket width (default 1e-3). Returns a
-    :class:`~dplens.accountant.calibrate.CalibrationResult` whose ε is ≤ the target.
+    The target is an ε at ``delta`` (``target_epsilon``), or an attack risk: ``max_tpr`` at ``at_fpr`` (no attack's
+    TPR at that FPR above it) or ``max_advantage`` (TPR − FPR); with a risk target ``delta`` is optional and names the
+    δ of the ε reported beside the answer. The default bracket and direction come from :data:`PARAMETER_DEFAULTS`;
+    an unknown parameter needs ``bracket``. ``tolerance`` is the PLD engine's relative bracket width (default 1e-3).
+    Returns a :class:`~dplens.accountant.calibrate.CalibrationResult` whose ε is ≤ the target, or a
+    :class:`~dplens.accountant.calibrate.RiskCalibrationResult` whose risk is ≤ the target.
 
     With the PLD route the search is bracketed by RDP first, so a default bracket of [0.05, 500] costs a few
     RDP evaluations, not PLD ones (the PLD engine runs only next to the answer).
     """
+    risk = _risk_target(max_tpr, at_fpr, max_advantage)
+    if risk is not None and target_epsilon is not None:
+        raise ValueError(
+            "give either target_epsilon or a risk target (max_tpr with at_fpr, or max_advantage), not both"
+        )
+    if risk is None and (target_epsilon is None or delta is None):
+        raise ValueError(
+            f"calibration needs target_epsilon with delta, or a risk target; got target_epsilon={target_epsilon!r}, "
+            f"delta={delta!r}"
+        )
     from dplens.accountant.calibrate import Direction
     from dplens.accountant.calibrate import calibrate as solve
     from dplens.accountant.compose import Method
     from dplens.accountant.routes import as_method
 
-    method = Method.PLD if method is None else as_method(method)
-    if method is Method.BEST:
+    method = (Method.BEST if risk is not None else Method.PLD) if method is None else as_method(method)
+    if method is Method.BEST and risk is None:
         method = Method.PLD  # the tightest standard route; BEST would re-run every route at every step
     known = PARAMETER_DEFAULTS.get(param)
     if bracket is not None:
@@ -172,6 +198,21 @@ def calibrate_spec(
     if bracket is None and not integer:
         lower = _first_valid(make, lower, upper)
     spec.with_param(param, int(lower) if integer else lower)  # a bad name or value fails here, before the search
+    if risk is not None:
+        from dplens.accountant.calibrate import calibrate_risk
+
+        return calibrate_risk(
+            make,
+            target=risk,
+            lower=lower,
+            upper=upper,
+            direction=direction,
+            integer=integer,
+            param=param,
+            delta=delta,
+            method=method,
+            tolerance=tolerance,
+        )
     return solve(
         make,
         target_epsilon=target_epsilon,
@@ -189,16 +230,25 @@ def calibrate_spec(
 def calibrate(
     subject: Any,
     *,
-    target_epsilon: float,
-    delta: float,
+    target_epsilon: float | None = None,
+    delta: float | None = None,
     param: str | None = None,
     lower: float | None = None,
     upper: float | None = None,
     method: Any = None,
     integer: bool = False,
     tolerance: float | None = None,
+    max_tpr: float | None = None,
+    at_fpr: float | None = None,
+    max_advantage: float | None = None,
 ) -> Any:
-    """The parameter value that meets (``target_epsilon``, ``delta``) as tightly as possible, never overshooting.
+    """The parameter value that meets (``target_epsilon``, ``delta``), or an attack-risk target, as tightly as
+    possible, never overshooting.
+
+    Risk targets (Kulynych et al., NeurIPS 2024): ``max_tpr`` at ``at_fpr`` — no membership attack reaches a TPR
+    above ``max_tpr`` at FPR ``at_fpr`` — or ``max_advantage`` — no attack's TPR − FPR exceeds it (which leaves the
+    TPR at low FPR open: the result's ``warnings`` say how high). ``delta`` then names the δ of the ε reported beside
+    the answer (optional). The result is a :class:`~dplens.accountant.calibrate.RiskCalibrationResult`.
 
     Args:
         subject: a spec (a path, or a parsed :class:`~dplens.spec.Spec`: ``param`` names the parameter), or a
@@ -226,7 +276,11 @@ def calibrate(
         True
         >>> round(result.value, 3)
         1.022
+        >>> risk = dplens.calibrate(dp_sgd, max_tpr=0.05, at_fpr=0.01, delta=1e-5, lower=0.5, upper=5.0)
+        >>> risk.achieved <= 0.05, round(risk.value, 3)
+        (True, 0.778)
     """
+    risk = _risk_target(max_tpr, at_fpr, max_advantage)
     spec = _as_spec(subject)
     if spec is not None:
         if not isinstance(param, str):
@@ -242,6 +296,9 @@ def calibrate(
             method=method,
             bracket=bracket,
             tolerance=tolerance,
+            max_tpr=max_tpr,
+            at_fpr=at_fpr,
+            max_advantage=max_advantage,
         )
     if not callable(subject):
         raise ValueError(f"subject must be a spec, a spec path or a function of the parameter; got {subject!r}")
@@ -252,7 +309,7 @@ def calibrate(
     from dplens.accountant.compose import Accountant, Method
     from dplens.accountant.routes import as_method
 
-    method = Method.PLD if method is None else as_method(method)
+    method = (Method.BEST if risk is not None else Method.PLD) if method is None else as_method(method)
 
     def make(value: float) -> Accountant:
         built = subject(int(value) if integer else value)
@@ -262,6 +319,27 @@ def calibrate(
             return built
         raise ValueError(f"the calibrated function must return an Accountant or an Event; got {built!r}")
 
+    if risk is not None:
+        if target_epsilon is not None:
+            raise ValueError("give either target_epsilon or a risk target, not both")
+        from dplens.accountant.calibrate import calibrate_risk
+
+        return calibrate_risk(
+            make,
+            target=risk,
+            lower=lower,
+            upper=upper,
+            integer=integer,
+            param=param or "param",
+            delta=delta,
+            method=method,
+            tolerance=tolerance,
+        )
+    if target_epsilon is None or delta is None:
+        raise ValueError(
+            f"calibration needs target_epsilon with delta, or a risk target; got target_epsilon={target_epsilon!r}, "
+            f"delta={delta!r}"
+        )
     return solve(
         make,
         target_epsilon=target_epsilon,
@@ -373,6 +451,52 @@ def audit(
     if _is_target(subject):
         return _audit_target(subject, pair, trials=trials, claim=claim, delta=delta, execution=execution, **options)
     raise ValueError(f"subject must be a spec, a spec path, a mechanism or a callable target; got {subject!r}")
+
+
+def attack_risk(
+    subject: Any,
+    *,
+    fprs: Sequence[float] | float | None = None,
+    prior: float | None = None,
+    method: Any = None,
+    tolerance: float | None = None,
+    curve: bool = False,
+) -> Any:
+    """Upper bounds on the attack risk of a spec, an :class:`~dplens.accountant.compose.Accountant` or an event
+    (``dplens risk``): the largest TPR of any membership attack at each FPR, the largest advantage TPR − FPR, and with
+    ``prior`` the largest success of a Bayesian attacker — each read off the pessimistic side of the trade-off curve,
+    with the certified bracket and the route (:func:`dplens.accountant.risk.attack_risk`).
+
+    Example (MNIST DP-SGD, σ = 1.1: no attack reaches a TPR above 4.03 % at FPR 1 %):
+        >>> import dplens
+        >>> step = dplens.PoissonSampled(sampling_rate=256 / 60000, event=dplens.Gaussian(noise_multiplier=1.1))
+        >>> risk = dplens.attack_risk(dplens.SelfComposed(event=step, count=14063), fprs=(0.01, 0.1))
+        >>> [round(t, 4) for t in risk.tpr_upper], round(risk.advantage_upper, 4), risk.method.value
+        ([0.0402, 0.2396], 0.2245, 'pld')
+    """
+    from dplens.accountant import events as ev
+    from dplens.accountant.compose import Accountant, Method
+    from dplens.accountant.risk import DEFAULT_FPRS, DEFAULT_RISK_TOLERANCE
+    from dplens.accountant.risk import attack_risk as compute
+    from dplens.accountant.routes import as_method
+
+    spec = _as_spec(subject)
+    if spec is not None:
+        accountant = spec.accountant()
+    elif isinstance(subject, Accountant):
+        accountant = subject
+    elif isinstance(subject, ev.Event):
+        accountant = Accountant().compose(subject)
+    else:
+        raise ValueError(f"subject must be a spec, a spec path, an Accountant or an Event; got {subject!r}")
+    return compute(
+        accountant,
+        fprs=DEFAULT_FPRS if fprs is None else fprs,
+        prior=prior,
+        method=Method.BEST if method is None else as_method(method),
+        tolerance=DEFAULT_RISK_TOLERANCE if tolerance is None else tolerance,
+        curve=curve,
+    )
 
 
 class AuditMode(enum.Enum):

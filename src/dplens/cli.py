@@ -266,26 +266,126 @@ def _cmd_account(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------
 
 
+def _calibration_target(args: argparse.Namespace) -> str:
+    """Which target the flags name ("epsilon" or "risk"), checked before any work: one line on a bad combination."""
+    risk = args.max_tpr is not None or args.at_fpr is not None or args.max_advantage is not None
+    if risk and args.target_epsilon is not None:
+        raise CliError("give either --target-epsilon or a risk target (--max-tpr T --at-fpr A, or --max-advantage V)")
+    if args.max_advantage is not None and (args.max_tpr is not None or args.at_fpr is not None):
+        raise CliError("give either --max-advantage or --max-tpr with --at-fpr, not both")
+    if (args.max_tpr is None) != (args.at_fpr is None):
+        raise CliError("--max-tpr and --at-fpr go together (the largest TPR allowed at that false-positive rate)")
+    if not risk and args.target_epsilon is None:
+        raise CliError(
+            "a target is required: --target-epsilon E --delta D, --max-tpr T --at-fpr A, or --max-advantage V"
+        )
+    if not risk and args.delta is None:
+        raise CliError("--target-epsilon needs --delta")
+    return "risk" if risk else "epsilon"
+
+
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from dplens._api import calibrate_spec
+    from dplens._api import calibrate_spec, default_delta
     from dplens.spec import load_spec
 
+    kind = _calibration_target(args)
     spec = load_spec(args.spec)
+    delta = args.delta if args.delta is not None or kind == "epsilon" else default_delta(spec) or None
     result = calibrate_spec(
         spec,
         param=args.param,
         target_epsilon=args.target_epsilon,
-        delta=args.delta,
+        delta=delta,
         method=args.method,
         bracket=tuple(args.bracket) if args.bracket is not None else None,
         tolerance=args.tolerance,
+        max_tpr=args.max_tpr,
+        at_fpr=args.at_fpr,
+        max_advantage=args.max_advantage,
     )
     payload = result.to_dict() | {"spec_sha256": spec.sha256}
-    text = (
-        f"{args.param} = {result.value:.8g}  gives epsilon = {_fmt(result.epsilon)} <= {args.target_epsilon:g} "
-        f"at delta = {args.delta:g}  [{result.details}]"
-    )
+    if kind == "epsilon":
+        text = (
+            f"{args.param} = {result.value:.8g}  gives epsilon = {_fmt(result.epsilon)} <= {args.target_epsilon:g} "
+            f"at delta = {args.delta:g}  [{result.details}]"
+        )
+    else:
+        epsilon = "" if result.epsilon is None else f"; epsilon = {_fmt(result.epsilon)} at delta = {result.delta:g}"
+        text = (
+            f"{args.param} = {result.value:.8g}  gives {result.target.describe()} (upper bound {result.achieved:.6g})"
+            f"{epsilon}  [{result.details}]"
+        )
+        for warning in result.warnings:
+            print(f"dplens: warning: {warning}", file=sys.stderr)
     _emit(payload, args.json, text)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# risk
+# --------------------------------------------------------------------------------------------
+
+
+def _percent(value: float | None, *, lower: bool = False) -> str:
+    """A probability as a percentage, 4 significant digits, rounded on its safe side (an upper bound up)."""
+    from dplens.reports.format import fmt_lower, fmt_upper
+
+    return "n/a" if value is None else f"{(fmt_lower if lower else fmt_upper)(100 * value)} %"
+
+
+def _upper(value: float) -> str:
+    from dplens.reports.format import fmt_upper
+
+    return fmt_upper(value, 6)
+
+
+def _lower(value: float) -> str:
+    from dplens.reports.format import fmt_lower
+
+    return fmt_lower(value, 6)
+
+
+def _risk_text(risk: Any, spec_path: str) -> str:
+    lines = [
+        f"attack risk of {spec_path} ({risk.neighboring} adjacency; route {risk.method.value}): every number is an "
+        "upper bound on what any membership attack can reach"
+    ]
+    for i, fpr in enumerate(risk.fprs):
+        bracket = (
+            ""
+            if risk.tpr_lower is None
+            else f"  [certified bracket {_percent(risk.tpr_lower[i], lower=True)}, {_percent(risk.tpr_upper[i])}]"
+        )
+        lines.append(f"  at FPR {fpr * 100:g} %: TPR <= {_percent(risk.tpr_upper[i])}{bracket}")
+    low = (
+        ""
+        if risk.advantage_lower is None
+        else f"  [certified bracket {_lower(risk.advantage_lower)}, {_upper(risk.advantage_upper)}]"
+    )
+    lines.append(f"  advantage TPR - FPR <= {_upper(risk.advantage_upper)}{low}")
+    if risk.prior is not None:
+        lines.append(
+            f"  with prior {risk.prior:g} that the unit is in the data, an attacker guesses right with probability "
+            f"<= {_upper(risk.success_upper)} ({max(risk.prior, 1 - risk.prior):g} without the release)"
+        )
+    lines.append(f"  [{risk.details}]")
+    return "\n".join(lines)
+
+
+def _cmd_risk(args: argparse.Namespace) -> int:
+    from dplens._api import attack_risk
+    from dplens.spec import load_spec
+
+    spec = load_spec(args.spec)
+    risk = attack_risk(
+        spec,
+        fprs=tuple(args.fpr) if args.fpr else None,
+        prior=args.prior,
+        method=args.method,
+        tolerance=args.tolerance,
+    )
+    payload = risk.to_dict() | {"spec_sha256": spec.sha256}
+    _emit(payload, args.json, _risk_text(risk, args.spec))
     return 0
 
 
@@ -800,11 +900,31 @@ def _cmd_budget_charge(args: argparse.Namespace) -> int:
     return 0 if result.accepted else EXIT_REFUSED
 
 
+def _budget_risk_lines(view: dict[str, Any], name: str) -> list[str]:
+    """The --risk lines of one budget: per period what was spent, and what the whole budget allows (upper bounds)."""
+    item = next(b for b in view["budgets"] if b["name"] == name)
+
+    def words(risk: dict[str, Any]) -> str:
+        tprs = " / ".join(_percent(v) for v in risk["tpr_upper"].values())
+        return f"TPR <= {tprs}, advantage <= {risk['advantage_upper']:.4g}"
+
+    fprs = " / ".join(f"{f * 100:g} %" for f in view["fprs"])
+    lines = [f"  as attack risk (upper bounds; at FPR {fprs}): the whole budget allows {words(item['budget'])}"]
+    lines += [f"    {p['period']}: spent so far {words(p['spent'])} [{p['source']}]" for p in item["periods"]]
+    return lines
+
+
 def _cmd_budget_status(args: argparse.Namespace) -> int:
     with _open_ledger(args, reading=True) as ledger:
         status = ledger.status()
+        view = None
+        if args.risk or args.fpr:
+            from dplens.ledger.risk_view import status_risk
+
+            view = status_risk(ledger, status, fprs=tuple(args.fpr) if args.fpr else None)
     if args.json:
-        print(json.dumps(status.to_dict(), sort_keys=True))
+        payload = status.to_dict() | ({"risk": view} if view is not None else {})
+        print(json.dumps(payload, sort_keys=True))
         return 0
     lines = [f"ledger {status.location} (schema version {status.schema_version}), {status.time_utc}"]
     if not status.budgets:
@@ -837,6 +957,8 @@ def _cmd_budget_status(args: argparse.Namespace) -> int:
                 lines.append(f"    largest (epsilon of the release alone): {top}")
         if item.chargers:
             lines.append("  charged by: " + ", ".join(f"{k} ({v})" for k, v in sorted(item.chargers.items())))
+        if view is not None:
+            lines += _budget_risk_lines(view, budget.name)
     print("\n".join(lines))
     return 0
 
@@ -897,6 +1019,15 @@ def _add_budget_parser(sub: Any) -> None:
 
     status = commands.add_parser("status", help="spent and remaining per budget and period, releases, top spenders")
     status.add_argument("db", help=db_help)
+    status.add_argument(
+        "--risk",
+        action="store_true",
+        help="also as attack risk: the largest membership-attack TPR at 0.1 %%, 1 %%, 10 %% FPR and the advantage, "
+        "spent so far and allowed by the whole budget",
+    )
+    status.add_argument(
+        "--fpr", type=_probability, nargs="+", action="extend", metavar="A", help="with --risk: these FPRs instead"
+    )
     status.add_argument("--lock-timeout", **lock)
     status.add_argument("--json", action="store_true", help="print one JSON object")
     status.set_defaults(func=_cmd_budget_status)
@@ -1039,14 +1170,34 @@ def build_parser() -> argparse.ArgumentParser:
     account.add_argument("--json", action="store_true", help="print one JSON object")
     account.set_defaults(func=_cmd_account)
 
-    cal = sub.add_parser("calibrate", help="smallest noise (or largest budget) meeting a target epsilon")
+    cal = sub.add_parser(
+        "calibrate", help="smallest noise (or largest budget) meeting a target epsilon or an attack-risk target"
+    )
     cal.add_argument("spec", help="TOML or JSON spec file")
     cal.add_argument("--param", required=True, help="parameter to calibrate, e.g. noise_multiplier, steps")
+    cal.add_argument("--target-epsilon", type=_non_negative, help="the epsilon the answer must not exceed")
     cal.add_argument(
-        "--target-epsilon", type=_non_negative, required=True, help="the epsilon the answer must not exceed"
+        "--delta",
+        type=_probability,
+        help="the delta of --target-epsilon; with a risk target, the delta of the epsilon shown beside the answer "
+        "(default: the spec's claim, else 1e-5)",
     )
-    cal.add_argument("--delta", type=_probability, required=True, help="the delta of the target")
-    cal.add_argument("--method", choices=methods, default="pld", help="accounting route of the calibration")
+    cal.add_argument(
+        "--max-tpr", type=_probability, metavar="T", help="risk target: no attack's TPR above T at --at-fpr"
+    )
+    cal.add_argument("--at-fpr", type=_probability, metavar="A", help="the false-positive rate of --max-tpr")
+    cal.add_argument(
+        "--max-advantage",
+        type=_probability,
+        metavar="V",
+        help="risk target: no attack's TPR - FPR above V (leaves the TPR at low FPR open: a warning says how high)",
+    )
+    cal.add_argument(
+        "--method",
+        choices=methods,
+        help="accounting route of the calibration (default: pld; with a risk target, best: pld where it applies, "
+        "else exact, else rdp)",
+    )
     cal.add_argument(
         "--bracket", type=float, nargs=2, metavar=("LOW", "HIGH"), help="search the parameter in [LOW, HIGH]"
     )
@@ -1058,6 +1209,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cal.add_argument("--json", action="store_true", help="print one JSON object")
     cal.set_defaults(func=_cmd_calibrate)
+
+    rsk = sub.add_parser(
+        "risk", help="attack risk: the largest membership-attack TPR at given FPRs, advantage, Bayes success"
+    )
+    rsk.add_argument("spec", help="TOML or JSON spec file")
+    rsk.add_argument(
+        "--fpr",
+        type=_probability,
+        nargs="+",
+        action="extend",
+        metavar="A",
+        help="false-positive rates at which to bound the attack TPR (default 0.001 0.01 0.1)",
+    )
+    rsk.add_argument(
+        "--prior", type=_probability, help="also bound a Bayesian attacker's success, for this prior of membership"
+    )
+    rsk.add_argument("--method", choices=methods, default="best", help="route; best: the tightest that apply")
+    rsk.add_argument(
+        "--tolerance",
+        type=_probability,
+        default=DEFAULT_TOLERANCE,
+        help=f"PLD: refine until every bracket is within TOLERANCE (relative; default {DEFAULT_TOLERANCE:g})",
+    )
+    rsk.add_argument("--json", action="store_true", help="print one JSON object")
+    rsk.set_defaults(func=_cmd_risk)
 
     swp = sub.add_parser("sweep", help="epsilon for every configuration of a grid of spec parameters (CSV or JSON)")
     swp.add_argument("spec", help="TOML or JSON spec file")

@@ -1,9 +1,11 @@
 """``dplens demo``: the main job end to end on a built-in DP-SGD example.
 
 1. calibrate the noise multiplier of a Poisson-subsampled DP-SGD run to a target (ε, δ) (never overshooting);
-2. account the calibrated run by every route (RDP, PLD; the tightest marked);
+2. account the calibrated run by every route (RDP, PLD; the tightest marked) and read its attack risk off the
+   trade-off curve (the largest membership-attack TPR at 0.1 %, 1 %, 10 % FPR and the advantage: upper bounds);
 3. audit it: a Monte Carlo distinguishing game gives a valid lower bound on ε (``dplens.auditing.games``);
-4. write the compliance report (``report.json``, ``report.html``, ``privacy-statement.txt``, figures).
+4. write the compliance report (``report.json``, ``report.html`` with the attack-risk card, ``privacy-statement.txt``,
+   figures).
 
 The claim under review is the calibration target: the accountant certifies it (upper bound ≤ target) and the
 audit tests it empirically. Progress lines go to stdout; the last line is the absolute path of report.html.
@@ -91,6 +93,10 @@ def run_demo(out_dir: Path, *, progress: bool = True, config: dict[str, Any] = D
     for route in accounting.routes:
         mark = "  <- tightest" if route.is_tightest else ""
         say(f"      {route.method:>5}: epsilon <= {fmt_upper(route.epsilon)}  [{route.details}]{mark}")
+    if accounting.attack_risk:
+        from dplens.reports.risk_card import short_risk
+
+        say(f"      attack risk: {short_risk(accounting.attack_risk)}")
 
     trials, confidence, seed = cfg["audit_trials"], cfg["audit_confidence"], cfg["audit_seed"]
     say(f"[3/4] auditing: {trials} trials per side, confidence {percent(confidence)}, seed {seed} ...")

@@ -6,12 +6,15 @@ export: ``git archive HEAD | tar -x -C DIR``) and are skipped with one line othe
   record one accepts the other accepts;
 - every record dplens exports from the examples validates against the registry's own schema with its format checker;
 - ``dplens registry check`` reads every public record without a traceback, a line per record; the 2020 Census DHC
-  person tables (rho = 4.96, stated epsilon = 26.34 at delta = 1e-10) are valid, with the tighter 25.41.
+  person tables (rho = 4.96, stated epsilon = 26.34 at delta = 1e-10) are valid, with the tighter 25.41;
+- the registry's own test suite (``tests/``: its schema, ``test_updated_slugs``, ``test_real_yaml``'s YAML checks, key
+  order) passes on a copy of it with the two examples' records added under the file names dplens suggests.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -25,6 +28,7 @@ from dplens._api import default_delta, report_summary
 from dplens.registry.check import CheckStatus, check_records
 from dplens.registry.export import export_entry
 from dplens.registry.schema import RECORD_SCHEMA, load_schema_file, validate_record
+from dplens.reports.registry_entry import registry_file_name
 
 ENV = "DPLENS_REGISTRY_DATA"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -135,3 +139,49 @@ def test_the_registry_examples_agree_with_dplens_validation(registry, schema):
         assert check_records([path]).errors, path.name
         assert check_records([path], schema=schema).errors, path.name
     assert validate_record({}) and validate_record({}, schema=schema)
+
+
+def _example_entries() -> list:
+    paths = [p for p in sorted(EXAMPLES.glob("*.toml")) if "deployment" in tomllib.loads(p.read_text())]
+    assert len(paths) >= 2
+    entries = []
+    for path in paths:
+        spec = dplens.load_spec(path)
+        report = dplens.build_report(
+            spec=spec, accounting=report_summary(spec, default_delta(spec)), title=path.stem, not_audited_reason="test"
+        )
+        entries.append(export_entry(report))
+    return entries
+
+
+def test_exported_records_start_with_their_slug_line():
+    # the registry's update_slug reads `^url_slug: (.*)` from the start of the file (no comment may come first)
+    for entry in _example_entries():
+        text = entry.to_yaml()
+        first, second = text.splitlines()[:2]
+        assert first == f"url_slug: {entry.record['url_slug']}" and second.startswith("# Written by dplens")
+        assert f"deployments/{registry_file_name(entry.record['url_slug'])}" in text
+
+
+def test_the_registrys_own_suite_passes_with_the_examples_records(registry, tmp_path):
+    """The registry's CI (``.github/workflows/test.yml``) on a copy with the examples' records added: its pre-commit
+    file hooks (check-yaml, end-of-file-fixer, trailing-whitespace; checked here, the hooks need the network), then
+    ``python scripts/check.py --skip check_urls`` and ``pytest``."""
+    import yaml
+
+    copy = tmp_path / "registry"
+    shutil.copytree(registry, copy, ignore=shutil.ignore_patterns(".git"))
+    for entry in _example_entries():
+        path = copy / "deployments" / registry_file_name(entry.record["url_slug"])
+        text = entry.to_yaml()
+        assert text.endswith("\n") and not text.endswith("\n\n"), path.name  # end-of-file-fixer
+        assert not [line for line in text.splitlines() if line != line.rstrip()], path.name  # trailing-whitespace
+        assert yaml.safe_load(text)["url_slug"] == entry.record["url_slug"]  # check-yaml
+        path.write_text(text, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+    for command in (
+        [sys.executable, "scripts/check.py", "--skip", "check_urls"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+    ):
+        done = subprocess.run(command, cwd=copy, capture_output=True, text=True, timeout=600, check=False, env=env)
+        assert done.returncode == 0, (command, done.stdout[-3000:], done.stderr[-2000:])

@@ -34,7 +34,12 @@ def test_report_without_audit_writes_every_file(tmp_path, capsys):
     assert report.accounting.delta == 1e-6
     assert report.provenance.command[:3] == ("dplens", "report", str(EXAMPLES / "gaussian_claim.toml"))
     assert (out_dir / "privacy-statement.txt").is_file()
-    assert sorted(p.name for p in out_dir.glob("*.png")) == ["epsilon_delta.png", "rdp_curve.png", "trade_off.png"]
+    assert sorted(p.name for p in out_dir.glob("*.png")) == [
+        "attack_risk.png",
+        "epsilon_delta.png",
+        "rdp_curve.png",
+        "trade_off.png",
+    ]
 
 
 def test_report_defaults_take_the_claims_delta_and_unit(tmp_path, capsys):

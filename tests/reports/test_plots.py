@@ -11,9 +11,9 @@ def _is_png(data: bytes) -> bool:
     return data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5_000
 
 
-def test_all_four_figures_for_an_audited_report_and_deterministic(audited_report):
+def test_all_five_figures_for_an_audited_report_and_deterministic(audited_report):
     first = plots.figures_for(audited_report)
-    assert [name for name, *_ in first] == ["rdp_curve", "trade_off", "epsilon_delta", "audit_trials"]
+    assert [name for name, *_ in first] == ["attack_risk", "rdp_curve", "trade_off", "epsilon_delta", "audit_trials"]
     assert all(_is_png(data) for *_, data in first)
     second = plots.figures_for(audited_report)
     assert [data for *_, data in first] == [data for *_, data in second]  # byte-identical: no timestamps
@@ -21,7 +21,7 @@ def test_all_four_figures_for_an_audited_report_and_deterministic(audited_report
 
 def test_no_audit_figure_without_an_audit(unaudited_report):
     names = [name for name, *_ in plots.figures_for(unaudited_report)]
-    assert names == ["rdp_curve", "trade_off", "epsilon_delta"]
+    assert names == ["attack_risk", "rdp_curve", "trade_off", "epsilon_delta"]
     assert plots.audit_trials_figure(unaudited_report) is None
 
 

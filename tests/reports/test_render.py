@@ -129,7 +129,7 @@ def test_html_is_self_contained(audited_report, tmp_path):
     assert urls and all(u.startswith(("data:", "#")) for u in urls), urls
     assert "default-src 'none'" in page and "<script" not in page
     assert "@import" not in page and "url(" not in page
-    assert page.count('src="data:image/png;base64,') == len(files.report.figures) == 4
+    assert page.count('src="data:image/png;base64,') == len(files.report.figures) == 5
 
 
 def test_html_labels_bounds_and_estimates(audited_report):

@@ -25,7 +25,15 @@ from dplens.accountant import conversions, pld
 from dplens.accountant.compose import Accountant, Method
 from dplens.accountant.routes import as_method
 
-__all__ = ["CalibrationResult", "Direction", "calibrate", "calibrate_dp_sgd_noise"]
+__all__ = [
+    "CalibrationResult",
+    "Direction",
+    "RiskCalibrationResult",
+    "RiskTarget",
+    "calibrate",
+    "calibrate_dp_sgd_noise",
+    "calibrate_risk",
+]
 
 _EPS_CAP = 1e6  # ε values above this are treated as "far too large" so Brent sees finite numbers
 
@@ -484,4 +492,407 @@ def calibrate_dp_sgd_noise(
         direction=Direction.DECREASING,
         param="noise_multiplier",
         xtol=1e-6,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Calibration to an attack-risk target (Kulynych et al., NeurIPS 2024)
+# --------------------------------------------------------------------------------------------
+
+#: The grid of the first, coarse search of a risk calibration (its bounds are pessimistic: the answer is safe on it).
+_COARSE_INTERVAL = 2e-3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RiskTarget:
+    """An attack-risk target: ``max_tpr`` at ``at_fpr`` (no attack's TPR at that FPR above it), or ``max_advantage``
+    (no attack's TPR − FPR above it). Kulynych et al., "Attack-Aware Noise Calibration for Differential Privacy",
+    NeurIPS 2024, §4.
+
+    Example:
+        >>> RiskTarget(max_tpr=0.05, at_fpr=0.01).describe()
+        'TPR <= 0.05 at FPR 0.01'
+        >>> RiskTarget(max_tpr=0.01, at_fpr=0.01)
+        Traceback (most recent call last):
+        ...
+        ValueError: max_tpr=0.01 at at_fpr=0.01 is unreachable: an attack that guesses at random already has TPR = FPR
+    """
+
+    max_tpr: float | None = None
+    at_fpr: float | None = None
+    max_advantage: float | None = None
+
+    def __post_init__(self) -> None:
+        from dplens.accountant.risk import check_fpr
+
+        if self.max_advantage is not None:
+            if self.max_tpr is not None or self.at_fpr is not None:
+                raise ValueError("give either max_advantage or max_tpr with at_fpr, not both")
+            check_fpr(self.max_advantage, name="max_advantage")
+            return
+        if self.max_tpr is None or self.at_fpr is None:
+            raise ValueError(
+                f"a risk target needs max_tpr with at_fpr, or max_advantage; got max_tpr={self.max_tpr!r}, "
+                f"at_fpr={self.at_fpr!r}"
+            )
+        check_fpr(self.max_tpr, name="max_tpr")
+        check_fpr(self.at_fpr, name="at_fpr")
+        if self.max_tpr <= self.at_fpr:
+            raise ValueError(
+                f"max_tpr={self.max_tpr!r} at at_fpr={self.at_fpr!r} is unreachable: an attack that guesses at random "
+                "already has TPR = FPR"
+            )
+
+    @property
+    def kind(self) -> str:
+        return "advantage" if self.max_advantage is not None else "tpr"
+
+    @property
+    def value(self) -> float:
+        return float(self.max_advantage if self.max_advantage is not None else self.max_tpr)
+
+    @property
+    def fprs(self) -> tuple[float, ...]:
+        """The FPRs the calibration evaluates (the target's; the smallest default one for an advantage target)."""
+        return (float(self.at_fpr),) if self.at_fpr is not None else (1e-3,)
+
+    def measure(self, risk: Any) -> float:
+        """The target's quantity in an :class:`~dplens.accountant.risk.AttackRisk` (its upper bound)."""
+        return risk.advantage_upper if self.max_advantage is not None else risk.tpr(self.at_fpr)
+
+    def describe(self) -> str:
+        if self.max_advantage is not None:
+            return f"advantage TPR - FPR <= {self.max_advantage:g}"
+        return f"TPR <= {self.max_tpr:g} at FPR {self.at_fpr:g}"
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.max_advantage is not None:
+            return {"max_advantage": self.max_advantage}
+        return {"max_tpr": self.max_tpr, "at_fpr": self.at_fpr}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RiskCalibrationResult:
+    """A parameter calibrated to an attack-risk target, with the risk it achieves (every number an upper bound, the
+    target's quantity ≤ the target) and the ε at δ the same value gives.
+
+    ``risk`` is the :class:`~dplens.accountant.risk.AttackRisk` at ``value`` (the target's FPR and the report's card
+    FPRs); ``warnings`` say what a target leaves open (an advantage target: the TPR at low FPR).
+
+    Example (a Gaussian's σ for advantage ≤ 0.2: 2Φ(1/(2σ)) − 1 = 0.2, σ = 1.9736):
+        >>> from dplens import Accountant, Gaussian
+        >>> result = calibrate_risk(lambda s: Accountant().compose(Gaussian(noise_multiplier=s)),
+        ...                         target=RiskTarget(max_advantage=0.2), lower=0.1, upper=100.0, method="exact")
+        >>> round(result.value, 4), result.achieved <= 0.2, result.warnings[0][:40]
+        (1.9736, True, '--max-advantage bounds TPR - FPR only: a')
+    """
+
+    param: str
+    value: float
+    target: RiskTarget
+    achieved: float
+    risk: Any
+    epsilon: float | None
+    delta: float | None
+    method: Method
+    evaluations: int
+    details: str = ""
+    epsilon_lower: float | None = None
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "param": self.param,
+            "value": self.value,
+            "target": self.target.to_dict(),
+            "achieved": self.achieved,
+            "tpr_upper": self.risk.to_dict()["tpr_upper"],
+            "advantage_upper": self.risk.advantage_upper,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "method": self.method.value,
+            "evaluations": self.evaluations,
+            "details": self.details,
+            "warnings": list(self.warnings),
+        }
+        out |= {f"target_{k}": v for k, v in self.target.to_dict().items()}
+        if self.epsilon_lower is not None:
+            out["epsilon_lower"] = self.epsilon_lower
+        return out
+
+    def __repr__(self) -> str:
+        eps = "" if self.epsilon is None else f"; epsilon={self.epsilon:.6g} at delta={self.delta:g}"
+        return (
+            f"RiskCalibrationResult({self.param}={self.value:.8g}: {self.target.describe()} holds, achieved "
+            f"{self.achieved:.6g}{eps}, method={self.method.value})"
+        )
+
+
+def _risk_route(accountant: Accountant) -> Method:
+    """The route a risk calibration searches on: dplens's PLD engine where it models the whole ledger, else its exact
+    profile, else its RDP curve, else dp-accounting's PLD (upper bounds only, and slow: the last resort)."""
+    from dplens.accountant import pld_engine
+    from dplens.accountant.rdp import UnsupportedEventError
+
+    if pld_engine.supports(list(accountant.ledger), neighboring=accountant.neighboring):
+        return Method.PLD
+    for route, probe in ((Method.EXACT, accountant.exact_profile), (Method.RDP, accountant.rdp_curve)):
+        try:
+            probe()
+        except UnsupportedEventError:
+            continue
+        return route
+    return Method.PLD  # the PLD route says why at the first evaluation if it does not apply either
+
+
+def _risk_of(make_accountant: Callable[[float], Accountant], target: RiskTarget, method: Method, interval, tolerance):
+    """x ↦ the target's quantity (an upper bound) on a fixed PLD grid (or the route), ∞ beyond the engine's range."""
+    from dplens.accountant.risk import DEFAULT_RISK_TOLERANCE, attack_risk
+
+    def measure(x: float) -> float:
+        acc = make_accountant(x)
+        if method is Method.PLD:
+            acc = _with_grid(acc, interval, None)
+        try:
+            risk = attack_risk(acc, fprs=target.fprs, method=method, tolerance=tolerance or DEFAULT_RISK_TOLERANCE)
+        except pld.PldOutOfRangeError:
+            return math.inf
+        return target.measure(risk)
+
+    return measure
+
+
+def _risk_direction(build: Callable[[float], Accountant], measure: _Counter, lower: float, upper: float) -> Direction:
+    """How risk moves with the parameter: read off the cheap RDP ε at the bracket's ends (risk and ε move together),
+    else off the risk itself."""
+    from dplens.accountant.rdp import UnsupportedEventError
+
+    try:
+        low, high = (build(x).epsilon(1e-5, method=Method.RDP) for x in (lower, upper))
+    except UnsupportedEventError:
+        low, high = measure(lower), measure(upper)
+    if low == high:
+        low, high = measure(lower), measure(upper)
+    if math.isinf(low) and math.isinf(high):
+        raise ValueError(f"the risk target cannot be evaluated at either end of [{lower!r}, {upper!r}]")
+    return Direction.DECREASING if low >= high else Direction.INCREASING
+
+
+def _middle_out_bracket(
+    measure: _Counter, goal: float, *, safe: float, unsafe: float, integer: bool
+) -> tuple[float, float] | None:
+    """A bracket (a safe point, an unsafe point) found from the middle of [safe, unsafe] (geometric where both ends are
+    positive) in steps of a factor 4 (else halving the distance), without evaluating either far end unless needed: a
+    nearly noiseless mechanism's PLD, and a very noisy discrete one's, are expensive to build. None when even
+    ``safe`` fails the target."""
+    geometric = min(safe, unsafe) > 0
+
+    def toward(point: float, end: float) -> float:
+        if geometric:
+            step = point * 4.0 if end > point else point / 4.0
+            nxt = min(step, end) if end > point else max(step, end)
+        else:
+            nxt = end if abs(end - point) < 1e-12 else point + 0.5 * (end - point)
+        return float(round(nxt)) if integer else nxt
+
+    start = math.sqrt(safe * unsafe) if geometric else 0.5 * (safe + unsafe)
+    start = float(round(start)) if integer else start
+    ok = measure(start) <= goal
+    point, end = start, (unsafe if ok else safe)
+    for _ in range(400):
+        if point == end:
+            return (point, unsafe) if ok else None
+        nxt = toward(point, end)
+        if nxt == point:
+            return (point, unsafe) if ok else None
+        if (measure(nxt) <= goal) != ok:
+            return (point, nxt) if ok else (nxt, point)
+        point = nxt
+    return (point, unsafe) if ok else None
+
+
+def _fine_search(
+    measure: _Counter, target: float, *, answer: float, ends: tuple[float, float], integer: bool, xtol: float
+) -> float:
+    """The answer on a finer grid, searched next to the coarse one (``answer`` is safe there: coarse bounds are
+    pessimistic, so the fine answer lies between it and the unsafe end). ``ends`` = (safe end, unsafe end)."""
+    safe_end, unsafe_end = ends
+    if measure(answer) > target:  # pragma: no cover - a finer pessimistic grid only lowers the bound
+        return _solve(measure, target=target, safe=safe_end, unsafe=answer, integer=integer, xtol=xtol)
+    sign = 1.0 if unsafe_end > safe_end else -1.0
+    step = 1.0 if integer else max(abs(answer) * 1e-3, xtol)
+    unsafe = answer
+    for _ in range(40):
+        unsafe = unsafe + sign * step
+        unsafe = min(unsafe, unsafe_end) if sign > 0 else max(unsafe, unsafe_end)
+        if integer:
+            unsafe = float(round(unsafe))
+        if measure(unsafe) > target:
+            break
+        if unsafe == unsafe_end:
+            return unsafe
+        step *= 4
+    else:
+        return unsafe
+    return _solve(measure, target=target, safe=answer, unsafe=unsafe, integer=integer, xtol=xtol)
+
+
+def calibrate_risk(
+    make_accountant: Callable[[float], Accountant],
+    *,
+    target: RiskTarget,
+    lower: float,
+    upper: float,
+    direction: Direction | None = None,
+    integer: bool = False,
+    param: str = "param",
+    delta: float | None = None,
+    method: Method | str = Method.PLD,
+    tolerance: float | None = None,
+    xtol: float | None = None,
+) -> RiskCalibrationResult:
+    """Calibrate a scalar parameter so that the attack risk meets ``target``, as tightly as possible, never over it.
+
+    The search runs on the PLD engine's pessimistic bounds, first on a coarse grid (fast; its answer is safe on every
+    finer grid), then next to that answer on the grid the engine chooses for ``tolerance``; the answer is re-checked
+    as :func:`dplens.accountant.risk.attack_risk` computes it (adaptive grid) and moved towards the safe side until it
+    holds there too. Any route can be named (``exact``, ``rdp``); each evaluation is then that route's bound.
+
+    Args:
+        make_accountant: builds a fresh Accountant for a parameter value (e.g. DP-SGD's steps with noise σ).
+        target: a :class:`RiskTarget`.
+        lower, upper: the search bracket.
+        direction: how risk moves with the parameter (noise: DECREASING); None detects it from the bracket's ends.
+        integer: the parameter is an integer (e.g. steps: the largest number meeting the target).
+        param: the parameter's name (for messages and the result).
+        delta: when given, the ε at this δ of the calibrated value is reported beside it (tightest route).
+        method: the route of the risk bound (default PLD; BEST: PLD where it applies, else exact, else RDP).
+        tolerance: the PLD engine's relative bracket width at the answer (default 1e-3).
+        xtol: absolute tolerance on the parameter (default 1e-6 relative; 1 for integers).
+
+    Returns:
+        A :class:`RiskCalibrationResult` whose ``achieved`` (recomputed at ``value``) is ≤ the target.
+
+    Raises:
+        ValueError: invalid arguments, or a target that no value in the bracket meets (one line, naming it).
+
+    Example (σ of one Gaussian for TPR ≤ 5 % at FPR 1 %: μ = 1/σ with Φ(Φ⁻¹(0.01) + μ) = 0.05, σ = 1.4674):
+        >>> from dplens import Accountant, Gaussian
+        >>> result = calibrate_risk(lambda s: Accountant().compose(Gaussian(noise_multiplier=s)),
+        ...                         target=RiskTarget(max_tpr=0.05, at_fpr=0.01), lower=0.1, upper=100.0,
+        ...                         param="noise_multiplier", delta=1e-5, method="exact")
+        >>> round(result.value, 4), result.achieved <= 0.05, round(result.epsilon, 3)
+        (1.4674, True, 2.823)
+    """
+    from dplens.accountant.risk import DEFAULT_FPRS, attack_risk
+
+    if not isinstance(target, RiskTarget):
+        raise ValueError(f"target must be a RiskTarget; got {target!r}")
+    method = as_method(method)
+    for name, value in (("lower", lower), ("upper", upper)):
+        if isinstance(value, bool) or not (isinstance(value, int | float) and math.isfinite(value)):
+            raise ValueError(f"{name} must be a finite number; got {value!r}")
+    if not lower < upper:
+        raise ValueError(f"lower must be < upper; got lower={lower!r}, upper={upper!r}")
+    if method is Method.BEST:  # one route for the whole search: the tightest that applies (PLD, else exact, else RDP)
+        middle = math.sqrt(lower * upper) if lower > 0 else 0.5 * (lower + upper)
+        method = _risk_route(make_accountant(round(middle) if integer else middle))
+    if delta is not None:
+        delta = conversions.check_delta(delta, name="delta")
+    if integer:
+        lower, upper = float(math.ceil(lower)), float(math.floor(upper))
+    tol = xtol if xtol is not None else (1.0 if integer else 1e-6 * max(min(abs(lower), abs(upper)), 1e-12))
+    build = (lambda x: make_accountant(int(x))) if integer else make_accountant
+    goal = target.value
+    coarse = _Counter(_risk_of(build, target, method, _COARSE_INTERVAL, tolerance))
+    if direction is None:
+        direction = _risk_direction(build, coarse, lower, upper)
+    safe, unsafe = (upper, lower) if direction is Direction.DECREASING else (lower, upper)
+    bracket = _middle_out_bracket(coarse, goal, safe=safe, unsafe=unsafe, integer=integer)
+    if bracket is None:  # even the safe end fails on the coarse grid: try it on the fine one before giving up
+        final = _risk_of(build, target, method, None, tolerance)(safe)
+        if final > goal:
+            raise ValueError(
+                f"the risk target {target.describe()} is unreachable for {param} in [{lower!r}, {upper!r}]: at "
+                f"{param}={safe!r} the bound is {final:.6g} (method={method.value})"
+            )
+        value, fine = safe, None
+    else:
+        near_safe, near_unsafe = bracket
+        # On the engine's PLD route the coarse grid only has to land next to the answer (the fine search finishes it).
+        coarse_only = integer or method is not Method.PLD
+        loose = tol if coarse_only else max(tol, 1e-4 * min(abs(near_safe), abs(near_unsafe)))
+        answer = _solve(coarse, target=goal, safe=near_safe, unsafe=near_unsafe, integer=integer, xtol=loose)
+        value, fine = _fine_value(build, target, method, tolerance, answer, (safe, unsafe), integer, tol)
+    value, risk = _recheck_risk(build, target, method, tolerance, value, safe=safe, integer=integer, xtol=tol)
+    full = attack_risk(build(value), fprs=tuple(dict.fromkeys((*target.fprs, *DEFAULT_FPRS))), method=method,
+                       tolerance=tolerance or 1e-3)  # fmt: skip
+    epsilon = epsilon_lower = None
+    if delta is not None:
+        result = build(value).epsilon_result(delta)
+        epsilon, epsilon_lower = result.epsilon, result.epsilon_lower
+    return RiskCalibrationResult(
+        param=param,
+        value=int(value) if integer else value,
+        target=target,
+        achieved=target.measure(risk),
+        risk=full,
+        epsilon=epsilon,
+        delta=delta,
+        method=method,
+        evaluations=coarse.calls + (fine.calls if fine is not None else 0),
+        details=f"{method.value}: {risk.details}",
+        epsilon_lower=epsilon_lower,
+        warnings=_risk_warnings(target, full),
+    )
+
+
+def _fine_value(build, target, method, tolerance, answer, ends, integer, tol) -> tuple[float, _Counter | None]:
+    """The answer on the grid dplens's PLD engine chooses for ``tolerance`` next to the coarse ``answer`` (the other
+    routes, and dp-accounting's PLD, keep the coarse answer: it is safe, and re-checked)."""
+    from dplens.accountant.risk import DEFAULT_RISK_TOLERANCE, attack_risk
+
+    if method is not Method.PLD:
+        return answer, None
+    first = attack_risk(build(answer), fprs=target.fprs, method=method, tolerance=tolerance or DEFAULT_RISK_TOLERANCE)
+    interval = _interval_of(first.details) if "dplens engine" in first.details else None
+    if interval is None or interval >= _COARSE_INTERVAL:
+        return answer, None
+    fine = _Counter(_risk_of(build, target, method, interval, tolerance))
+    xtol = tol if integer else max(tol, 1e-6 * abs(answer))
+    return _fine_search(fine, target.value, answer=answer, ends=ends, integer=integer, xtol=xtol), fine
+
+
+def _interval_of(details: str) -> float | None:
+    import re
+
+    match = re.search(r"value_discretization_interval=([0-9.eE+-]+)", details)
+    return float(match.group(1)) if match else None
+
+
+def _recheck_risk(build, target, method, tolerance, value, *, safe, integer, xtol):
+    """The risk as a fresh call computes it (adaptive grid), the value moved towards ``safe`` until it holds."""
+    from dplens.accountant.risk import DEFAULT_RISK_TOLERANCE, attack_risk
+
+    step = 1.0 if integer else max(xtol, 1e-6 * abs(value))
+    for _ in range(60):
+        risk = attack_risk(build(value), fprs=target.fprs, method=method, tolerance=tolerance or DEFAULT_RISK_TOLERANCE)
+        if target.measure(risk) <= target.value:
+            return value, risk
+        if value == safe:
+            break
+        value = value + math.copysign(min(step, abs(safe - value)), safe - value)
+        step *= 2.0
+    raise ValueError(f"the risk target {target.describe()} is unreachable: the re-check at {value!r} does not meet it")
+
+
+def _risk_warnings(target: RiskTarget, risk: Any) -> tuple[str, ...]:
+    """What an advantage target leaves open: the TPR at the smallest FPR of the card (Kulynych et al. 2024, §4.2)."""
+    if target.max_advantage is None:
+        return ()
+    fpr = min(risk.fprs)
+    tpr = risk.tpr(fpr)
+    return (
+        f"--max-advantage bounds TPR - FPR only: at FPR {fpr:g} an attack may still reach TPR {tpr:.4g} "
+        f"({tpr / fpr:.3g} times the FPR); calibrate with --max-tpr T --at-fpr {fpr:g} to bound it",
     )

@@ -435,6 +435,19 @@ class Accountant:
         except UnsupportedEventError:
             return self.pld_profile().trade_off()
 
+    def attack_risk(self, fprs=None, *, prior: float | None = None, method: Method = Method.BEST, **options):
+        """Upper bounds on the attack risk of the ledger: TPR at each FPR, advantage, Bayesian success with ``prior``
+        (:func:`dplens.accountant.risk.attack_risk`; ``fprs`` default 0.1 %, 1 %, 10 %).
+
+        Example:
+            >>> from dplens import Accountant, Gaussian
+            >>> Accountant().compose(Gaussian(noise_multiplier=2.0), count=4).attack_risk((0.01,))
+            AttackRisk(TPR@0.01<=0.09236, advantage<=0.3829 [upper bounds], method=exact)
+        """
+        from dplens.accountant.risk import DEFAULT_FPRS, attack_risk
+
+        return attack_risk(self, fprs=DEFAULT_FPRS if fprs is None else fprs, prior=prior, method=method, **options)
+
     # ---- state ----------------------------------------------------------------------------
 
     def to_json(self) -> str:

@@ -129,6 +129,9 @@ class AccountingSummary:
         neighbouring: the ledger's neighbouring relation (value).
         ledger: the ledger, as :meth:`Accountant.to_json` writes it.
         calibration: a ``CalibrationResult.to_dict()`` when a parameter was calibrated.
+        attack_risk: ``AttackRisk.to_dict()`` (:func:`dplens.accountant.risk.attack_risk`) at the report card's FPRs
+            with the curve sampled for the figure: upper bounds on any membership attack's TPR and advantage; None
+            when no route reads a trade-off curve off the ledger.
     """
 
     delta: float
@@ -146,6 +149,7 @@ class AccountingSummary:
     neighbouring: str = ev.NeighboringRelation.ADD_OR_REMOVE_ONE.value
     ledger: dict[str, Any] = field(default_factory=dict)
     calibration: dict[str, Any] | None = None
+    attack_risk: dict[str, Any] | None = None
 
     @property
     def tightest(self) -> RouteEpsilon:
@@ -193,6 +197,7 @@ class AccountingSummary:
             "neighbouring": self.neighbouring,
             "ledger": self.ledger,
             "calibration": self.calibration,
+            "attack_risk": self.attack_risk,
         }
 
     def __repr__(self) -> str:
@@ -385,6 +390,18 @@ def _claim_region(epsilon: float, delta: float) -> list[dict[str, float]]:
     return [{"alpha": float(a), "beta": float(b)} for a, b in zip(alphas, betas, strict=True)]
 
 
+def _attack_risk(accountant: LedgerAccounting) -> dict[str, Any] | None:
+    """The attack risk at the report card's FPRs with the curve for the figure (upper bounds), or None."""
+    from dplens.accountant.risk import DEFAULT_FPRS, attack_risk
+
+    if not accountant.ledger:
+        return None
+    try:
+        return attack_risk(accountant, fprs=DEFAULT_FPRS, curve=True).to_dict()
+    except UnsupportedEventError:
+        return None
+
+
 def composed_mu(accountant: LedgerAccounting) -> float | None:
     """μ of the ledger when it is exactly μ-GDP (a composition of Gaussians), else None."""
     if not accountant.ledger:
@@ -438,4 +455,5 @@ def summarise(
         neighbouring=accountant.neighboring.value,
         ledger=json.loads(accountant.to_json()),
         calibration=dict(calibration) if calibration is not None else None,
+        attack_risk=_attack_risk(accountant),
     )

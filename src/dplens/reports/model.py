@@ -258,6 +258,9 @@ class Accounting:
         claim_region: ``{"alpha", "beta"}`` samples of the trade-off curve of the claimed (ε, δ) (DRS 2022
             Prop. 2.5): the boundary of the region the claim excludes.
         calibration: a ``CalibrationResult.to_dict()`` when a parameter was calibrated.
+        attack_risk: the accountant's attack risk (``AttackRisk.to_dict()``): upper bounds on any membership
+            attack's TPR at the card's FPRs and on its advantage, with the certified bracket, the route and the curve
+            for the figure; None where no route gives one (and in reports written before it existed).
     """
 
     delta: float
@@ -272,6 +275,7 @@ class Accounting:
     trade_off_source: str = ""
     claim_region: tuple[dict[str, float], ...] = ()
     calibration: dict[str, Any] | None = None
+    attack_risk: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.routes:
@@ -320,6 +324,7 @@ class Accounting:
             "trade_off_source": self.trade_off_source,
             "claim_region": [dict(p) for p in self.claim_region],
             "calibration": self.calibration,
+            "attack_risk": self.attack_risk,
         }
 
     @classmethod
@@ -347,6 +352,7 @@ class Accounting:
                 {"alpha": float(p["alpha"]), "beta": float(p["beta"])} for p in data.get("claim_region", ())
             ),
             calibration=data.get("calibration"),
+            attack_risk=data.get("attack_risk"),
         )
         if data["tightest"] != accounting.tightest.method:
             raise ValueError(

@@ -263,11 +263,21 @@ def _float_evidence(additional: Sequence[Mapping[str, Any]]) -> list[Mapping[str
 # --------------------------------------------------------------------------------------------
 
 
+def _risk_words(accounting: Mapping[str, Any]) -> str:
+    """The accountant's attack risk in one clause (empty without one): what ε means for a membership attack."""
+    from dplens.reports.risk_card import short_risk
+
+    risk = accounting.get("attack_risk")
+    return f"; in terms of attacks: {short_risk(risk)}" if risk else ""
+
+
 def _parameters(claim: Mapping[str, Any], accounting: Mapping[str, Any]) -> NistItem:
     certificate = (
         f"the accountant certifies ε ≤ {_fmt(accounting['epsilon'])} at δ = {accounting['delta']:g} (an upper bound; "
-        f"tightest route: {accounting['tightest']})"
+        f"tightest route: {accounting['tightest']}){_risk_words(accounting)}"
     )
+    sections = "Claim, Attack risk and Accounting" if accounting.get("attack_risk") else "Claim and Accounting"
+    where = f"{sections} sections (the accountant's certificate)"
     claimed = (
         f"the claim is {claim['definition']} with ε = {_fmt(claim.get('epsilon'))}, δ = {claim.get('delta') or 0:g}"
     )
@@ -279,7 +289,7 @@ def _parameters(claim: Mapping[str, Any], accounting: Mapping[str, Any]) -> Nist
             section=f"{_SECTIONS['epsilon']}; {_SECTIONS['variants']}",
             status=NistStatus.FLAGGED,
             finding=f"{claimed}, which the accountant does NOT certify: {certificate}.",
-            where="Claim and Accounting sections (the accountant's certificate)",
+            where=where,
         )
     return NistItem(
         key="privacy_parameters",
@@ -288,7 +298,7 @@ def _parameters(claim: Mapping[str, Any], accounting: Mapping[str, Any]) -> Nist
         section=f"{_SECTIONS['epsilon']}; {_SECTIONS['variants']}",
         status=NistStatus.SHOWN,
         finding=f"{claimed}; {certificate}.",
-        where="Claim and Accounting sections (the accountant's certificate)",
+        where=where,
     )
 
 
@@ -518,7 +528,8 @@ def _large_epsilon(claim: Mapping[str, Any], accounting: Mapping[str, Any], thre
             status=NistStatus.FLAGGED,
             finding=(
                 f"ε = {_fmt(epsilon)} exceeds {threshold:g} (dplens's threshold): an output may be up to e^ε ≈ "
-                f"{_fmt(math.exp(min(epsilon, 700.0)))} times likelier with one unit's data than without it."
+                f"{_fmt(math.exp(min(epsilon, 700.0)))} times likelier with one unit's data than without it"
+                f"{_risk_words(accounting)}."
             ),
             where="Claim section",
         )

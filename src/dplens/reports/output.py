@@ -50,6 +50,8 @@ def template_environment():
     """The Jinja2 environment of dplens' HTML templates (package data): autoescaping on, strict undefined."""
     import jinja2
 
+    from dplens.reports.risk_card import percent_lower, percent_upper
+
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("dplens.reports", "templates"),
         autoescape=True,
@@ -62,6 +64,8 @@ def template_environment():
     env.filters["lower_bound"] = fmt_lower
     env.filters["estimate"] = fmt_estimate
     env.filters["percent"] = percent
+    env.filters["percent_upper"] = percent_upper
+    env.filters["percent_lower"] = percent_lower
     env.filters["g"] = lambda v: "n/a" if v is None else f"{v:g}"
     env.filters["raw_number"] = raw_number
     env.filters["significant"] = significant

@@ -25,6 +25,7 @@ from dplens.reports.format import fmt_lower, fmt_upper, percent
 from dplens.reports.model import AuditEvidence, Report
 
 __all__ = [
+    "attack_risk_figure",
     "audit_trials_figure",
     "epsilon_delta_figure",
     "figures_for",
@@ -165,6 +166,57 @@ def _audit_points(ax, audit: AuditEvidence) -> None:
     )
 
 
+def attack_risk_figure(report: Report) -> bytes | None:
+    """The trade-off curve as an attack's ROC (TPR = 1 − β at each FPR, an upper bound) with the card's points and
+    the audit's attack: its observed operating point and its confidence corner, which lies below the curve."""
+    risk = report.accounting.attack_risk
+    if not risk or not risk.get("curve"):
+        return None
+    curve = risk["curve"]
+    fpr = np.array([p["fpr"] for p in curve])
+    upper = np.array([p["tpr_upper"] for p in curve])
+    lows = [p["tpr_lower"] for p in curve]
+    fig = _new(10.0, 4.2)
+    for index, ax in enumerate((fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2))):
+        ax.plot(fpr, fpr, color="0.6", linestyle="--", linewidth=0.8, label="random guessing: TPR = FPR")
+        if all(v is not None for v in lows):
+            ax.fill_between(fpr, np.array(lows, dtype=float), upper, color="#1f77b4", alpha=0.25, linewidth=0)
+        ax.plot(
+            fpr,
+            upper,
+            color="#1f77b4",
+            linewidth=1.6,
+            label=f"largest TPR of any attack (upper bound, {risk['method']})",
+        )
+        for key, value in risk["tpr_upper"].items():
+            ax.plot([float(key)], [value], "o", color="#1f77b4", markersize=4)
+            if index == 0:
+                ax.annotate(f"≤ {fmt_upper(100 * value, 3)} %", (float(key), value), textcoords="offset points",
+                            xytext=(4, -10), fontsize=7, color="#1f77b4")  # fmt: skip
+        if report.audit is not None:
+            op = report.audit.operating_point
+            ax.plot([max(op.fpr, 1e-6)], [max(1 - op.fnr, 1e-6)], "D", color="#ff7f0e", markersize=5,
+                    label="audit: observed (FPR, TPR) (estimate)")  # fmt: skip
+            ax.plot([max(op.fpr_upper, 1e-6)], [max(1 - op.fnr_upper, 1e-6)], "s", markerfacecolor="none",
+                    color="#ff7f0e", markersize=7,
+                    label=f"audit: FPR ≤, TPR ≥ this corner ({percent(report.audit.confidence)})")  # fmt: skip
+        if index == 0:
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlim(1e-6, 1.0)
+            ax.set_ylim(1e-6, 1.0)
+            ax.set_title("Attack ROC, log scales (low false-positive rates)")
+            ax.legend(loc="lower right", fontsize=7)
+        else:
+            ax.set_xlim(0, 1)
+            ax.set_ylim(0, 1)
+            ax.set_title("Attack ROC, linear scales")
+        ax.set_xlabel("false-positive rate (non-members flagged)")
+        ax.set_ylabel("true-positive rate (members flagged)")
+        ax.grid(True, which="major", alpha=0.3)
+    return _png(fig)
+
+
 def epsilon_delta_figure(report: Report) -> bytes | None:
     """ε(δ) by every route (each an upper bound); the report's δ marked."""
     rows = report.accounting.epsilon_of_delta
@@ -279,6 +331,15 @@ def ledger_figure(report: Report) -> bytes | None:
 
 #: name → (file, caption, function)
 _FIGURES = (
+    (
+        "attack_risk",
+        "attack_risk.png",
+        "Attack risk: the accountant's trade-off curve read as an attack's ROC — the largest true-positive rate any "
+        "membership attack can reach at each false-positive rate (an upper bound; the band is the certified "
+        "bracket) — with the card's points and, when audited, the audit's attack: its observed operating point and "
+        "the corner its confidence limits give (FPR at most, TPR at least), which lies on or below the curve.",
+        attack_risk_figure,
+    ),
     (
         "rdp_curve",
         "rdp_curve.png",

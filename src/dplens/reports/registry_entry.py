@@ -40,8 +40,9 @@ from dplens.registry.fields import REGISTRY_COMMIT, ReleaseType, Tier, VariantNa
 from dplens.reports.format import fmt_lower, fmt_upper, percent
 from dplens.reports.model import Definition, Report, Status
 from dplens.reports.output import significant
+from dplens.reports.risk_card import short_risk
 
-__all__ = ["RegistryEntry", "build_registry_entry"]
+__all__ = ["RegistryEntry", "build_registry_entry", "registry_file_name"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,11 +55,16 @@ class RegistryEntry:
     header: str = ""
 
     def to_yaml(self) -> str:
-        """The record as YAML, after a comment saying where it came from."""
+        """The record as YAML: the ``url_slug`` line first (the registry's tests read the slug from the file's first
+        line: ``tests/test_yaml.py::test_updated_slugs``), then a comment saying where the record came from."""
         from dplens.registry.yamlio import dump_record
 
+        text = dump_record(self.record)
+        first, newline, rest = text.partition("\n")
+        if not first.startswith("url_slug:"):  # pragma: no cover - the record's first key is url_slug
+            raise ValueError("a registry record must start with its url_slug")
         comment = "".join(f"# {line}\n" for line in self.header.splitlines())
-        return comment + dump_record(self.record)
+        return first + newline + comment + rest
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -109,6 +115,9 @@ def _parameters(report: Report, rho: float | None) -> tuple[dict[str, Any], str,
     if rho is not None:
         params["rho"] = _number(rho)
         text.append(f"The composition is rho-zCDP with rho = {fmt_upper(rho)} (an upper bound, rounded up).")
+    if accounting.attack_risk:
+        words = short_risk(accounting.attack_risk).replace("≤", "<=").replace("−", "-")
+        text.append(f"In terms of attacks on {report.claim.privacy_unit}: {words}.")
     text.append("Every number is an upper bound on the mechanism's true privacy loss, rounded up (computed by dplens).")
     return params, " ".join(text), certified
 
@@ -225,6 +234,20 @@ def _given(deployment: Deployment, keys: tuple[str, ...]) -> dict[str, Any]:
     return section
 
 
+def registry_file_name(slug: str) -> str:
+    """The file name the registry's ``check_name`` accepts for a record with ``slug``: lowercase letters, digits and
+    underscores (``scripts/check.py`` of the registry).
+
+    Example:
+        >>> registry_file_name("readmission-risk-model-dp-sgd--example-regional-health-network-2025")
+        'readmission_risk_model_dp_sgd_example_regional_health_network_2025.yaml'
+    """
+    import re
+
+    stem = re.sub(r"_+", "_", re.sub(r"[^a-z0-9]+", "_", slug.lower())).strip("_") or "deployment"
+    return f"{stem}.yaml"
+
+
 def build_registry_entry(report: Report, deployment: Deployment, *, rho: float | None, tool: str) -> RegistryEntry:
     """The registry record of ``report`` with the author's ``deployment`` table.
 
@@ -330,6 +353,8 @@ def build_registry_entry(report: Report, deployment: Deployment, *, rho: float |
     }
     header = (
         f"Written by {tool} from the report '{report.title}' (spec sha256 {report.provenance.spec_sha256}).\n"
+        f"Submit it as deployments/{registry_file_name(record['url_slug'])} (the registry's file names are lowercase "
+        "letters, digits and underscores).\n"
         f"Follows the DP Deployments Registry schema at commit {REGISTRY_COMMIT} (opendp/deployments-registry-data).\n"
         f"Tier {int(tier)}"
         + (f"; tier {int(tier) + 1} needs [deployment] {', '.join(missing_next)}." if missing_next else ".")

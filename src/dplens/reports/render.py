@@ -23,6 +23,7 @@ from typing import Any
 from dplens.reports.format import fmt_estimate, fmt_lower, fmt_upper, percent
 from dplens.reports.model import Figure, Report, Status, validate_report_dict
 from dplens.reports.output import atomic_write_bytes, atomic_write_text, raw_number, significant, template_environment
+from dplens.reports.risk_card import risk_points, risk_sentence
 
 __all__ = [
     "ReportFiles",
@@ -95,10 +96,13 @@ def render_html(report: Report, figures: dict[str, bytes] | None = None, *, sect
     ]
     by_name = {f["name"]: f for f in embedded}
     template = template_environment().get_template("report.html.j2")
+    risk = report.accounting.attack_risk
     return template.render(
         report=report,
         data=report.to_dict(),
         figures=by_name,
+        risk_points=risk_points(risk) if risk else [],
+        risk_sentence=risk_sentence(risk, report.claim.privacy_unit) if risk else "",
         additional_sections=[
             section.html for section in (sections if sections is not None else _additional_sections(report))
         ],
@@ -161,6 +165,9 @@ def render_statement(report: Report) -> str:
             "  ",
         )
     lines.append("")
+    if acc.attack_risk:
+        lines += _wrap(risk_sentence(acc.attack_risk, claim.privacy_unit))
+        lines.append("")
     eps_text = "n/a" if claim.epsilon is None else fmt_upper(claim.epsilon)
     certified = {
         True: "the accountant certifies it",

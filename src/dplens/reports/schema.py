@@ -225,6 +225,26 @@ _NIST = _obj(
     }
 )
 
+_PROB_MAP = {"type": "object", "additionalProperties": _PROB}  # FPR (as text) → a probability
+_ATTACK_RISK = _obj(
+    {
+        "fprs": _arr(_PROB),
+        "tpr_upper": _PROB_MAP,
+        "tpr_lower": {"anyOf": [_PROB_MAP, _NULL]},
+        "advantage_upper": _PROB,
+        "advantage_lower": {"anyOf": [_PROB, _NULL]},
+        "bracket": {"type": "object"},
+        "is_upper_bound": {"const": True},
+        "method": _STR,
+        "details": _STR,
+        "neighboring": _STR,
+        "bayes": {"type": "object"},
+        "curve": _arr(_obj({"fpr": _PROB, "tpr_upper": _PROB, "tpr_lower": {"anyOf": [_PROB, _NULL]}})),
+        "routes": _arr({"type": "object"}),
+    },
+    optional=("bayes", "curve", "routes"),
+)
+
 REPORT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "dplens compliance report",
@@ -273,7 +293,9 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "trade_off_source": _STR,
                     "claim_region": _arr(_obj({"alpha": _PROB, "beta": _PROB})),
                     "calibration": {"anyOf": [{"type": "object"}, _NULL]},
-                }
+                    "attack_risk": {"anyOf": [_ATTACK_RISK, _NULL]},
+                },
+                optional=("attack_risk",),  # reports written before the attack-risk card have none
             ),
             "audit": {"anyOf": [_AUDIT, _NULL]},
             "not_audited_reason": _OPT_STR,
