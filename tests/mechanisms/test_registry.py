@@ -87,6 +87,12 @@ NOT_RUNNABLE = {
         "RepeatAndSelect",
     ),
     "group_privacy": ({"group_size": 2, "mechanism": {"type": "gaussian", "noise_multiplier": 3.0}}, "GroupPrivacy"),
+    # Issue 36: a training under its batch sampler, and balls-and-bins epochs (audited through an Opacus training).
+    "dp_sgd": (
+        {"noise_multiplier": 2.0, "dataset_size": 200, "batch_size": 20, "epochs": 1, "sampling": "shuffle"},
+        "DpSgdRun",
+    ),
+    "random_allocation": ({"noise_multiplier": 2.0, "steps": 10}, "RandomAllocation"),
 }
 
 

@@ -275,8 +275,9 @@ def _settle(out_k: list[int], out_p: list[float], out_q: list[float], slack: flo
         slope = out_p[-1] / out_q[-1] if out_q[-1] > 0 else math.inf
         if (slope <= previous) if downward else (slope >= previous):
             break
-        out_p[-2] += out_p.pop()
-        out_q[-2] += out_q.pop()
+        merged_p, merged_q = out_p.pop(), out_q.pop()  # popped first: the edge before it is the last one now
+        out_p[-1] += merged_p
+        out_q[-1] += merged_q
         out_k.pop()
     if out_p[-1] > 0 and out_q[-1] > 0:
         out_k[-1] = min(out_k[-1], math.floor(math.log(out_p[-1] / out_q[-1]) / delta))
