@@ -327,6 +327,9 @@ COMMANDS: dict[str, Command] = {
             "--sampling": ("bogus", "", "Poisson sampling"),
             "--neighboring": ("bogus", "replace_one"),  # replace_one: not defined for Poisson sampling
             "--max-batch-size": (*COUNT_BAD, "300"),  # any cap: it applies to truncated Poisson sampling only
+            "--max-tpr": ("abc", "0", "1", "-0.1", "nan"),  # also excludes --noise-multiplier (and needs --at-fpr)
+            "--max-advantage": ("abc", "0", "1.5", "nan"),
+            "--at-fpr": ("abc", "0", "1", "2"),
         },
         spec_kind=None,
         required=("--dataset-size", "--batch-size", "--epochs", "--delta"),

@@ -450,7 +450,20 @@ def _cmd_dp_sgd(args: argparse.Namespace) -> int:
         neighboring=args.neighboring,
         max_batch_size=args.max_batch_size,
     )
-    if args.target_epsilon is not None:
+    if (args.at_fpr is None) != (args.max_tpr is None):
+        raise ValueError("--max-tpr and --at-fpr go together (no attack's TPR above T at FPR A)")
+    if args.max_tpr is not None or args.max_advantage is not None:
+        method = "pld" if args.method == "best" else args.method
+        risk = dict(max_tpr=args.max_tpr, at_fpr=args.at_fpr, max_advantage=args.max_advantage)
+        result = dp_sgd_noise_multiplier(**run, **risk, method=method)
+        for warning in result.risk["warnings"]:
+            print(f"dplens dp-sgd: {warning}", file=sys.stderr)
+        text = (
+            f"noise_multiplier = {result.noise_multiplier:.6g}  meets {result.risk['target']} (achieved "
+            f"{result.risk['achieved']:.6g}, an upper bound); epsilon = {_fmt(result.epsilon)} at delta = "
+            f"{args.delta:g}"
+        )
+    elif args.target_epsilon is not None:
         method = "pld" if args.method == "best" else args.method
         result = dp_sgd_noise_multiplier(**run, target_epsilon=args.target_epsilon, method=method)
         text = (
@@ -1267,6 +1280,19 @@ def build_parser() -> argparse.ArgumentParser:
     sgd_target = sgd.add_mutually_exclusive_group(required=True)
     sgd_target.add_argument("--noise-multiplier", type=_non_negative, help="noise std / clipping norm")
     sgd_target.add_argument("--target-epsilon", type=_non_negative, help="calibrate the noise multiplier instead")
+    sgd_target.add_argument(
+        "--max-tpr",
+        type=_probability,
+        metavar="T",
+        help="calibrate to a risk target: no attack's TPR above T at --at-fpr",
+    )
+    sgd_target.add_argument(
+        "--max-advantage",
+        type=_probability,
+        metavar="V",
+        help="calibrate to a risk target: no attack's TPR - FPR above V",
+    )
+    sgd.add_argument("--at-fpr", type=_probability, metavar="A", help="the false-positive rate of --max-tpr")
     sgd.add_argument("--delta", type=_probability, required=True, help="the delta of the (epsilon, delta) statement")
     sgd.add_argument(
         "--method", choices=methods, default="best", help="accounting route; best: the smallest valid epsilon"

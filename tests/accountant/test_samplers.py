@@ -359,3 +359,21 @@ def test_every_sampler_is_monotone_between_its_bounds(sampling):
     assert run(1.2, 3).epsilon >= low_noise.epsilon_lower  # upper(E₂) ≥ lower(E₁) for E₁ < E₂
     for result in (low_noise, high_noise):
         assert result.epsilon_lower <= result.epsilon
+
+
+@pytest.mark.parametrize("sampling", ["poisson", "shuffle", "cyclic"])
+def test_dp_sgd_calibrates_to_an_attack_risk_target_under_its_sampler(sampling):
+    from dplens.accountant.risk import attack_risk
+
+    run = dp_sgd_noise_multiplier(
+        dataset_size=2000, batch_size=100, epochs=2, delta=1e-5, max_tpr=0.05, at_fpr=0.01, sampling=sampling
+    )
+    assert run.sampling == sampling and run.risk["achieved"] <= 0.05
+    event = DpSgdRun(
+        noise_multiplier=run.noise_multiplier, dataset_size=2000, batch_size=100, epochs=2, sampling=sampling
+    )
+    assert attack_risk(Accountant().compose(event), fprs=(0.01,)).tpr_upper[0] <= 0.05  # holds as computed afresh
+    with pytest.raises(ValueError, match="give exactly one target"):
+        dp_sgd_noise_multiplier(
+            dataset_size=2000, batch_size=100, epochs=2, delta=1e-5, target_epsilon=1.0, max_advantage=0.1
+        )

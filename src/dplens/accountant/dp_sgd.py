@@ -498,6 +498,7 @@ class DpSgdPrivacy:
     epsilon_lower: float | None = None
     lower_bound: str | None = None
     steps_per_epoch: int | None = None
+    risk: dict[str, Any] | None = None  # a calibration to an attack-risk target: the target and what it achieves
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -520,6 +521,8 @@ class DpSgdPrivacy:
             out["steps_per_epoch"] = self.steps_per_epoch
         if self.target_epsilon is not None:
             out["target_epsilon"] = self.target_epsilon
+        if self.risk is not None:
+            out["risk"] = self.risk
         return out
 
 
@@ -613,18 +616,25 @@ def dp_sgd_noise_multiplier(
     dataset_size: int,
     batch_size: int,
     epochs: float,
-    target_epsilon: float,
+    target_epsilon: float | None = None,
     delta: float,
     method: Method | str = Method.PLD,
     sampling: Sampler | str = Sampler.POISSON,
     neighboring: ev.NeighboringRelation | str | None = None,
     max_batch_size: int | None = None,
     drop_last: bool = False,
+    max_tpr: float | None = None,
+    at_fpr: float | None = None,
+    max_advantage: float | None = None,
 ) -> DpSgdPrivacy:
-    """The smallest noise multiplier whose DP-SGD run (under its sampler) meets (target ε, δ); its ε is ≤ the target.
+    """The smallest noise multiplier whose DP-SGD run (under its sampler) meets (target ε, δ) — or an attack-risk
+    target: no membership attack's TPR above ``max_tpr`` at FPR ``at_fpr``, or no advantage above ``max_advantage``
+    (Kulynych et al., NeurIPS 2024; :func:`dplens.accountant.calibrate.calibrate_risk`). Its ε (or risk) is ≤ the
+    target.
 
     A bracketing root finder that keeps a safe end (:func:`dplens.accountant.calibrate.calibrate`) on the run's
-    upper bound: whatever the sampler, the returned σ has ε(σ) ≤ target under the route used.
+    upper bound: whatever the sampler, the returned σ has ε(σ) ≤ target under the route used. A risk target's result
+    carries ``risk`` (the target, what it achieves, the warnings) and the ε at δ beside it.
 
     Example (MNIST, ε = 3: dp-accounting's RDP calibration on its order grid gives 1.01412; α optimised
     continuously needs a little less noise):
@@ -641,6 +651,11 @@ def dp_sgd_noise_multiplier(
         return _run_event(sigma, shape, neighboring, max_batch_size, drop_last)
 
     probe = run(1.0)  # validates everything but the targets
+    risky = (max_tpr, at_fpr, max_advantage) != (None, None, None)
+    if risky == (target_epsilon is not None):
+        raise ValueError("give exactly one target: target_epsilon, or max_tpr with at_fpr, or max_advantage")
+    if risky:
+        return _calibrate_risk(run, delta, method, max_tpr=max_tpr, at_fpr=at_fpr, max_advantage=max_advantage)
     method = as_method(method)
     if method is Method.BEST:
         method = Method.PLD  # the tightest route for these mechanisms
@@ -706,6 +721,30 @@ def _calibrate_sampler(run: Callable[[float], DpSgdRun], probe: DpSgdRun, target
     if result.epsilon > target:  # pragma: no cover - the solver keeps a safe end; a last line of defence
         raise AssertionError(f"calibration overshot: epsilon={result.epsilon!r} > target={target!r}")
     return value, result
+
+
+def _calibrate_risk(run: Callable[[float], DpSgdRun], delta: float, method: Any, **target: Any) -> DpSgdPrivacy:
+    """σ for an attack-risk target under the run's sampler (the smallest meeting it: risk falls with σ)."""
+    from dplens.accountant.calibrate import Direction, RiskTarget, calibrate_risk
+
+    result = calibrate_risk(
+        lambda sigma: Accountant().compose(run(sigma)),
+        target=RiskTarget(**target),
+        lower=0.05,
+        upper=1000.0,
+        direction=Direction.DECREASING,
+        param="noise_multiplier",
+        delta=delta,
+        method=as_method(method),
+    )
+    accounted = Accountant().compose(run(float(result.value))).epsilon_result(delta, method=result.method)
+    risk = {
+        "target": result.target.describe(),
+        "achieved": result.achieved,
+        "warnings": list(result.warnings),
+        "attack_risk": result.risk.to_dict(),
+    }
+    return _privacy(run(float(result.value)), accounted, risk=risk)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
