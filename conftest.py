@@ -8,6 +8,11 @@ sets none. Use it to look for oracles that are wrong on rare inputs before CI fi
 
 Unset (or 1), nothing changes.
 
+A test that leaves JAX, jaxlib or TensorFlow loaded in the pytest process is an error: from then on every process pool
+of the audit runner starts with forkserver (``runner._fork_hazard``), whose workers cannot import tasks defined in
+test modules (``--import-mode=importlib``), so later tests would pass or fail by the order they ran in. Such tests
+run their JAX code in a child process.
+
 A test that needs an optional extra skips with one line naming it, in the form ``needs the [torch] extra: pip install
 "dplens[torch]"`` (``pytest.importorskip(..., reason=...)`` or ``pytest.mark.skipif``). Under ``CI=true`` such a skip
 is a failure: CI installs every extra, so a missing one there means a test that silently stopped running.
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 
 import pytest
 
@@ -97,3 +103,20 @@ def pytest_make_collect_report(collector):
     report = outcome.get_result()
     if (reason := _missing_extra_under_ci(report)) is not None:  # a module-level importorskip
         _fail_instead(report, reason)
+
+
+#: Modules whose runtime threads make the audit runner's process pools forkserver once they are loaded.
+FORK_HAZARD_MODULES = ("jax", "jaxlib", "tensorflow")
+
+
+@pytest.fixture(autouse=True)
+def _no_threaded_framework_left_loaded():
+    before = {name for name in FORK_HAZARD_MODULES if name in sys.modules}
+    yield
+    left = sorted(name for name in FORK_HAZARD_MODULES if name in sys.modules and name not in before)
+    if left:
+        pytest.fail(
+            f"this test left {', '.join(left)} loaded in the pytest process: later process pools would use "
+            "forkserver and the suite would depend on test order; run that code in a child process",
+            pytrace=False,
+        )

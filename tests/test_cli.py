@@ -272,4 +272,4 @@ def test_the_command_line_knows_every_sampler_the_accountant_does():
     from dplens.accountant.dp_sgd import Sampler
     from dplens.cli import SAMPLERS
 
-    assert SAMPLERS == tuple(sampler.value for sampler in Sampler)
+    assert tuple(sampler.value for sampler in Sampler) == SAMPLERS

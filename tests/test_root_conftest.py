@@ -1,5 +1,5 @@
 """The root conftest.py: DPLENS_HYPOTHESIS_SCALE multiplies every property's examples once, and under CI=true a test
-skipped for a missing extra fails."""
+skipped for a missing extra fails, and a test that leaves a threaded framework loaded is an error."""
 
 from __future__ import annotations
 
@@ -134,3 +134,24 @@ def test_a_module_skipped_for_a_missing_extra_fails_under_ci(tmp_path):
     assert "1 skipped" in _run(tmp_path, None, tests=MODULE_LEVEL).stdout
     ci = _run(tmp_path, None, tests=MODULE_LEVEL, ci="true")
     assert ci.returncode != 0 and "CI=true but the test was skipped: needs the [torch] extra" in ci.stdout
+
+
+LOADS_A_FRAMEWORK = """
+import sys
+import types
+
+
+def test_loads_tensorflow():
+    sys.modules["tensorflow"] = types.ModuleType("tensorflow")  # as an import would, and never undone
+
+
+def test_after_it():
+    assert "tensorflow" in sys.modules
+"""
+
+
+def test_a_test_that_leaves_a_threaded_framework_loaded_is_an_error(tmp_path):
+    run = _run(tmp_path, None, tests=LOADS_A_FRAMEWORK)
+    assert run.returncode == 1
+    assert "2 passed, 1 error" in run.stdout  # only the test that loaded it; the next one already found it loaded
+    assert "this test left tensorflow loaded in the pytest process" in run.stdout

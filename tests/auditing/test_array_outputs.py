@@ -9,6 +9,7 @@ runs in a child process (JAX starts threads; forking tests later in the session 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -288,7 +289,9 @@ _JAX_PROBE = textwrap.dedent(
 
 
 def test_jax_outputs_in_a_child_process():
-    pytest.importorskip("jax", reason="JAX outputs need jax")
+    # find_spec, not importorskip: JAX loaded here would make later process pools forkserver (runner._fork_hazard)
+    if importlib.util.find_spec("jax") is None:
+        pytest.skip('needs the [jax] extra: pip install "dplens[jax]"')
     env = {"PYTHONPATH": str(SRC), "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"}
     proc = subprocess.run(
         [sys.executable, "-c", _JAX_PROBE], capture_output=True, text=True, timeout=600, check=False, env=env

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import subprocess
+import sys
+import textwrap
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +21,7 @@ from dplens.integrations import loaders  # noqa: E402
 from dplens.integrations import opacus_accountant as oa  # noqa: E402
 
 N, B = 600, 60
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def _data():
@@ -141,21 +148,53 @@ def test_make_private_with_epsilon_calibrates_for_the_sampler_that_runs():
         assert run.epsilon <= 8.0
 
 
-def test_jax_privacy_strategies_map_to_samplers():
-    batch_selection = pytest.importorskip(
-        "jax_privacy.batch_selection", reason='needs the [jax] extra: pip install "dplens[jax]"'
-    )
+_JAX_PRIVACY_PROBE = textwrap.dedent(
+    """
+    import json, sys
+    from jax_privacy import batch_selection
+    from dplens.integrations import loaders
+
+    N = int(sys.argv[1])
+    out = {}
     bins = loaders.sampler_of(batch_selection.BallsInBinsSampling(iterations=1000, cycle_length=100), dataset_size=N)
-    assert (bins.sampling, bins.steps_per_epoch) == ("fixed-bins", 100)
+    out["bins"] = [bins.sampling, bins.steps_per_epoch]
     poisson = loaders.sampler_of(
         batch_selection.CyclicPoissonSampling(sampling_prob=0.1, iterations=100), dataset_size=N
     )
-    assert (poisson.sampling, poisson.batch_size) == ("poisson", 60)
+    out["poisson"] = [poisson.sampling, poisson.batch_size]
     fixed = loaders.sampler_of(batch_selection.FixedBatchSampling(batch_size=60, iterations=10), dataset_size=N)
-    assert fixed.sampling == "fixed-size"
-    with pytest.raises(ValueError, match="cycle_length=4"):
+    out["fixed"] = fixed.sampling
+    try:
         loaders.sampler_of(
             batch_selection.CyclicPoissonSampling(sampling_prob=0.1, iterations=100, cycle_length=4), dataset_size=N
         )
-    run = bins.run(noise_multiplier=1.0, steps=1000)  # 10 cycles of 100 bins: one allocation with σ/√10
-    assert run.sampling == "fixed-bins" and run.steps == 1000
+    except ValueError as error:
+        out["refused"] = str(error)
+    run = bins.run(noise_multiplier=1.0, steps=1000)  # 10 cycles of 100 bins: one allocation with sigma/sqrt(10)
+    out["run"] = [run.sampling, run.steps]
+    print(json.dumps(out))
+    """
+)
+
+
+def test_jax_privacy_strategies_map_to_samplers():
+    """In a child process: JAX loaded into the test process would make every later process pool forkserver, whose
+    workers cannot import tasks defined in test modules (pytest's importlib import mode)."""
+    if importlib.util.find_spec("jax_privacy") is None:
+        pytest.skip('needs the [jax] extra: pip install "dplens[jax]"')
+    env = {"PYTHONPATH": str(SRC), "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _JAX_PRIVACY_PROBE, str(N)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["bins"] == ["fixed-bins", 100]
+    assert out["poisson"] == ["poisson", 60]
+    assert out["fixed"] == "fixed-size"
+    assert "cycle_length=4" in out.get("refused", "")
+    assert out["run"] == ["fixed-bins", 1000]

@@ -34,7 +34,8 @@ def test_report_renders_in_chromium(tmp_path, render, audited_report):
     # the page is self-contained: nothing but the page itself and data: URIs was requested; nothing failed
     assert page.network_requests == []
     assert page.console_errors == []
-    assert len(page.images) == len(report.figures) == 4
+    assert len(page.images) == len(report.figures) == 5
+    assert "attack_risk" in {figure.name for figure in report.figures}  # the attack-risk card's plot (issue 38)
     assert all(image["complete"] and image["width"] > 0 for image in page.images)
     assert all(image["src"].startswith("data:image/png;base64,") for image in page.images)
 

@@ -937,6 +937,47 @@ def _one_run_ceiling(
     return best
 
 
+def _canary_trajectory(
+    s: np.ndarray,
+    lab: np.ndarray,
+    full_bound: float,
+    alpha: float,
+    delta: float,
+    rule: orun.GuessRule,
+    correction: orun.SearchCorrection,
+    analysis_option: orun.OneRunAnalysis,
+    seed: int,
+) -> list[dict[str, float]]:
+    """ε against the canary count: nested random subsets (never chosen by score or label), each a separate audit;
+    the full set's point is ``full_bound``."""
+    m = s.size
+    order = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(4,))).permutation(m)
+    trajectory = []
+    sizes = np.unique(np.geomspace(min(_MIN_TRAJECTORY_CANARIES, m), m, _TRAJECTORY_POINTS).round().astype(int))
+    for size in sizes:
+        subset = order[:size]
+        sub_lab = lab[subset]
+        if size == m:
+            value = full_bound
+        elif sub_lab.all() or not sub_lab.any() or (isinstance(rule, orun.Symmetric) and size < 2):
+            continue
+        else:
+            sub_correction = correction
+            if isinstance(correction, orun.BonferroniCutoffs) and correction.cutoffs is not None:
+                sub_correction = orun.BonferroniCutoffs(size=len(correction.cutoffs))
+            value = orun.one_run_audit(
+                s[subset],
+                sub_lab,
+                significance=alpha,
+                delta=delta,
+                rule=rule,
+                correction=sub_correction,
+                analysis=analysis_option,
+            ).epsilon_lower_bound
+        trajectory.append({"canaries": int(size), "epsilon_lower_bound": float(value)})
+    return trajectory
+
+
 def _one_run(
     s: np.ndarray,
     lab: np.ndarray,
@@ -971,31 +1012,9 @@ def _one_run(
         fdp = orun.one_run_audit(
             s, lab, significance=alpha, delta=delta, rule=rule, correction=correction, analysis=orun.GaussianFDP()
         ).epsilon_lower_bound
-    # ε against the canary count: nested random subsets (never chosen by score or label), each a separate audit.
-    order = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(4,))).permutation(m)
-    trajectory = []
-    sizes = np.unique(np.geomspace(min(_MIN_TRAJECTORY_CANARIES, m), m, _TRAJECTORY_POINTS).round().astype(int))
-    for size in sizes:
-        subset = order[:size]
-        sub_lab = lab[subset]
-        if size == m:
-            value = analysis.epsilon_lower_bound
-        elif sub_lab.all() or not sub_lab.any() or (isinstance(rule, orun.Symmetric) and size < 2):
-            continue
-        else:
-            sub_correction = correction
-            if isinstance(correction, orun.BonferroniCutoffs) and correction.cutoffs is not None:
-                sub_correction = orun.BonferroniCutoffs(size=len(correction.cutoffs))
-            value = orun.one_run_audit(
-                s[subset],
-                sub_lab,
-                significance=alpha,
-                delta=delta,
-                rule=rule,
-                correction=sub_correction,
-                analysis=analysis_option,
-            ).epsilon_lower_bound
-        trajectory.append({"canaries": int(size), "epsilon_lower_bound": float(value)})
+    trajectory = _canary_trajectory(
+        s, lab, analysis.epsilon_lower_bound, alpha, delta, rule, correction, analysis_option, seed
+    )
     sorted_in, sorted_out = _sorted_classes(s, lab)
     described = _descriptive(sorted_in, sorted_out, targets)
     ceiling = _one_run_ceiling(m, rule, correction, alpha, delta, analysis_option)
