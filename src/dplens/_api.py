@@ -357,7 +357,7 @@ def audit(
     subject: Any,
     pair: Any = None,
     *,
-    trials: int,
+    trials: int | None = None,
     claim: tuple[float, float] | None = None,
     delta: float | None = None,
     confidence: float = 0.95,
@@ -366,9 +366,16 @@ def audit(
     scheduler: Any = None,
     checkpoint: str | Path | None = None,
     progress: bool = False,
+    game: str | None = None,
     **options: Any,
 ) -> Any:
     """Run an audit from Python and return its result (a valid lower bound on ε, a verdict against the claim).
+
+    A spec is audited exactly as ``dplens audit SPEC`` audits it (both call
+    :func:`dplens.auditing.spec_games.audit_spec_game`): the game is ``game``, else the spec's ``[audit]`` game, else
+    the distinguishing game; a ``dp_sgd_training`` spec runs its canary game; ``trials`` may be left out where the
+    game needs none (one run: the table's ``canaries``). The same spec, trials and seed give the same bits from the
+    command line and from Python.
 
     Args:
         subject: what to audit: a spec (a path or a parsed :class:`~dplens.spec.Spec`; the claim is its
@@ -380,13 +387,15 @@ def audit(
             :class:`~dplens.auditing.target_game.TargetAuditResult`).
         pair: the neighbouring pair (D, D′) for a mechanism (default: its documented worst case); for a target,
             (data, neighbour), a dict like a pair file, or a pair file path.
-        trials: trials per side.
+        trials: trials per side (required but for a spec's one-run game).
         claim: (ε, δ) under test.
         delta: δ of the statement under test when ``claim`` is not given.
         confidence: 1 − α of the bound.
         seed: root seed; the result depends only on it.
         workers, scheduler, checkpoint, progress: execution (a process pool, a Dask scheduler, a resumable
             checkpoint, a progress bar).
+        game: a spec's audit game, ``"distinguish"``, ``"one-run"`` or ``"attribute"`` (``--game``; default the
+            spec's ``[audit]`` game, else ``"distinguish"``).
         options: passed to the game (e.g. ``score``, ``strategy``; for a target ``score`` — a score option, a
             tuple of them, or ``"module:name"`` — and ``pilot_trials``).
 
@@ -424,9 +433,13 @@ def audit(
             from dplens.spec import Claim
 
             spec = replace(spec, claim=Claim(epsilon=float(claim[0]), delta=float(claim[1])))
-        from dplens.auditing.games import audit_spec
+        from dplens.auditing.spec_games import audit_spec_game
 
-        return audit_spec(spec, trials=trials, delta=delta, **execution)
+        return audit_spec_game(spec, game=game, trials=trials, delta=delta, **execution)
+    if game is not None:
+        raise ValueError(f"game applies to a spec audit; got game={game!r} for {subject!r}")
+    if trials is None:
+        raise ValueError(f"trials is required to audit {subject!r} (trials per side)")
     if hasattr(subject, "sample") and hasattr(subject, "worst_case_pair"):
         from dplens.auditing.games import audit as run_game
 

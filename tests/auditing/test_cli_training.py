@@ -170,8 +170,8 @@ def test_a_plain_spec_keeps_its_distinguishing_game(capsys):
     ("argv", "message"),
     [
         (["--game", "one-run", "--workers", "2"], "single training"),
-        (["--game", "attribute"], "--trials is required for the attribute game"),
-        (["--game", "distinguish"], "--trials is required for the distinguish game"),
+        (["--game", "attribute"], "trials (--trials) is required for the attribute game"),
+        (["--game", "distinguish"], "trials (--trials) is required for the distinguish game"),
         (["--game", "sideways"], "invalid choice"),
     ],
 )

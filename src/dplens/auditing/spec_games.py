@@ -94,7 +94,7 @@ def audit_spec_game(
     execution = dict(workers=workers, scheduler=scheduler, checkpoint=checkpoint, progress=progress)
     if chosen is Game.DISTINGUISH:
         if trials is None:
-            raise ValueError("--trials is required for the distinguish game (trials per side)")
+            raise ValueError("trials (--trials) is required for the distinguish game (trials per side)")
         training_table = _training_table(spec, chosen)
         if training_table is None:
             from dplens.auditing.games import audit_spec
@@ -142,7 +142,7 @@ def audit_spec_game(
             claim_source=source,
         )
     if trials is None:
-        raise ValueError("--trials is required for the attribute game")
+        raise ValueError("trials (--trials) is required for the attribute game")
     return _attribute(spec, table, trials=trials, delta=delta, confidence=confidence, seed=seed, **execution)
 
 
