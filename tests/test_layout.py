@@ -159,3 +159,22 @@ def test_every_module_imports_on_its_own():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_the_version_lives_on_the_ground_floor():
+    """Modules read ``__version__`` from dplens._version, never from the package's face (an arrow back up), and
+    pyproject.toml states the same number."""
+    import tomllib
+
+    from dplens._version import __version__
+
+    pyproject = tomllib.loads((SRC.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pyproject["project"]["version"] == __version__
+    offenders = []
+    for path in sorted((SRC / "dplens").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "dplens" and path.name != "__init__.py":
+                offenders += [
+                    f"{path.relative_to(SRC)}: {alias.name}" for alias in node.names if alias.name == "__version__"
+                ]
+    assert offenders == []

@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from dplens._version import __version__
 
 # name → "module:attribute"; the module is imported on first access of the name.
 _EXPORTS: dict[str, str] = {

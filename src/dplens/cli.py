@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from dplens import __version__
+from dplens._version import __version__
 
 # The parser and the error paths load no numpy (``dplens --help`` costs only Python's start-up): every command
 # imports what it uses when it runs. The choices below are the values of the library's enums (a test checks them).

@@ -216,7 +216,7 @@ def _emit(event: dict[str, Any]) -> None:
 
 
 def _checkpoint_header(key: str, plan: ChunkPlan, seed: int, about: Mapping[str, Any] | None) -> dict[str, Any]:
-    from dplens import __version__
+    from dplens._version import __version__
 
     return {
         "format": CHECKPOINT_FORMAT,

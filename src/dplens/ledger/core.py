@@ -692,7 +692,7 @@ class Ledger:
 
     @staticmethod
     def _digest(budget: Budget, groups: list[tuple[str, int]]) -> str:
-        from dplens import __version__
+        from dplens._version import __version__
 
         payload = json.dumps([__version__, budget.rule, budget.target.to_dict(), groups], sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()

@@ -194,7 +194,7 @@ class Store:
 
     def create_schema(self) -> None:
         """Create the tables in the current write transaction (the store must have none)."""
-        from dplens import __version__
+        from dplens._version import __version__
 
         for ddl in _TABLES:
             self.execute(ddl)

@@ -106,7 +106,7 @@ def export_entry(report: Any, *, deployment: Deployment | None = None, override:
     Raises:
         ValueError: a required field is missing (named), a value is invalid, or the record does not validate.
     """
-    from dplens import __version__
+    from dplens._version import __version__
     from dplens.registry.schema import validate_record
     from dplens.reports.registry_entry import build_registry_entry
 

@@ -88,7 +88,7 @@ class AuditReportFiles:
 
 
 def _provenance(result: Mapping[str, Any], source: str, command: Sequence[str]) -> dict[str, Any]:
-    from dplens import __version__
+    from dplens._version import __version__
 
     canonical = json.dumps(result, sort_keys=True, default=str).encode()
     return {

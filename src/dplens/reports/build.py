@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dplens import __version__
+from dplens._version import __version__
 from dplens.reports.defaults import DEFAULT_PRIVACY_UNIT
 from dplens.reports.format import fmt_estimate, fmt_lower, fmt_upper, percent
 from dplens.reports.model import (

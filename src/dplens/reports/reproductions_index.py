@@ -79,7 +79,7 @@ def _markdown(entries: list[ReproductionEntry]) -> str:
 
 def write_index(root: Path, names: list[str]) -> Path:
     """Write ``root/index.html`` and ``root/index.md`` linking every reproduction (atomically); return the HTML."""
-    from dplens import __version__
+    from dplens._version import __version__
     from dplens.reports.output import atomic_write_text, template_environment
 
     root = Path(root)
