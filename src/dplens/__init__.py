@@ -78,7 +78,7 @@ _EXPORTS: dict[str, str] = {
     "calibrate": "dplens._api:calibrate",
     "attack_risk": "dplens._api:attack_risk",
     "audit": "dplens._api:audit",
-    "sweep": "dplens.accountant.sweep:sweep",
+    "sweep": "dplens._api:sweep",
     "SweepResult": "dplens.accountant.sweep:SweepResult",
     # audits
     "AuditResult": "dplens.auditing.games:AuditResult",
@@ -189,7 +189,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from dplens._api import AuditMode, attack_risk, audit, calibrate, generate_report
+    from dplens._api import AuditMode, attack_risk, audit, calibrate, generate_report, sweep
     from dplens.accountant.approx_dp import ApproxDp
     from dplens.accountant.calibrate import CalibrationResult, RiskCalibrationResult, RiskTarget
     from dplens.accountant.compose import Accountant, EpsilonResult, Method
@@ -227,7 +227,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         ReportNoisyMax,
         SelectionNoise,
     )
-    from dplens.accountant.sweep import SweepResult, sweep
+    from dplens.accountant.sweep import SweepResult
     from dplens.accountant.with_replacement import SampledWithReplacement
     from dplens.auditing.games import AuditResult, Verdict
     from dplens.auditing.score_auditor import ScoreAuditor

@@ -772,3 +772,30 @@ def report_summary(spec: Any, delta: float, *, calibration: Mapping[str, Any] | 
         extra_deltas=() if claim is None else (claim[1],),
         calibration=calibration,
     )
+
+
+def sweep(
+    spec: Any,
+    *,
+    params: Mapping[str, Sequence[float]],
+    delta: float,
+    method: Any = "rdp",
+    tolerance: float | None = None,
+    progress: bool = False,
+) -> Any:
+    """ε at ``delta`` for every configuration of a grid of a spec's parameters (``dplens sweep``): ``spec`` is a
+    parsed :class:`~dplens.spec.Spec` or a spec path, read here; the rest is
+    :func:`dplens.accountant.sweep.sweep`'s (which takes only a parsed spec).
+
+    Example:
+        >>> import dplens
+        >>> result = dplens.sweep("examples/dp_sgd_mnist.toml", params={"noise_multiplier": [1.0, 1.1]}, delta=1e-5)
+        >>> len(result.epsilon), result.epsilon[0] > result.epsilon[1]
+        (2, True)
+    """
+    from dplens.accountant.sweep import sweep as compute
+
+    loaded = _as_spec(spec)
+    if loaded is None:
+        raise ValueError(f"spec must be a Spec or a spec path; got {spec!r}")
+    return compute(loaded, params=params, delta=delta, method=method, tolerance=tolerance, progress=progress)

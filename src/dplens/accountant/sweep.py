@@ -161,13 +161,11 @@ class _NoBar:
 
 
 def _as_spec(spec: Any) -> Any:
+    """A parsed spec as it is: a path is read at the front door (:func:`dplens.sweep`), never here, since the
+    accountant sits below :mod:`dplens.spec` (which imports it)."""
     if hasattr(spec, "with_param") and hasattr(spec, "entries"):
         return spec
-    if isinstance(spec, str | Path):
-        from dplens.spec import load_spec  # the accountant never imports spec at module level (spec imports it)
-
-        return load_spec(spec)
-    raise ValueError(f"spec must be a Spec or a spec path; got {spec!r}")
+    raise ValueError(f"spec must be a Spec (dplens.sweep also reads a spec path); got {spec!r}")
 
 
 def sweep(
@@ -182,8 +180,8 @@ def sweep(
     """ε at ``delta`` for every configuration of the grid ``params`` (name → values) of a spec's parameters.
 
     Args:
-        spec: a parsed :class:`~dplens.spec.Spec` or a spec path; each configuration sets every mechanism that takes
-            a parameter to its value (as ``dplens calibrate`` does).
+        spec: a parsed :class:`~dplens.spec.Spec` (:func:`dplens.sweep` also takes a spec path); each configuration
+            sets every mechanism that takes a parameter to its value (as ``dplens calibrate`` does).
         params: parameter name → values; the configurations are the Cartesian product, in this order.
         delta: δ of the (ε, δ) statements.
         method: ``rdp`` (vectorised), ``pld`` (one PLD per configuration, with ``epsilon_lower``), ``exact``, ``best``.
