@@ -227,6 +227,22 @@ def calibrate_spec(
     )
 
 
+def _accountant_of(function: Callable[[float], Any], integer: bool) -> Callable[[float], Any]:
+    """The calibrated function as a map from the parameter value to an Accountant (an event is composed once)."""
+    from dplens.accountant import events as ev
+    from dplens.accountant.compose import Accountant
+
+    def make(value: float) -> Accountant:
+        built = function(int(value) if integer else value)
+        if isinstance(built, ev.Event):
+            return Accountant().compose(built)
+        if isinstance(built, Accountant):
+            return built
+        raise ValueError(f"the calibrated function must return an Accountant or an Event; got {built!r}")
+
+    return make
+
+
 def calibrate(
     subject: Any,
     *,
@@ -304,21 +320,12 @@ def calibrate(
         raise ValueError(f"subject must be a spec, a spec path or a function of the parameter; got {subject!r}")
     if lower is None or upper is None:
         raise ValueError(f"calibrating a function needs lower and upper; got lower={lower!r}, upper={upper!r}")
-    from dplens.accountant import events as ev
     from dplens.accountant.calibrate import calibrate as solve
-    from dplens.accountant.compose import Accountant, Method
+    from dplens.accountant.compose import Method
     from dplens.accountant.routes import as_method
 
     method = (Method.BEST if risk is not None else Method.PLD) if method is None else as_method(method)
-
-    def make(value: float) -> Accountant:
-        built = subject(int(value) if integer else value)
-        if isinstance(built, ev.Event):
-            return Accountant().compose(built)
-        if isinstance(built, Accountant):
-            return built
-        raise ValueError(f"the calibrated function must return an Accountant or an Event; got {built!r}")
-
+    make = _accountant_of(subject, integer)
     if risk is not None:
         if target_epsilon is not None:
             raise ValueError("give either target_epsilon or a risk target, not both")

@@ -987,6 +987,31 @@ def _check_norm(value: Any) -> float:
 # --------------------------------------------------------------------------------------------
 
 
+def _one_run_scores(
+    training: OpacusTraining,
+    canary: CanaryKind,
+    input_canary: InputCanary,
+    score: OpacusScore,
+    norm: float,
+    given: tuple[Any, Any] | None,
+    included: np.ndarray,
+    training_seed: int,
+    canary_stream: np.random.SeedSequence,
+) -> tuple[np.ndarray, str]:
+    """The one training of a one-run audit and the canaries' scores from it, with the canaries in words."""
+    m = included.size
+    if canary is CanaryKind.GRADIENT:
+        run = run_training(training, seed=training_seed, gradient_canaries=m, included=included, gradient_norm=norm)
+        return run.gradient_llr, f"Dirac gradient canaries (norm {norm:g}·C on a canary block the data never touches)"
+    records = given or training.input_canaries(m, input_canary, np.random.default_rng(canary_stream))
+    if training.poisson:
+        run = run_training(training, seed=training_seed, extra=(records[0][included], records[1][included]))
+    else:  # the canaries ride the loader: slots, a left-out one a null record
+        run = run_training(training, seed=training_seed, slot_records=records, included=included)
+    what = "given input canaries" if given else f"{input_canary.value.replace('_', '-')} input canaries"
+    return _input_scores(training, run, records, score), what
+
+
 def one_run_opacus_audit(
     training: OpacusTraining,
     *,
@@ -1045,18 +1070,9 @@ def one_run_opacus_audit(
     inclusion, canary_stream, training_stream = np.random.SeedSequence(seed).spawn(3)
     included = np.random.default_rng(inclusion).random(m) < 0.5
     training_seed = int(np.random.default_rng(training_stream).integers(0, 2**63 - 1))
-    if canary is CanaryKind.GRADIENT:
-        run = run_training(training, seed=training_seed, gradient_canaries=m, included=included, gradient_norm=norm)
-        values = run.gradient_llr
-        what = f"Dirac gradient canaries (norm {norm:g}·C on a canary block the data never touches)"
-    else:
-        records = given or training.input_canaries(m, input_canary, np.random.default_rng(canary_stream))
-        if training.poisson:
-            run = run_training(training, seed=training_seed, extra=(records[0][included], records[1][included]))
-        else:  # the canaries ride the loader: slots, a left-out one a null record
-            run = run_training(training, seed=training_seed, slot_records=records, included=included)
-        values = _input_scores(training, run, records, score)
-        what = "given input canaries" if given else f"{input_canary.value.replace('_', '-')} input canaries"
+    values, what = _one_run_scores(
+        training, canary, input_canary, score, norm, given, included, training_seed, canary_stream
+    )
     result = sc.audit_scores(
         values,
         included,
