@@ -189,7 +189,6 @@ LONG_FUNCTIONS_TO_SPLIT = {
     "accountant/events.py: from_dp_accounting": 101,
     "accountant/pld_engine.py: _compose_kind": 125,
     "accountant/sweep.py: _rdp_epsilons": 128,
-    "cli.py: build_parser": 289,
     "ledger/core.py: create_budget": 81,
     "ledger/core.py: charge": 94,
     "reports/registry_entry.py: build_registry_entry": 105,

@@ -1158,7 +1158,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dplens", description="Differential-privacy accounting, auditing and reports.")
     parser.add_argument("--version", action="version", version=f"dplens {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_account_parser(sub)
+    _add_calibrate_parser(sub)
+    _add_risk_parser(sub)
+    _add_sweep_parser(sub)
+    _add_dp_sgd_parser(sub)
+    _add_audit_parser(sub)
+    _add_audit_scores_parser(sub)
+    _add_report_parser(sub)
+    _add_registry_parser(sub)
+    _add_demo_parser(sub)
+    _add_reproduce_parser(sub)
+    _add_budget_parser(sub)
+    return parser
 
+
+def _add_account_parser(sub: Any) -> None:
     methods = list(METHODS)
     account = sub.add_parser("account", help="epsilon for a delta, or delta for an epsilon")
     account.add_argument("spec", help="TOML or JSON spec file")
@@ -1183,6 +1198,9 @@ def build_parser() -> argparse.ArgumentParser:
     account.add_argument("--json", action="store_true", help="print one JSON object")
     account.set_defaults(func=_cmd_account)
 
+
+def _add_calibrate_parser(sub: Any) -> None:
+    methods = list(METHODS)
     cal = sub.add_parser(
         "calibrate", help="smallest noise (or largest budget) meeting a target epsilon or an attack-risk target"
     )
@@ -1223,6 +1241,9 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--json", action="store_true", help="print one JSON object")
     cal.set_defaults(func=_cmd_calibrate)
 
+
+def _add_risk_parser(sub: Any) -> None:
+    methods = list(METHODS)
     rsk = sub.add_parser(
         "risk", help="attack risk: the largest membership-attack TPR at given FPRs, advantage, Bayes success"
     )
@@ -1248,6 +1269,9 @@ def build_parser() -> argparse.ArgumentParser:
     rsk.add_argument("--json", action="store_true", help="print one JSON object")
     rsk.set_defaults(func=_cmd_risk)
 
+
+def _add_sweep_parser(sub: Any) -> None:
+    methods = list(METHODS)
     swp = sub.add_parser("sweep", help="epsilon for every configuration of a grid of spec parameters (CSV or JSON)")
     swp.add_argument("spec", help="TOML or JSON spec file")
     swp.add_argument(
@@ -1273,6 +1297,9 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument("--quiet", action="store_true", help="no progress bar")
     swp.set_defaults(func=_cmd_sweep)
 
+
+def _add_dp_sgd_parser(sub: Any) -> None:
+    methods = list(METHODS)
     sgd = sub.add_parser("dp-sgd", help="epsilon of a DP-SGD run, or the noise multiplier for a target epsilon")
     sgd.add_argument("--dataset-size", type=_positive_int, required=True, help="number of training examples N")
     sgd.add_argument("--batch-size", type=_positive_int, required=True, help="(expected) batch size B")
@@ -1315,6 +1342,8 @@ def build_parser() -> argparse.ArgumentParser:
     sgd.add_argument("--json", action="store_true", help="print one JSON object")
     sgd.set_defaults(func=_cmd_dp_sgd)
 
+
+def _add_audit_parser(sub: Any) -> None:
     aud = sub.add_parser("audit", help="a valid empirical lower bound on epsilon (Monte Carlo distinguishing game)")
     aud.add_argument("spec", nargs="?", help="TOML or JSON spec file (an optional [claim] is the guarantee under test)")
     aud.add_argument("--target", metavar="MODULE:NAME", help="audit your own code (MODULE from the current directory)")
@@ -1354,6 +1383,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     aud.set_defaults(func=_cmd_audit)
 
+
+def _add_audit_scores_parser(sub: Any) -> None:
     scores = sub.add_parser("audit-scores", help="a valid lower bound on epsilon from membership scores (a file)")
     scores.add_argument("file", help=".npz with arrays 'score' and 'member' (bool), or a CSV with those columns")
     scores.add_argument("--claim-epsilon", type=_non_negative, required=True, help="the claimed epsilon")
@@ -1374,6 +1405,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     scores.set_defaults(func=_cmd_audit_scores)
 
+
+def _add_report_parser(sub: Any) -> None:
     from dplens.reports.defaults import DEFAULT_CONFIDENCE, DEFAULT_PRIVACY_UNIT, DEFAULT_TRIALS
 
     report = sub.add_parser("report", help="a compliance report (JSON, HTML, privacy statement, figures)")
@@ -1413,6 +1446,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.set_defaults(func=_cmd_report)
 
+
+def _add_registry_parser(sub: Any) -> None:
     registry = sub.add_parser("registry", help="DP Deployments Registry records: check them, export a report as one")
     registry_sub = registry.add_subparsers(dest="registry_command", required=True, parser_class=_Parser)
     check = registry_sub.add_parser(
@@ -1443,19 +1478,20 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", metavar="FILE.yaml", help="write the record to FILE (default: stdout)")
     export.set_defaults(func=_cmd_registry_export)
 
+
+def _add_demo_parser(sub: Any) -> None:
     demo = sub.add_parser("demo", help="the main job end to end on a built-in example")
     demo.add_argument("-o", "--output", default="dplens-demo", help="output directory (default: ./dplens-demo)")
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     demo.set_defaults(func=_cmd_demo)
 
+
+def _add_reproduce_parser(sub: Any) -> None:
     rep = sub.add_parser("reproduce", help="regenerate the papers' reproductions under reports/")
     rep.add_argument("name", nargs="?", default="all", help="a reproduction name, or 'all' (default)")
     rep.add_argument("-o", "--output", default="reports", help="output root (default: ./reports)")
     rep.add_argument("--quick", action="store_true", help="fewer seeds / smaller grids (for smoke tests)")
     rep.set_defaults(func=_cmd_reproduce)
-
-    _add_budget_parser(sub)
-    return parser
 
 
 _MAX_MESSAGE = 1000  # characters: an error echoing a huge value stays a readable line
