@@ -192,7 +192,6 @@ LONG_FUNCTIONS_TO_SPLIT = {
     "ledger/core.py: create_budget": 81,
     "ledger/core.py: charge": 94,
     "reports/registry_entry.py: build_registry_entry": 105,
-    "reports/render.py: render_statement": 105,
     "research/bcdp/reproduction.py: run": 117,
     "research/bcdp/reproduction.py: _readme": 118,
     "research/corrdp/reproduction.py: run": 161,

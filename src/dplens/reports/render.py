@@ -135,7 +135,7 @@ def _wrap(text: str, indent: str = "") -> list[str]:
 def render_statement(report: Report) -> str:
     """The plain-text privacy statement: what is protected, against what, with which ε/δ, under which
     sampling and adjacency assumptions; the audit's bound and its labelled estimates."""
-    claim, acc, mech, audit = report.claim, report.accounting, report.mechanism, report.audit
+    claim, acc, mech = report.claim, report.accounting, report.mechanism
     lines = [f"PRIVACY STATEMENT — {report.title}", ""]
     tight = acc.tightest
     lines += _wrap(
@@ -190,6 +190,26 @@ def render_statement(report: Report) -> str:
         "another relation (e.g. replace-one instead of add/remove) can be up to twice as large."
     )
     lines.append("")
+    lines += _audit_statement_lines(report)
+    lines += _ledger_statement_lines(report)
+    lines.append("")
+    lines += _nist_lines(report)
+    lines.append("")
+    lines += _wrap(f"Verdict: {report.verdict.status.value}. {report.verdict.sentence}")
+    lines.append("")
+    prov = report.provenance
+    lines += _wrap(
+        f"Provenance: dplens {prov.tool.get('version')} (git {prov.tool.get('git_sha') or 'unknown'}), spec "
+        f"{prov.spec_source} (sha256 {prov.spec_sha256}), seeds {json.dumps(prov.seeds, sort_keys=True)}, "
+        f"created {prov.created_utc}."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _audit_statement_lines(report: Report) -> list[str]:
+    """The statement's audit paragraph: the lower bound, its ceiling, the operating point, the labelled estimates."""
+    audit = report.audit
+    lines: list[str] = []
     if audit is None:
         lines += _wrap(f"Empirical audit: NOT AUDITED ({report.not_audited_reason}).")
     else:
@@ -212,6 +232,12 @@ def render_statement(report: Report) -> str:
                 f"({estimate.assumption})",
                 "  ",
             )
+    return lines
+
+
+def _ledger_statement_lines(report: Report) -> list[str]:
+    """The statement's budget-ledger paragraph (none without a ledger)."""
+    lines: list[str] = []
     if report.budget_ledger:
         lines.append("")
         book = report.budget_ledger
@@ -227,18 +253,7 @@ def render_statement(report: Report) -> str:
                     f"{fmt_lower(period['remaining_epsilon'])} (LOWER BOUND).",
                     "  ",
                 )
-    lines.append("")
-    lines += _nist_lines(report)
-    lines.append("")
-    lines += _wrap(f"Verdict: {report.verdict.status.value}. {report.verdict.sentence}")
-    lines.append("")
-    prov = report.provenance
-    lines += _wrap(
-        f"Provenance: dplens {prov.tool.get('version')} (git {prov.tool.get('git_sha') or 'unknown'}), spec "
-        f"{prov.spec_source} (sha256 {prov.spec_sha256}), seeds {json.dumps(prov.seeds, sort_keys=True)}, "
-        f"created {prov.created_utc}."
-    )
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _nist_lines(report: Report) -> list[str]:
