@@ -597,7 +597,6 @@ def generate_report(
         ('CONSISTENT', 'report.html', 'report.json')
     """
     from dplens.reports.defaults import DEFAULT_CONFIDENCE, DEFAULT_PRIVACY_UNIT, DEFAULT_TRIALS
-    from dplens.reports.format import fmt_lower, percent
 
     loaded = _as_spec(spec)
     if loaded is None:
@@ -606,12 +605,7 @@ def generate_report(
     trials = DEFAULT_TRIALS if trials is None else trials
     confidence = DEFAULT_CONFIDENCE if confidence is None else confidence
     title = title or (Path(spec.source).stem if spec.source else "dplens report")
-    if not isinstance(audit_mode, AuditMode):
-        raise ValueError(f"audit_mode must be an AuditMode; got {audit_mode!r}")
-    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
-        raise ValueError(f"trials must be an integer >= 1; got {trials!r}")
-    if isinstance(confidence, bool) or not isinstance(confidence, float | int) or not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
+    _check_report_options(audit_mode, trials, confidence)
     delta = default_delta(spec) if delta is None else delta
     if isinstance(delta, bool) or not isinstance(delta, int | float) or not 0 <= delta < 1:
         raise ValueError(f"delta must be in [0, 1); got {delta!r}")
@@ -629,38 +623,7 @@ def generate_report(
 
         say("reading the budget ledger ...")
         budget_ledger = ledger_section(ledger)  # read first: a bad ledger fails before any audit runs
-    audit = None
-    reason: str | None = None
-    if audit_mode is AuditMode.OFF:
-        reason = "the audit was switched off (--no-audit)"
-    else:
-        from dplens.auditing.games import audit_spec
-
-        say(
-            f"auditing: {trials} trials per side at delta = {delta:g}, confidence {percent(confidence)}, "
-            f"seed {seed} ..."
-        )
-        try:
-            audit = audit_spec(
-                spec,
-                trials=trials,
-                delta=delta,
-                confidence=confidence,
-                seed=seed,
-                workers=workers,
-                progress=progress is not None,
-            )
-        except ValueError as err:
-            if audit_mode is AuditMode.REQUIRED:
-                raise
-            reason = f"the audit layer cannot audit this spec: {str(err).splitlines()[0]}"
-        if audit is not None:
-            say(
-                f"audit: epsilon >= {fmt_lower(audit.epsilon_lower_bound)} (lower bound, {percent(audit.confidence)}), "
-                f"verdict {audit.verdict.value}, {audit.elapsed_seconds:.1f} s"
-            )
-        else:
-            say(f"not audited: {reason}")
+    audit, reason = _main_audit(spec, audit_mode, trials, delta, confidence, seed, workers, progress, say)
     additional = []
     if spec.audit is not None and audit_mode is not AuditMode.OFF:
         additional = _spec_game(spec, delta, trials, confidence, seed, workers, audit_mode, say)
@@ -697,6 +660,64 @@ def generate_report(
 
     path = write_entry(entry, Path(out_dir) / "registry-entry.yaml")
     return dataclasses.replace(files, registry_entry=path, registry=entry)
+
+
+def _check_report_options(audit_mode: Any, trials: Any, confidence: Any) -> None:
+    if not isinstance(audit_mode, AuditMode):
+        raise ValueError(f"audit_mode must be an AuditMode; got {audit_mode!r}")
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise ValueError(f"trials must be an integer >= 1; got {trials!r}")
+    if isinstance(confidence, bool) or not isinstance(confidence, float | int) or not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
+
+
+def _main_audit(
+    spec: Any,
+    audit_mode: AuditMode,
+    trials: int,
+    delta: float,
+    confidence: float,
+    seed: int,
+    workers: int,
+    progress: Callable[[str], None] | None,
+    say: Callable[[str], None],
+) -> tuple[Any, str | None]:
+    """The report's distinguishing-game audit of the spec, or None and the reason it was not audited."""
+    from dplens.reports.format import fmt_lower, percent
+
+    audit = None
+    reason: str | None = None
+    if audit_mode is AuditMode.OFF:
+        reason = "the audit was switched off (--no-audit)"
+    else:
+        from dplens.auditing.games import audit_spec
+
+        say(
+            f"auditing: {trials} trials per side at delta = {delta:g}, confidence {percent(confidence)}, "
+            f"seed {seed} ..."
+        )
+        try:
+            audit = audit_spec(
+                spec,
+                trials=trials,
+                delta=delta,
+                confidence=confidence,
+                seed=seed,
+                workers=workers,
+                progress=progress is not None,
+            )
+        except ValueError as err:
+            if audit_mode is AuditMode.REQUIRED:
+                raise
+            reason = f"the audit layer cannot audit this spec: {str(err).splitlines()[0]}"
+        if audit is not None:
+            say(
+                f"audit: epsilon >= {fmt_lower(audit.epsilon_lower_bound)} (lower bound, {percent(audit.confidence)}), "
+                f"verdict {audit.verdict.value}, {audit.elapsed_seconds:.1f} s"
+            )
+        else:
+            say(f"not audited: {reason}")
+    return audit, reason
 
 
 def _unit(label: str) -> str:
