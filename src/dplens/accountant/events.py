@@ -664,32 +664,11 @@ def to_dp_accounting(event: Event, *, replace_one_noise: ReplaceOneNoise = Repla
     raise ValueError(f"event has no dp-accounting counterpart: {event!r}")
 
 
-def from_dp_accounting(
-    dp_event,
-    *,
-    neighboring: NeighboringRelation = ADD_REMOVE,
-    replace_one_noise: ReplaceOneNoise = ReplaceOneNoise.NORM_BOUND,
-) -> Event:
-    """Our event for a dp-accounting ``DpEvent`` (every mechanism type of dp-accounting 0.6); ``ValueError`` for
-    ``UnsupportedDpEvent`` and unknown types.
-
-    ``neighboring`` is the relation of the ledger (dp-accounting fixes it on the accountant, not the event);
-    ``replace_one_noise`` how a Gaussian noise multiplier under REPLACE_ONE is read (:class:`ReplaceOneNoise`).
-    Degenerate parameters map to the structural events: a noise multiplier or parameter 0 → :class:`NonPrivate`,
-    randomized response with p = 1 or one bucket → :class:`NoOp`, and so do events that touch no record or shift
-    nothing (a sampling probability or sample size 0, a mixture of Gaussians whose every shift is 0: the output has
-    the same distribution on both data sets, whatever the noise); sampling from a non-private event is
-    :class:`NonPrivate` (its true δ(ε) is the sampling probability at every ε, so ε = ∞ below it: a valid bound).
-
-    Example:
-        >>> from dp_accounting import dp_event
-        >>> from_dp_accounting(dp_event.ZCDpEvent(0.5))
-        ZcdpMechanism(rho=0.5, xi=0.0, neighboring=<NeighboringRelation.ADD_OR_REMOVE_ONE: 'add_remove'>)
-    """
-    from dp_accounting import dp_event as dpa  # every event type (the package top level lacks some)
-
-    def inner(e, relation: NeighboringRelation = neighboring) -> Event:
-        return from_dp_accounting(e, neighboring=relation, replace_one_noise=replace_one_noise)
+def _from_dp_accounting_mechanism(
+    dp_event: Any, neighboring: NeighboringRelation, replace_one_noise: ReplaceOneNoise
+) -> Event | None:
+    """Our event for a dp-accounting mechanism event (no sampling or composition inside); None for the others."""
+    from dp_accounting import dp_event as dpa
 
     match dp_event:
         case dpa.NoOpDpEvent():
@@ -751,6 +730,40 @@ def from_dp_accounting(
                 noise_multiplier=dp_event.noise_multiplier,
                 neighboring=neighboring,
             )
+    return None
+
+
+def from_dp_accounting(
+    dp_event,
+    *,
+    neighboring: NeighboringRelation = ADD_REMOVE,
+    replace_one_noise: ReplaceOneNoise = ReplaceOneNoise.NORM_BOUND,
+) -> Event:
+    """Our event for a dp-accounting ``DpEvent`` (every mechanism type of dp-accounting 0.6); ``ValueError`` for
+    ``UnsupportedDpEvent`` and unknown types.
+
+    ``neighboring`` is the relation of the ledger (dp-accounting fixes it on the accountant, not the event);
+    ``replace_one_noise`` how a Gaussian noise multiplier under REPLACE_ONE is read (:class:`ReplaceOneNoise`).
+    Degenerate parameters map to the structural events: a noise multiplier or parameter 0 → :class:`NonPrivate`,
+    randomized response with p = 1 or one bucket → :class:`NoOp`, and so do events that touch no record or shift
+    nothing (a sampling probability or sample size 0, a mixture of Gaussians whose every shift is 0: the output has
+    the same distribution on both data sets, whatever the noise); sampling from a non-private event is
+    :class:`NonPrivate` (its true δ(ε) is the sampling probability at every ε, so ε = ∞ below it: a valid bound).
+
+    Example:
+        >>> from dp_accounting import dp_event
+        >>> from_dp_accounting(dp_event.ZCDpEvent(0.5))
+        ZcdpMechanism(rho=0.5, xi=0.0, neighboring=<NeighboringRelation.ADD_OR_REMOVE_ONE: 'add_remove'>)
+    """
+    from dp_accounting import dp_event as dpa  # every event type (the package top level lacks some)
+
+    def inner(e, relation: NeighboringRelation = neighboring) -> Event:
+        return from_dp_accounting(e, neighboring=relation, replace_one_noise=replace_one_noise)
+
+    leaf = _from_dp_accounting_mechanism(dp_event, neighboring, replace_one_noise)
+    if leaf is not None:
+        return leaf
+    match dp_event:
         case dpa.PoissonSampledDpEvent():
             if dp_event.sampling_probability == 0:
                 return NoOp(neighboring=neighboring)
