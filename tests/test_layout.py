@@ -200,7 +200,6 @@ LONG_FUNCTIONS_TO_SPLIT = {
     "research/feature_dp/reproduction.py: _readme": 132,
     "research/gaussmix/reproduction.py: _utility": 83,
     "research/gaussmix/reproduction.py: _readme": 98,
-    "testing/assertions.py: assert_dp": 112,
 }
 
 

@@ -48,8 +48,9 @@ def test_a_pair_must_have_two_sides():
 
 def test_inconclusive_warns_or_fails():
     # 1 000 trials cannot certify ε = 20: the audit is INCONCLUSIVE, which warns (default) or fails.
-    with pytest.warns(DpInconclusiveWarning, match="checked nothing"):
+    with pytest.warns(DpInconclusiveWarning, match="checked nothing") as caught:
         assert_dp(geometric_count, PAIR, epsilon=20.0, trials=1000)
+    assert caught[0].filename == __file__  # attributed to the test that asserted, not to dplens
     with pytest.raises(DpAssertionError, match="checked nothing"):
         assert_dp(geometric_count, PAIR, epsilon=20.0, trials=1000, on_inconclusive="fail")
 

@@ -355,6 +355,88 @@ def _message(
     )
 
 
+def _pair_and_data(pair: Any, relation: PairSearch | None) -> tuple[Any, Any]:
+    """The pair as the audit takes it, and the data set D the trial budget is measured on."""
+    if relation is not None:
+        return {"data": pair, "relation": relation.value}, pair
+    if isinstance(pair, tuple | list) and len(pair) == 2:
+        return pair, pair[0]
+    if isinstance(pair, dict) and "data" in pair:
+        return pair, pair["data"]
+    raise ValueError(f"pair must be (data, neighbour) or a dict with 'data'; got {_short(pair)}")
+
+
+def _budgeted_trials(
+    target: Any,
+    pair_argument: Any,
+    data: Any,
+    relation: PairSearch | None,
+    start: float,
+    seconds: float,
+    epsilon: float,
+    delta: float,
+    seed: int,
+    float_check: bool,
+) -> int:
+    """The trials per side that fit the call's time budget (calibrated on the target where it is fast)."""
+    # What this call has spent already (imports on a first call) comes out of its budget.
+    left = max(seconds - (time.perf_counter() - start), 0.25 * seconds)
+    chosen = choose_trials(target, data, left, search=relation is not None, seed=seed)
+    if relation is None and chosen >= _CALIBRATE_ABOVE:
+        chosen = _calibrated_trials(
+            target,
+            pair_argument,
+            start=start,
+            seconds=seconds,
+            epsilon=epsilon,
+            delta=delta,
+            seed=seed,
+            float_check=float_check,
+            estimate=chosen,
+        )
+    return chosen
+
+
+def _checked_nothing(
+    result: Any, policy: Inconclusive, *, node_id: str | None, trials: int, share: float, epsilon: float
+) -> None:
+    """An INCONCLUSIVE audit under ``on_inconclusive`` FAIL (raises) or WARN (warns, attributed to the test)."""
+    text = (
+        f"DP assertion{' in ' + node_id if node_id else ''} checked nothing: with {trials} trials per side and "
+        f"α = {share:.3g} no audit could certify more than ε = {result.ceiling:.4g}, which does not exceed the "
+        f"claimed {epsilon:g}; give it a larger budget (--dplens-budget, --dplens-mode thorough) or trials"
+    )
+    if policy is Inconclusive.FAIL:
+        raise DpAssertionError(text, result)
+    warnings.warn(text, DpInconclusiveWarning, stacklevel=3)
+
+
+def _record(
+    result: Any,
+    node_id: str | None,
+    share: float,
+    allocation: Any,
+    trials: int,
+    seed: int,
+    epsilon: float,
+    seconds: float,
+    budget: float | None,
+) -> dict[str, Any]:
+    """One assertion's line in the run's summary (the plugin's terminal report and JSON)."""
+    return {
+        "node_id": node_id,
+        "alpha": share,
+        "allocation": allocation,
+        "trials": trials,
+        "seed": seed,
+        "verdict": result.verdict.value,
+        "epsilon_lower_bound": result.epsilon_lower_bound,
+        "epsilon_claimed": epsilon,
+        "seconds": seconds,
+        "budget": budget,
+    }
+
+
 def assert_dp(
     target: Any,
     pair: Any,
@@ -425,17 +507,7 @@ def assert_dp(
     policy = _as_enum(Inconclusive, on_inconclusive, "on_inconclusive")
     relation = None if search is None else _as_enum(PairSearch, search, "search")
     context = _run.current()
-    if relation is not None:
-        pair_argument: Any = {"data": pair, "relation": relation.value}
-        data = pair
-    else:
-        pair_argument = pair
-        if isinstance(pair, tuple | list) and len(pair) == 2:
-            data = pair[0]
-        elif isinstance(pair, dict) and "data" in pair:
-            data = pair["data"]
-        else:
-            raise ValueError(f"pair must be (data, neighbour) or a dict with 'data'; got {_short(pair)}")
+    pair_argument, data = _pair_and_data(pair, relation)
     fixed = trials if trials is not None else context.trials
     if fixed is not None and (isinstance(fixed, bool) or not isinstance(fixed, int) or fixed < 1):
         raise ValueError(f"trials must be an integer >= 1; got {fixed!r}")
@@ -446,24 +518,11 @@ def assert_dp(
     context.index += 1
     seed = derive_seed(context.run_seed, node_id or target.name, index)  # outside pytest: the target's name
     share, allocation = context.next_share()
+    chosen = fixed
     if fixed is None:
-        # What this call has spent already (imports on a first call) comes out of its budget.
-        left = max(seconds - (time.perf_counter() - start), 0.25 * seconds)
-        chosen = choose_trials(target, data, left, search=relation is not None, seed=seed)
-        if relation is None and chosen >= _CALIBRATE_ABOVE:
-            chosen = _calibrated_trials(
-                target,
-                pair_argument,
-                start=start,
-                seconds=seconds,
-                epsilon=epsilon,
-                delta=delta,
-                seed=seed,
-                float_check=float_check,
-                estimate=chosen,
-            )
-    else:
-        chosen = fixed
+        chosen = _budgeted_trials(
+            target, pair_argument, data, relation, start, seconds, epsilon, delta, seed, float_check
+        )
     # The audit's pilot is at least 4 000 draws per side; below that many counted trials (a slow target on a small
     # budget) it is as large as the counted run, so the budget holds.
     options = {"pilot_trials": chosen} if chosen < _SMALL_AUDIT else {}
@@ -478,20 +537,8 @@ def assert_dp(
         **options,
     )
     elapsed = time.perf_counter() - start
-    context.records.append(
-        {
-            "node_id": node_id,
-            "alpha": share,
-            "allocation": allocation,
-            "trials": chosen,
-            "seed": seed,
-            "verdict": result.verdict.value,
-            "epsilon_lower_bound": result.epsilon_lower_bound,
-            "epsilon_claimed": epsilon,
-            "seconds": elapsed,
-            "budget": seconds if fixed is None else None,
-        }
-    )
+    budget_used = seconds if fixed is None else None
+    context.records.append(_record(result, node_id, share, allocation, chosen, seed, epsilon, elapsed, budget_used))
     verdict = result.verdict.value
     if verdict == "VIOLATION":
         message = _message(
@@ -508,12 +555,5 @@ def assert_dp(
         )
         raise DpAssertionError(message, result)
     if verdict == "INCONCLUSIVE" and policy is not Inconclusive.PASS:
-        text = (
-            f"DP assertion{' in ' + node_id if node_id else ''} checked nothing: with {chosen} trials per side and "
-            f"α = {share:.3g} no audit could certify more than ε = {result.ceiling:.4g}, which does not exceed the "
-            f"claimed {epsilon:g}; give it a larger budget (--dplens-budget, --dplens-mode thorough) or trials"
-        )
-        if policy is Inconclusive.FAIL:
-            raise DpAssertionError(text, result)
-        warnings.warn(text, DpInconclusiveWarning, stacklevel=2)
+        _checked_nothing(result, policy, node_id=node_id, trials=chosen, share=share, epsilon=epsilon)
     return result
