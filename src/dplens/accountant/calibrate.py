@@ -260,16 +260,7 @@ def calibrate(
         raise ValueError(f"target_epsilon must be > 0; got {target_epsilon!r}")
     delta = conversions.check_delta(target_delta, name="target_delta")
     method = as_method(method)
-    for name, value in (("lower", lower), ("upper", upper)):
-        if not (isinstance(value, int | float) and math.isfinite(value)):
-            raise ValueError(f"{name} must be a finite number; got {value!r}")
-    if not lower < upper:
-        raise ValueError(f"lower must be < upper; got lower={lower!r}, upper={upper!r}")
-    if integer:
-        lower, upper = float(math.ceil(lower)), float(math.floor(upper))
-    # The default tolerance is relative to the smaller end of the bracket, so wide brackets (γ up to 1e15) still
-    # resolve the answer to ~1e-10 relative (Brent's rtol below does the rest).
-    tol = xtol if xtol is not None else (1.0 if integer else max(min(abs(lower), abs(upper)), 1e-12) * 1e-10)
+    lower, upper, tol = _search_bracket(lower, upper, integer, xtol)
 
     def route_epsilon(x: float, route: Method, interval: float | None = None) -> float:
         acc = make_accountant(int(x) if integer else x)
@@ -293,55 +284,30 @@ def calibrate(
     if method is Method.PLD:
         if xtol is None and not integer:
             tol = max(tol, 1e-6 * min(abs(lower), abs(upper)))
-        # The first PLD evaluation, next to the RDP answer, lets the engine choose its grid for the tolerance; the
-        # search then stays on that grid (each evaluation one pass of the engine).
-        start = safe
-        if rdp_eps(safe) <= target:
-            loose = max(tol, 1e-5 * min(abs(safe), abs(unsafe))) if not integer else tol
-            start = _solve(rdp_eps, target=target, safe=safe, unsafe=unsafe, integer=integer, xtol=loose)
-        interval = value_discretization_interval
-        if interval is None:
-            first = make_accountant(int(start) if integer else start)
-            interval = pld.pld_epsilon(
-                list(first.ledger),
-                delta,
-                neighboring=first.neighboring,
-                tolerance=first.tolerance if tolerance is None else tolerance,
-            ).value_discretization_interval
-        final = _Counter(lambda x: route_epsilon(x, Method.PLD, interval))
-        details = f"PLD (value_discretization_interval={interval:g} during the search)"
-        if rdp_eps(safe) <= target:
-            safe, unsafe = _pld_bracket_from_rdp(
-                rdp_eps, final, target=target, safe=safe, unsafe=unsafe, integer=integer, xtol=tol, start=start
-            )
+        final, details, safe, unsafe = _pld_search(
+            make_accountant,
+            route_epsilon,
+            rdp_eps,
+            target=target,
+            delta=delta,
+            safe=safe,
+            unsafe=unsafe,
+            integer=integer,
+            tol=tol,
+            tolerance=tolerance,
+            interval=value_discretization_interval,
+        )
     else:
         final = rdp_eps if method is Method.RDP else _Counter(lambda x: route_epsilon(x, method))
         details = method.value
 
-    if final(safe) > target:
-        raise ValueError(
-            f"target_epsilon={target!r} is unreachable for {param} in [{lower!r}, {upper!r}]: "
-            f"epsilon at {param}={safe!r} is {final(safe)!r} (method={method.value})"
-        )
-    if method is Method.PLD and final(safe) >= target * (1 - 1e-4):
-        value = safe  # already within 1e-4 of the target: further PLD evaluations would not pay
-    else:
-        value = _solve(final, target=target, safe=safe, unsafe=unsafe, integer=integer, xtol=tol)
-    epsilon = final(value)
-    if epsilon > target:  # pragma: no cover - _solve guarantees this; kept as a last line of defence
-        raise AssertionError(f"calibration overshot: epsilon={epsilon!r} > target={target!r}")
+    value, epsilon = _solve_on_route(
+        final, method, target=target, safe=safe, unsafe=unsafe, integer=integer, tol=tol, where=(param, lower, upper)
+    )
     epsilon_lower = None
     if method is Method.PLD:
-        value, epsilon, epsilon_lower = _recheck_on_adaptive_grid(
-            make_accountant,
-            value,
-            target=target,
-            delta=delta,
-            safe=outer_safe,
-            integer=integer,
-            tolerance=tolerance,
-            xtol=tol,
-        )
+        recheck = dict(target=target, delta=delta, safe=outer_safe, integer=integer, tolerance=tolerance, xtol=tol)
+        value, epsilon, epsilon_lower = _recheck_on_adaptive_grid(make_accountant, value, **recheck)
         if epsilon_lower is not None:
             details += f"; certified bracket at the answer [{epsilon_lower:.6g}, {epsilon:.6g}]"
     return CalibrationResult(
@@ -355,6 +321,89 @@ def calibrate(
         details=details,
         epsilon_lower=epsilon_lower,
     )
+
+
+def _search_bracket(lower: Any, upper: Any, integer: bool, xtol: float | None) -> tuple[float, float, float]:
+    """The checked search bracket (integer ends for an integer parameter) and the search's absolute tolerance."""
+    for name, value in (("lower", lower), ("upper", upper)):
+        if not (isinstance(value, int | float) and math.isfinite(value)):
+            raise ValueError(f"{name} must be a finite number; got {value!r}")
+    if not lower < upper:
+        raise ValueError(f"lower must be < upper; got lower={lower!r}, upper={upper!r}")
+    if integer:
+        lower, upper = float(math.ceil(lower)), float(math.floor(upper))
+    # The default tolerance is relative to the smaller end of the bracket, so wide brackets (γ up to 1e15) still
+    # resolve the answer to ~1e-10 relative (Brent's rtol below does the rest).
+    tol = xtol if xtol is not None else (1.0 if integer else max(min(abs(lower), abs(upper)), 1e-12) * 1e-10)
+    return lower, upper, tol
+
+
+def _solve_on_route(
+    final: Callable[[float], float],
+    method: Method,
+    *,
+    target: float,
+    safe: float,
+    unsafe: float,
+    integer: bool,
+    tol: float,
+    where: tuple[str, float, float],
+) -> tuple[float, float]:
+    """The value closest to the target on the route's ε function that never exceeds it, and its ε."""
+    param, lower, upper = where
+    if final(safe) > target:
+        raise ValueError(
+            f"target_epsilon={target!r} is unreachable for {param} in [{lower!r}, {upper!r}]: "
+            f"epsilon at {param}={safe!r} is {final(safe)!r} (method={method.value})"
+        )
+    if method is Method.PLD and final(safe) >= target * (1 - 1e-4):
+        value = safe  # already within 1e-4 of the target: further PLD evaluations would not pay
+    else:
+        value = _solve(final, target=target, safe=safe, unsafe=unsafe, integer=integer, xtol=tol)
+    epsilon = final(value)
+    if epsilon > target:  # pragma: no cover - _solve guarantees this; kept as a last line of defence
+        raise AssertionError(f"calibration overshot: epsilon={epsilon!r} > target={target!r}")
+    return value, epsilon
+
+
+def _pld_search(
+    make_accountant: Callable[[float], Accountant],
+    route_epsilon: Callable[..., float],
+    rdp_eps: _Counter,
+    *,
+    target: float,
+    delta: float,
+    safe: float,
+    unsafe: float,
+    integer: bool,
+    tol: float,
+    tolerance: float | None,
+    interval: float | None,
+) -> tuple[_Counter, str, float, float]:
+    """The PLD route's search set-up: its ε function on one grid, its description, and the bracket from RDP.
+
+    The first PLD evaluation, next to the RDP answer, lets the engine choose its grid for the tolerance; the search
+    then stays on that grid (each evaluation one pass of the engine).
+    """
+    start = safe
+    if rdp_eps(safe) <= target:
+        loose = max(tol, 1e-5 * min(abs(safe), abs(unsafe))) if not integer else tol
+        start = _solve(rdp_eps, target=target, safe=safe, unsafe=unsafe, integer=integer, xtol=loose)
+    if interval is None:
+        first = make_accountant(int(start) if integer else start)
+        interval = pld.pld_epsilon(
+            list(first.ledger),
+            delta,
+            neighboring=first.neighboring,
+            tolerance=first.tolerance if tolerance is None else tolerance,
+        ).value_discretization_interval
+    final = _Counter(lambda x: route_epsilon(x, Method.PLD, interval))
+    details = f"PLD (value_discretization_interval={interval:g} during the search)"
+    if rdp_eps(safe) <= target:
+        safe, unsafe = _pld_bracket_from_rdp(
+            rdp_eps, final, target=target, safe=safe, unsafe=unsafe, integer=integer, xtol=tol, start=start
+        )
+    return final, details, safe, unsafe
 
 
 def _recheck_on_adaptive_grid(
