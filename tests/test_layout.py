@@ -188,7 +188,6 @@ LONG_FUNCTIONS_TO_SPLIT = {
     "accountant/sweep.py: _rdp_epsilons": 128,
     "ledger/core.py: create_budget": 81,
     "ledger/core.py: charge": 94,
-    "reports/registry_entry.py: build_registry_entry": 105,
     "research/bcdp/reproduction.py: run": 117,
     "research/bcdp/reproduction.py: _readme": 118,
     "research/corrdp/reproduction.py: run": 161,

@@ -248,6 +248,68 @@ def registry_file_name(slug: str) -> str:
     return f"{stem}.yaml"
 
 
+#: The record's ``basic`` and ``deployment_model`` fields, in the registry's order, taken from [deployment] as given.
+_BASIC_FIELDS = (
+    "name",
+    "data_curators",
+    "intended_use",
+    "data_product_type",
+    "data_product_region",
+    "description",
+    "publication_date",
+    "data_product_sector",
+)
+_DEPLOYMENT_MODEL_FIELDS = (
+    "model_name",
+    "model_name_details",
+    "actors",
+    "release_type",
+    "release_type_details",
+    "data_source_type",
+    "data_source_type_details",
+    "access_type",
+    "access_type_details",
+)
+
+
+def _administrative(deployment: Deployment, note: str | None) -> dict[str, Any]:
+    """The record's administrative section; empty when it would hold only the audit's note (no registry authors)."""
+    administrative: dict[str, Any] = {}
+    _put(administrative, "sources", deployment.sources)
+    notes = "\n".join(t for t in (deployment.notes, note) if t)
+    _put(administrative, "notes", notes)
+    _put(administrative, "registry_authors", deployment.registry_authors)
+    return administrative if "registry_authors" in administrative else {}
+
+
+def _tier_reached(deployment: Deployment) -> tuple[Tier, tuple[str, ...]]:
+    """The highest tier whose fields the deployment fills, and what the next tier still needs."""
+    tier = Tier.BASIC
+    for level in (Tier.INTERMEDIATE, Tier.ADVANCED):
+        if missing_for_tier(deployment, level):
+            break
+        tier = level
+    missing_next = tuple(missing_for_tier(deployment, Tier(tier + 1))) if tier < Tier.ADVANCED else ()
+    return tier, missing_next
+
+
+def _header(report: Report, tool: str, slug: str, tier: Tier, missing_next: tuple[str, ...], certified: bool) -> str:
+    """The YAML comment above the record: where it came from, where to submit it, its tier."""
+    return (
+        f"Written by {tool} from the report '{report.title}' (spec sha256 {report.provenance.spec_sha256}).\n"
+        f"Submit it as deployments/{registry_file_name(slug)} (the registry's file names are lowercase "
+        "letters, digits and underscores).\n"
+        f"Follows the DP Deployments Registry schema at commit {REGISTRY_COMMIT} (opendp/deployments-registry-data).\n"
+        f"Tier {int(tier)}"
+        + (f"; tier {int(tier) + 1} needs [deployment] {', '.join(missing_next)}." if missing_next else ".")
+        + (
+            ""
+            if certified
+            else "\nThe claim's epsilon is not certified by the accountant: the record states the bound."
+        )
+    )
+
+
 def build_registry_entry(report: Report, deployment: Deployment, *, rho: float | None, tool: str) -> RegistryEntry:
     """The registry record of ``report`` with the author's ``deployment`` table.
 
@@ -269,19 +331,7 @@ def build_registry_entry(report: Report, deployment: Deployment, *, rho: float |
     require_authors(deployment)
     params, params_text, certified = _parameters(report, rho)
     variant = _variant(report, deployment, rho)
-    basic = _given(
-        deployment,
-        (
-            "name",
-            "data_curators",
-            "intended_use",
-            "data_product_type",
-            "data_product_region",
-            "description",
-            "publication_date",
-            "data_product_sector",
-        ),
-    )
+    basic = _given(deployment, _BASIC_FIELDS)
     dp_variant: dict[str, Any] = {"variant_name": variant.value}
     _put(dp_variant, "data_domain", deployment.data_domain)
     _put(dp_variant, "unprotected_quantities", deployment.unprotected_quantities)
@@ -302,20 +352,7 @@ def build_registry_entry(report: Report, deployment: Deployment, *, rho: float |
         if deployment.release_type is None:
             updates["release_type"] = ReleaseType.MANY
         deployment = dataclasses.replace(deployment, **updates)
-    model = _given(
-        deployment,
-        (
-            "model_name",
-            "model_name_details",
-            "actors",
-            "release_type",
-            "release_type_details",
-            "data_source_type",
-            "data_source_type_details",
-            "access_type",
-            "access_type_details",
-        ),
-    )
+    model = _given(deployment, _DEPLOYMENT_MODEL_FIELDS)
     accounting = {"composition": _composition(report, deployment)}
     _put(accounting, "post_processing", deployment.post_processing)
     accounting = {k: accounting[k] for k in ("post_processing", "composition") if k in accounting}
@@ -328,22 +365,10 @@ def build_registry_entry(report: Report, deployment: Deployment, *, rho: float |
         section["deployment_model"] = model
     section["accounting"] = accounting
     section["implementation"] = implementation
-    administrative: dict[str, Any] = {}
-    _put(administrative, "sources", deployment.sources)
-    notes = "\n".join(t for t in (deployment.notes, note) if t)
-    _put(administrative, "notes", notes)
-    _put(administrative, "registry_authors", deployment.registry_authors)
+    administrative = _administrative(deployment, note)
     if administrative:
-        if "registry_authors" not in administrative:  # only the audit's note: it goes without the section
-            administrative = {}
-        else:
-            section["administrative"] = administrative
-    tier = Tier.BASIC
-    for level in (Tier.INTERMEDIATE, Tier.ADVANCED):
-        if missing_for_tier(deployment, level):
-            break
-        tier = level
-    missing_next = tuple(missing_for_tier(deployment, Tier(tier + 1))) if tier < Tier.ADVANCED else ()
+        section["administrative"] = administrative
+    tier, missing_next = _tier_reached(deployment)
     record = {
         "url_slug": deployment.url_slug
         or registry_slug(deployment.name or "", deployment.data_curators, deployment.publication_date or ""),
@@ -351,17 +376,5 @@ def build_registry_entry(report: Report, deployment: Deployment, *, rho: float |
         "tier": int(tier),
         "deployment": section,
     }
-    header = (
-        f"Written by {tool} from the report '{report.title}' (spec sha256 {report.provenance.spec_sha256}).\n"
-        f"Submit it as deployments/{registry_file_name(record['url_slug'])} (the registry's file names are lowercase "
-        "letters, digits and underscores).\n"
-        f"Follows the DP Deployments Registry schema at commit {REGISTRY_COMMIT} (opendp/deployments-registry-data).\n"
-        f"Tier {int(tier)}"
-        + (f"; tier {int(tier) + 1} needs [deployment] {', '.join(missing_next)}." if missing_next else ".")
-        + (
-            ""
-            if certified
-            else "\nThe claim's epsilon is not certified by the accountant: the record states the bound."
-        )
-    )
+    header = _header(report, tool, record["url_slug"], tier, missing_next, certified)
     return RegistryEntry(record=record, tier=tier, missing_for_next_tier=missing_next, header=header)
