@@ -290,12 +290,11 @@ def _one_by_one(
 # --------------------------------------------------------------------------------------------
 
 
-def _rdp_epsilons(ledgers: list, relations: list, delta: float, bar: Any) -> list[float]:
-    """ε of every ledger by RDP with α optimised per ledger, all ledgers at once (see the module docstring)."""
-    import warnings
-
+def _composition_matrix(ledgers: list) -> tuple[list[list[tuple[int, int]]], list, np.ndarray]:
+    """Per ledger its (distinct event index, count) pairs, the RDP curve of each distinct event, and the composition
+    matrix: counts[i, e] = how many times ledger i runs distinct event e."""
     distinct: dict[ev.Event, int] = {}
-    rows: list[list[tuple[int, int]]] = []  # per ledger: (distinct event index, count)
+    rows: list[list[tuple[int, int]]] = []
     for ledger in ledgers:
         row = []
         for event, count in ledger:
@@ -304,16 +303,89 @@ def _rdp_epsilons(ledgers: list, relations: list, delta: float, bar: Any) -> lis
             index = distinct.setdefault(event, len(distinct))
             row.append((index, count))
         rows.append(row)
-    events = list(distinct)
-    curves = []
-    for event in events:
-        curves.append(rdp.rdp_curve(event))  # UnsupportedEventError (a ValueError) for events RDP cannot interpret
-    n, m = len(ledgers), len(events)
-    # Composition matrix: counts[i, e] = how many times ledger i runs distinct event e.
-    counts = np.zeros((n, m))
+    # UnsupportedEventError (a ValueError) for events RDP cannot interpret
+    curves = [rdp.rdp_curve(event) for event in distinct]
+    counts = np.zeros((len(ledgers), len(distinct)))
     for i, row in enumerate(rows):
         for index, count in row:
             counts[i, index] += count
+    return rows, curves, counts
+
+
+def _vertex_rounds(
+    evaluate: Any,
+    delta: float,
+    low: tuple[np.ndarray, np.ndarray],
+    middle: tuple[np.ndarray, np.ndarray],
+    high: tuple[np.ndarray, np.ndarray],
+    smallest_rdp: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The vertex of the parabola through each ledger's best order and its neighbours (in t = log(α − 1)), twice;
+    returns the best ε and the smallest RDP value seen."""
+    (lo_t, lo_eps), (best_t, best_eps), (hi_t, hi_eps) = low, middle, high
+    for _ in range(_VERTEX_ROUNDS):
+        a, b = best_t - lo_t, best_t - hi_t
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            e_hi, e_lo = best_eps - hi_eps, best_eps - lo_eps
+            vertex = best_t - 0.5 * (a * a * e_hi - b * b * e_lo) / (a * e_hi - b * e_lo)
+        ok = np.isfinite(vertex) & (vertex > lo_t) & (vertex < hi_t) & (vertex != best_t)
+        wider_right = hi_t - best_t > best_t - lo_t
+        vertex = np.where(ok, vertex, 0.5 * (best_t + np.where(wider_right, hi_t, lo_t)))
+        vertex_alpha = (1.0 + np.exp(vertex))[:, None]
+        vertex_values = evaluate(vertex_alpha)
+        smallest_rdp = np.minimum(smallest_rdp, vertex_values[:, 0])
+        vertex_eps = conversions.rdp_to_epsilon_optimal(vertex_values, vertex_alpha, delta)[:, 0]
+        better, left = vertex_eps < best_eps, vertex < best_t
+        # The new bracket: the best of the four points and its neighbours.
+        lo_t, lo_eps, hi_t, hi_eps = (
+            np.where(better, np.where(left, lo_t, best_t), np.where(left, vertex, lo_t)),
+            np.where(better, np.where(left, lo_eps, best_eps), np.where(left, vertex_eps, lo_eps)),
+            np.where(better, np.where(left, best_t, hi_t), np.where(left, hi_t, vertex)),
+            np.where(better, np.where(left, best_eps, hi_eps), np.where(left, hi_eps, vertex_eps)),
+        )
+        best_t, best_eps = np.where(better, vertex, best_t), np.where(better, vertex_eps, best_eps)
+    return best_eps, smallest_rdp
+
+
+def _final_epsilons(
+    ledgers: list,
+    relations: list,
+    rows: list,
+    delta: float,
+    best: np.ndarray,
+    best_eps: np.ndarray,
+    smallest_rdp: np.ndarray,
+) -> list[float]:
+    """Each ledger's reported ε: the vectorised optimum rounded up, or the one-by-one search where the optimum lies
+    outside the common orders."""
+    n = len(ledgers)
+    out = []
+    for i in range(n):
+        edge = best[i] == 0 or best[i] == _ORDERS.size - 1
+        if edge or not np.isfinite(best_eps[i]):
+            # The optimum is outside the common orders (or nothing converged): the one-by-one search extends itself.
+            accountant = Accountant(neighboring=relations[i])
+            for event, count in ledgers[i]:
+                accountant.compose(event, count)
+            out.append(accountant.epsilon(delta, method=Method.RDP))
+            continue
+        if not rows[i]:
+            out.append(0.0)
+            continue
+        # KL ≤ RDP(α) for every α: the TV shortcut (ε = 0) holds when δ² ≥ 1 − e^{−min RDP} (as one by one).
+        if conversions.rdp_tv_shortcut(np.array([smallest_rdp[i]]), delta):
+            out.append(0.0)
+            continue
+        out.append(conversions.round_up(max(float(best_eps[i]), 0.0)))
+    return out
+
+
+def _rdp_epsilons(ledgers: list, relations: list, delta: float, bar: Any) -> list[float]:
+    """ε of every ledger by RDP with α optimised per ledger, all ledgers at once (see the module docstring)."""
+    import warnings
+
+    rows, curves, counts = _composition_matrix(ledgers)
+    n = len(ledgers)
 
     def evaluate(orders_per_ledger: np.ndarray) -> np.ndarray:
         """RDP of every ledger at its own orders (n × k): one call per distinct event, on the orders it needs."""
@@ -392,46 +464,10 @@ def _rdp_epsilons(ledgers: list, relations: list, delta: float, bar: Any) -> lis
         lo_i, hi_i = np.maximum(pick - 1, 0), np.minimum(pick + 1, points_t.shape[1] - 1)
         lo_t, hi_t = points_t[rows_index, lo_i], points_t[rows_index, hi_i]
         lo_eps, hi_eps = points_eps[rows_index, lo_i], points_eps[rows_index, hi_i]
-    for _ in range(_VERTEX_ROUNDS):
-        a, b = best_t - lo_t, best_t - hi_t
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            e_hi, e_lo = best_eps - hi_eps, best_eps - lo_eps
-            vertex = best_t - 0.5 * (a * a * e_hi - b * b * e_lo) / (a * e_hi - b * e_lo)
-        ok = np.isfinite(vertex) & (vertex > lo_t) & (vertex < hi_t) & (vertex != best_t)
-        wider_right = hi_t - best_t > best_t - lo_t
-        vertex = np.where(ok, vertex, 0.5 * (best_t + np.where(wider_right, hi_t, lo_t)))
-        vertex_alpha = (1.0 + np.exp(vertex))[:, None]
-        vertex_values = evaluate(vertex_alpha)
-        smallest_rdp = np.minimum(smallest_rdp, vertex_values[:, 0])
-        vertex_eps = conversions.rdp_to_epsilon_optimal(vertex_values, vertex_alpha, delta)[:, 0]
-        better, left = vertex_eps < best_eps, vertex < best_t
-        # The new bracket: the best of the four points and its neighbours.
-        lo_t, lo_eps, hi_t, hi_eps = (
-            np.where(better, np.where(left, lo_t, best_t), np.where(left, vertex, lo_t)),
-            np.where(better, np.where(left, lo_eps, best_eps), np.where(left, vertex_eps, lo_eps)),
-            np.where(better, np.where(left, best_t, hi_t), np.where(left, hi_t, vertex)),
-            np.where(better, np.where(left, best_eps, hi_eps), np.where(left, hi_eps, vertex_eps)),
-        )
-        best_t, best_eps = np.where(better, vertex, best_t), np.where(better, vertex_eps, best_eps)
-    out = []
-    for i in range(n):
-        edge = best[i] == 0 or best[i] == _ORDERS.size - 1
-        if edge or not np.isfinite(best_eps[i]):
-            # The optimum is outside the common orders (or nothing converged): the one-by-one search extends itself.
-            accountant = Accountant(neighboring=relations[i])
-            for event, count in ledgers[i]:
-                accountant.compose(event, count)
-            out.append(accountant.epsilon(delta, method=Method.RDP))
-            continue
-        if not rows[i]:
-            out.append(0.0)
-            continue
-        # KL ≤ RDP(α) for every α: the TV shortcut (ε = 0) holds when δ² ≥ 1 − e^{−min RDP} (as one by one).
-        if conversions.rdp_tv_shortcut(np.array([smallest_rdp[i]]), delta):
-            out.append(0.0)
-            continue
-        out.append(conversions.round_up(max(float(best_eps[i]), 0.0)))
-    return out
+    best_eps, smallest_rdp = _vertex_rounds(
+        evaluate, delta, (lo_t, lo_eps), (best_t, best_eps), (hi_t, hi_eps), smallest_rdp
+    )
+    return _final_epsilons(ledgers, relations, rows, delta, best, best_eps, smallest_rdp)
 
 
 def parse_parameter(text: str) -> tuple[str, list[float]]:
