@@ -1171,18 +1171,11 @@ def _spectrum_weights(size: int) -> tuple[np.ndarray, np.ndarray]:
     return weights, tail_weights
 
 
-def _compose_kind(
-    factors: list[tuple[GridPmf, int]],
-    interval: float,
-    window_tail: float,
-    precision: float = DEFAULT_PRECISION,
-    *,
-    mgf_block: int = 1,
-) -> ComposedPmf:
-    """Compose one direction and kind (pessimistic or optimistic) of all factors on one window.
-
-    ``mgf_block`` > 1 sizes the window from blocked bounds on the factors' moment-generating functions
-    (:func:`_log_mgf`): for long factors, where the exact ones cost more than the transforms."""
+def _chernoff_window(
+    factors: list[tuple[GridPmf, int]], interval: float, window_tail: float, mgf_block: int
+) -> tuple[float, float, int, np.ndarray, np.ndarray, float, float]:
+    """The composition's mass at +∞, offset and start, the Chernoff orders λ tried with their log-MGFs, and the
+    losses below ``bottom`` / above ``top`` that hold at most ``window_tail`` of the mass each."""
     log_keep = 0.0  # log P(no step has an infinite loss)
     mean = var = 0.0
     for pmf, count in factors:
@@ -1236,32 +1229,14 @@ def _compose_kind(
         bottom = float(np.nanmax((log_mgf[~positive] - log_tail) / lambdas[~positive]))
     if not (math.isfinite(top) and math.isfinite(bottom)):  # degenerate (e.g. all mass at one point)
         top, bottom = mean + 1.0, mean - 1.0
-    _check_loss_range(bottom, top, "the composition")
-    j_lo = math.floor((bottom - offset) / interval) - 1
-    j_hi = math.ceil((top - offset) / interval) + 1
-    size = _fast_length(j_hi - j_lo + 1)
-    if size > MAX_WINDOW:
-        raise WindowTooLargeError(
-            f"the composed PLD needs a window of {j_hi - j_lo + 1} points at interval={interval:g} "
-            f"(limit {MAX_WINDOW}); use a coarser interval or a larger tolerance"
-        )
-    j_hi = j_lo + size - 1
-    # The bounds at the window actually used (it may have grown): mass strictly above / below it.
-    s_above = (j_hi + 1) * interval + offset
-    s_below = (j_lo - 1) * interval + offset
-    above = float(np.exp(np.min(log_mgf[positive] - lambdas[positive] * s_above)))
-    below = float(np.exp(np.min(log_mgf[~positive] - lambdas[~positive] * s_below)))
-    log2n = math.log2(size)
-    # Componentwise error of a computed transform: ≤ c·u·log₂N·‖a‖₁ per entry (Higham 2002, §24.1); of the inverse:
-    # ≤ c·u·log₂N·‖F‖₁/N per entry, or c·u·log₂N·‖p‖₂ in norm.
-    transform_error = 8.0 * _UNIT_ROUNDOFF * (log2n + 2.0)
-    weights, tail_weights = _spectrum_weights(size)
-    # The spectrum, and a bound on its error. Each factor's transform F̂ has componentwise error E ≤ c·u·log₂N·‖a‖₁
-    # (Higham 2002, §24.1), so with R = |F̂| + E ≥ |F|: |F̂ⁿ − Fⁿ| ≤ n·E·R^{n−1}, and repeated squaring rounds F̂ⁿ by
-    # at most 2√5·n·u relative (Brent, Percival and Zimmermann 2007: √5·u per complex product), so the computed power
-    # is within Rⁿ·ρ of the exact one, ρ = n·E/R + 5n·u. Over the product of the factors (each multiplication
-    # rounding by √5·u): |S̃ − S| ≤ B·e^{Σρ}·(Σρ + 2.5·m·u), B = Π Rⁿ (accumulated as Σ n·log R in single precision,
-    # each rounding covered by a few single-precision ulps). Where |F| ≈ 1 this is ~n·E: ~10⁻¹⁰ for 10⁴ runs.
+    return infinity_mass, offset, base, lambdas, log_mgf, bottom, top
+
+
+def _spectrum_and_error(
+    factors: list[tuple[GridPmf, int]], size: int, transform_error: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The composed spectrum (product of the factors' transforms, each to its power) and a componentwise bound on
+    its error (see :func:`_compose_kind`)."""
     half = size // 2 + 1
     spectrum = None
     log_bound = np.zeros(half)
@@ -1286,6 +1261,52 @@ def _compose_kind(
     with np.errstate(over="ignore", under="ignore"):
         error = np.exp(log_bound + slack + rho) * (rho + 2.5 * _UNIT_ROUNDOFF * len(factors))
     error = np.where(np.isfinite(error), error, np.inf)
+    return spectrum, error
+
+
+def _compose_kind(
+    factors: list[tuple[GridPmf, int]],
+    interval: float,
+    window_tail: float,
+    precision: float = DEFAULT_PRECISION,
+    *,
+    mgf_block: int = 1,
+) -> ComposedPmf:
+    """Compose one direction and kind (pessimistic or optimistic) of all factors on one window.
+
+    ``mgf_block`` > 1 sizes the window from blocked bounds on the factors' moment-generating functions
+    (:func:`_log_mgf`): for long factors, where the exact ones cost more than the transforms."""
+    infinity_mass, offset, base, lambdas, log_mgf, bottom, top = _chernoff_window(
+        factors, interval, window_tail, mgf_block
+    )
+    _check_loss_range(bottom, top, "the composition")
+    j_lo = math.floor((bottom - offset) / interval) - 1
+    j_hi = math.ceil((top - offset) / interval) + 1
+    size = _fast_length(j_hi - j_lo + 1)
+    if size > MAX_WINDOW:
+        raise WindowTooLargeError(
+            f"the composed PLD needs a window of {j_hi - j_lo + 1} points at interval={interval:g} "
+            f"(limit {MAX_WINDOW}); use a coarser interval or a larger tolerance"
+        )
+    j_hi = j_lo + size - 1
+    # The bounds at the window actually used (it may have grown): mass strictly above / below it.
+    s_above = (j_hi + 1) * interval + offset
+    s_below = (j_lo - 1) * interval + offset
+    positive = lambdas > 0
+    above = float(np.exp(np.min(log_mgf[positive] - lambdas[positive] * s_above)))
+    below = float(np.exp(np.min(log_mgf[~positive] - lambdas[~positive] * s_below)))
+    log2n = math.log2(size)
+    # Componentwise error of a computed transform: ≤ c·u·log₂N·‖a‖₁ per entry (Higham 2002, §24.1); of the inverse:
+    # ≤ c·u·log₂N·‖F‖₁/N per entry, or c·u·log₂N·‖p‖₂ in norm.
+    transform_error = 8.0 * _UNIT_ROUNDOFF * (log2n + 2.0)
+    weights, tail_weights = _spectrum_weights(size)
+    # The spectrum, and a bound on its error. Each factor's transform F̂ has componentwise error E ≤ c·u·log₂N·‖a‖₁
+    # (Higham 2002, §24.1), so with R = |F̂| + E ≥ |F|: |F̂ⁿ − Fⁿ| ≤ n·E·R^{n−1}, and repeated squaring rounds F̂ⁿ by
+    # at most 2√5·n·u relative (Brent, Percival and Zimmermann 2007: √5·u per complex product), so the computed power
+    # is within Rⁿ·ρ of the exact one, ρ = n·E/R + 5n·u. Over the product of the factors (each multiplication
+    # rounding by √5·u): |S̃ − S| ≤ B·e^{Σρ}·(Σρ + 2.5·m·u), B = Π Rⁿ (accumulated as Σ n·log R in single precision,
+    # each rounding covered by a few single-precision ulps). Where |F| ≈ 1 this is ~n·E: ~10⁻¹⁰ for 10⁴ runs.
+    spectrum, error = _spectrum_and_error(factors, size, transform_error)
     # Where the bound weighs more than half of ``precision`` in the tail sums (see below), recompute the frequencies
     # weighing most accurately (:func:`_accurate_spectrum`), until the rest weigh at most a quarter of it.
     weighted = weights * tail_weights * error
