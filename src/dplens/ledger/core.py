@@ -111,6 +111,28 @@ def _enum(value: Any, kind: type, name: str):
         raise ValueError(f"{name} must be one of {[m.value for m in kind]}; got {value!r}") from None
 
 
+def _budget_target(epsilon: float | None, rho: float | None, mu: float | None, delta: float) -> Target:
+    """The budget's target from the one of ``epsilon``, ``rho``, ``mu`` given: ε directly, or ρ-zCDP / μ-GDP with the ε
+    at ``delta`` of their filters (zCDP: Feldman & Zrnic 2021; GDP: Smith & Thakurta 2022; see
+    :mod:`dplens.accountant.filters`)."""
+    from dplens.accountant import conversions
+
+    if epsilon is not None:
+        epsilon = conversions.check_epsilon(epsilon)
+        if epsilon == 0:
+            raise ValueError(f"epsilon must be > 0; got {epsilon!r}")
+        return Target(epsilon=epsilon, delta=delta)
+    if rho is not None:
+        rho = conversions.check_epsilon(rho, name="rho")
+        from dplens.accountant.filters import ZcdpFilter
+
+        return Target(epsilon=ZcdpFilter.epsilon(rho, delta), delta=delta, rho=rho)
+    mu = conversions.check_epsilon(mu, name="mu")
+    from dplens.accountant.filters import GdpFilter
+
+    return Target(epsilon=GdpFilter.epsilon(mu**2, delta), delta=delta, mu=mu)
+
+
 class Ledger:
     """A budget ledger across releases, stored in SQLite (a file path) or PostgreSQL (a ``postgresql://`` URL).
 
@@ -208,21 +230,7 @@ class Ledger:
             orders = [float(a) for a in orders]
             if not orders or any(not (a > 1 and math.isfinite(a)) for a in orders):
                 raise ValueError(f"orders must be finite numbers > 1; got {orders!r}")
-        if epsilon is not None:
-            epsilon = conversions.check_epsilon(epsilon)
-            if epsilon == 0:
-                raise ValueError(f"epsilon must be > 0; got {epsilon!r}")
-            target = Target(epsilon=epsilon, delta=delta)
-        elif rho is not None:
-            rho = conversions.check_epsilon(rho, name="rho")
-            from dplens.accountant.filters import ZcdpFilter
-
-            target = Target(epsilon=ZcdpFilter.epsilon(rho, delta), delta=delta, rho=rho)
-        else:
-            mu = conversions.check_epsilon(mu, name="mu")
-            from dplens.accountant.filters import GdpFilter
-
-            target = Target(epsilon=GdpFilter.epsilon(mu**2, delta), delta=delta, mu=mu)
+        target = _budget_target(epsilon, rho, mu, delta)
         rule = rules_module.make_rule(mode=mode, target=target, orders=orders, tolerance=tolerance)
         budget = Budget(
             name=name,
