@@ -378,8 +378,8 @@ def audit(
 ) -> Any:
     """Run an audit from Python and return its result (a valid lower bound on ε, a verdict against the claim).
 
-    A spec is audited exactly as ``dplens audit SPEC`` audits it (both call
-    :func:`dplens.auditing.spec_games.audit_spec_game`): the game is ``game``, else the spec's ``[audit]`` game, else
+    A spec is audited exactly as ``dplens audit SPEC`` audits it
+    (:func:`dplens.auditing.spec_games.audit_spec_game`): the game is ``game``, else the spec's ``[audit]`` game, else
     the distinguishing game; a ``dp_sgd_training`` spec runs its canary game; ``trials`` may be left out where the
     game needs none (one run: the table's ``canaries``). The same spec, trials and seed give the same bits from the
     command line and from Python.
