@@ -656,14 +656,20 @@ def _opposite_rows(torch: Any, optimizer: Any, slots: _Slots, positions: np.ndar
     """The rows of the batch's other records: −norm·C on the canary coordinate, zeros on the model."""
     at = torch.from_numpy(positions)
     for p in optimizer.params:
-        current = p.grad_sample
-        if isinstance(current, list):
-            current = torch.cat(current, dim=0)
-        current = current.clone()
-        current[at.to(current.device)] = 0
+        current = _rows_cleared(torch, p, at)
         if p is slots.block:
             current[at.to(current.device), 0, 0] = -slots.norm * clip
         p.grad_sample = current
+
+
+def _rows_cleared(torch: Any, p: Any, at: Any) -> Any:
+    """A copy of the parameter's per-sample gradients (Opacus may hold them as a list) with the rows ``at`` zeroed."""
+    current = p.grad_sample
+    if isinstance(current, list):
+        current = torch.cat(current, dim=0)
+    current = current.clone()
+    current[at.to(current.device)] = 0
+    return current
 
 
 class _OppositeScore:
@@ -735,11 +741,7 @@ def _overwrite_slots(torch: Any, optimizer: Any, slots: _Slots, indices: list[in
             return index[np.flatnonzero(index >= slots.start)] - slots.start
     at = torch.from_numpy(positions)
     for p in optimizer.params:
-        current = p.grad_sample
-        if isinstance(current, list):
-            current = torch.cat(current, dim=0)
-        current = current.clone()
-        current[at.to(current.device)] = 0
+        current = _rows_cleared(torch, p, at)
         if p is slots.block:
             on = ids[slots.included[ids]]
             where = torch.from_numpy(positions[slots.included[ids]]).to(p.device)
