@@ -648,7 +648,7 @@ def generate_report(
     )
     entry = None
     if table is not None:
-        from dplens.registry.export import export_entry
+        from dplens.reports.registry_entry import export_entry
 
         entry = export_entry(report, deployment=table)  # built and validated before any file is written
     files = write_report(report, Path(out_dir))
@@ -656,7 +656,7 @@ def generate_report(
         return files
     import dataclasses
 
-    from dplens.registry.export import write_entry
+    from dplens.reports.registry_entry import write_entry
 
     path = write_entry(entry, Path(out_dir) / "registry-entry.yaml")
     return dataclasses.replace(files, registry_entry=path, registry=entry)

@@ -1082,7 +1082,7 @@ def _cmd_registry_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_registry_export(args: argparse.Namespace) -> int:
-    from dplens.registry.export import export_entry, read_report, write_entry
+    from dplens.reports.registry_entry import export_entry, read_report, write_entry
 
     if args.output is not None:
         _output_file(args.output, "-o")

@@ -19,9 +19,10 @@ from dplens._api import default_delta, report_summary
 from dplens.registry import fields
 from dplens.registry.check import CheckStatus, check_record
 from dplens.registry.deployment import TIER_FIELDS, parse_deployment, registry_slug
-from dplens.registry.export import composed_rho, export_entry, read_report, write_entry
+from dplens.registry.export import composed_rho
 from dplens.registry.schema import RECORD_SCHEMA, load_schema_file, validate_record
 from dplens.registry.yamlio import dump_record, parse_yaml_text
+from dplens.reports.registry_entry import export_entry, read_report, write_entry
 from dplens.reports.render import to_canonical_json
 
 from .conftest import BASIC

@@ -26,9 +26,8 @@ from jsonschema import Draft7Validator
 import dplens
 from dplens._api import default_delta, report_summary
 from dplens.registry.check import CheckStatus, check_records
-from dplens.registry.export import export_entry
 from dplens.registry.schema import RECORD_SCHEMA, load_schema_file, validate_record
-from dplens.reports.registry_entry import registry_file_name
+from dplens.reports.registry_entry import export_entry, registry_file_name
 
 ENV = "DPLENS_REGISTRY_DATA"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

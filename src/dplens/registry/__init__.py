@@ -5,8 +5,9 @@ one YAML record per deployment, in three tiers, validated against a Draft-7 JSON
 copy of that schema from the registry's documented fields (:mod:`dplens.registry.schema`, following the registry
 commit :data:`~dplens.registry.fields.REGISTRY_COMMIT`), and:
 
-- exports a record from a report (:func:`dplens.registry.export.export_entry`; ``dplens report … -o DIR`` writes
-  ``registry-entry.yaml`` when the spec has a ``[deployment]`` table, ``dplens registry export REPORT.json``);
+- states what a record says beyond a report (:mod:`dplens.registry.export`: ρ of a zCDP composition, the
+  ``[deployment]`` table); the record itself is built from a report one floor up
+  (:func:`dplens.reports.registry_entry.export_entry`; ``dplens report … -o DIR`` writes ``registry-entry.yaml`` when the spec has a ``[deployment]`` table, ``dplens registry export REPORT.json``);
 - checks the stated privacy parameters of records others wrote (:func:`dplens.registry.check.check_records`,
   ``dplens registry check FILE|DIR …``): ρ → (ε, δ) by the tightest valid conversion and the classic one, μ → (ε, δ),
   pure DP stated with a δ, a variant that does not match its parameters, an ε below what a conversion of the

@@ -1,9 +1,10 @@
-"""Exporting a report as a DP Deployments Registry record (``registry-entry.yaml``).
+"""What a DP Deployments Registry record states beyond a report, computed below the report layer.
 
 The privacy quantities a record states beyond the report's are computed here, by the accountant (the report layer
-computes none): ρ of the composition when it is ρ-zCDP. Then :func:`dplens.reports.registry_entry.build_registry_entry`
-renders the record, which is validated against dplens's schema (:mod:`dplens.registry.schema`) before anything is
-written, and written atomically.
+computes none): ρ of the composition when it is ρ-zCDP; and the ``[deployment]`` table a record is built from.
+:func:`dplens.reports.registry_entry.export_entry` then renders the record from the report (the record builder reads
+the report, so it lives in the report layer, above this package), validates it against dplens's schema
+(:mod:`dplens.registry.schema`) and :func:`~dplens.reports.registry_entry.write_entry` writes it atomically.
 
 Example:
     >>> import dplens
@@ -20,15 +21,11 @@ import json
 import math
 from collections.abc import Mapping
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 from dplens.registry.deployment import Deployment, merge_deployment_tables, parse_deployment
 
-__all__ = ["MAX_REPORT_BYTES", "composed_rho", "export_entry", "read_report", "resolve_deployment", "write_entry"]
-
-#: Largest report file read by :func:`read_report`.
-MAX_REPORT_BYTES = 256 * 2**20
+__all__ = ["composed_rho", "resolve_deployment"]
 
 
 def _event_rho(event: Any) -> Fraction | None:
@@ -93,54 +90,3 @@ def resolve_deployment(report: Any, override: Mapping[str, Any] | None = None) -
             "or give --deployment FILE)"
         )
     return parse_deployment(merge_deployment_tables(recorded, override))
-
-
-def export_entry(report: Any, *, deployment: Deployment | None = None, override: Mapping[str, Any] | None = None):
-    """The registry record of ``report`` (:class:`~dplens.reports.registry_entry.RegistryEntry`), validated.
-
-    Args:
-        report: a :class:`~dplens.reports.model.Report`.
-        deployment: the ``[deployment]`` table to use (default: the report's, with ``override`` on top).
-        override: ``[deployment]`` keys that replace the report's.
-
-    Raises:
-        ValueError: a required field is missing (named), a value is invalid, or the record does not validate.
-    """
-    from dplens._version import __version__
-    from dplens.registry.schema import validate_record
-    from dplens.reports.registry_entry import build_registry_entry
-
-    if deployment is None:
-        deployment = resolve_deployment(report, override)
-    entry = build_registry_entry(
-        report, deployment, rho=composed_rho(report.mechanism.ledger), tool=f"dplens {__version__}"
-    )
-    problems = validate_record(entry.record)
-    if problems:  # a bug of the export, not of the input: say so plainly
-        raise ValueError(f"the exported registry record does not match the registry schema: {problems[0]}")
-    return entry
-
-
-def write_entry(entry: Any, path: str | Path) -> Path:
-    """Write the record's YAML atomically (temporary file + rename)."""
-    from dplens.reports.output import atomic_write_text
-
-    return atomic_write_text(Path(path), entry.to_yaml())
-
-
-def read_report(path: str | Path) -> Any:
-    """A report from its ``report.json`` (validated; every failure a one-line ``ValueError`` naming the file)."""
-    from dplens._files import read_input_bytes
-    from dplens.reports.model import Report
-
-    raw = read_input_bytes(path, what="report file", max_bytes=MAX_REPORT_BYTES)
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"report file {str(path)!r} is not valid JSON: {err}") from None
-    except RecursionError:
-        raise ValueError(f"report file {str(path)!r} is nested too deeply to be a report") from None
-    try:
-        return Report.from_dict(data)
-    except (KeyError, TypeError) as err:
-        raise ValueError(f"report file {str(path)!r} is not a valid report: {err!r}") from None

@@ -25,10 +25,15 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from dplens._files import read_input_bytes
+from dplens._version import __version__
 from dplens.registry.deployment import (
     Deployment,
     missing_for_tier,
@@ -36,13 +41,26 @@ from dplens.registry.deployment import (
     require_authors,
     require_tier_one,
 )
+from dplens.registry.export import composed_rho, resolve_deployment
 from dplens.registry.fields import REGISTRY_COMMIT, ReleaseType, Tier, VariantName
+from dplens.registry.schema import validate_record
 from dplens.reports.format import fmt_lower, fmt_upper, percent
 from dplens.reports.model import Definition, Report, Status
-from dplens.reports.output import significant
+from dplens.reports.output import atomic_write_text, significant
 from dplens.reports.risk_card import short_risk
 
-__all__ = ["RegistryEntry", "build_registry_entry", "registry_file_name"]
+__all__ = [
+    "MAX_REPORT_BYTES",
+    "RegistryEntry",
+    "build_registry_entry",
+    "export_entry",
+    "read_report",
+    "registry_file_name",
+    "write_entry",
+]
+
+#: Largest report file read by :func:`read_report`.
+MAX_REPORT_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -378,3 +396,46 @@ def build_registry_entry(report: Report, deployment: Deployment, *, rho: float |
     }
     header = _header(report, tool, record["url_slug"], tier, missing_next, certified)
     return RegistryEntry(record=record, tier=tier, missing_for_next_tier=missing_next, header=header)
+
+
+def export_entry(report: Any, *, deployment: Deployment | None = None, override: Mapping[str, Any] | None = None):
+    """The registry record of ``report`` (:class:`~dplens.reports.registry_entry.RegistryEntry`), validated.
+
+    Args:
+        report: a :class:`~dplens.reports.model.Report`.
+        deployment: the ``[deployment]`` table to use (default: the report's, with ``override`` on top).
+        override: ``[deployment]`` keys that replace the report's.
+
+    Raises:
+        ValueError: a required field is missing (named), a value is invalid, or the record does not validate.
+    """
+
+    if deployment is None:
+        deployment = resolve_deployment(report, override)
+    entry = build_registry_entry(
+        report, deployment, rho=composed_rho(report.mechanism.ledger), tool=f"dplens {__version__}"
+    )
+    problems = validate_record(entry.record)
+    if problems:  # a bug of the export, not of the input: say so plainly
+        raise ValueError(f"the exported registry record does not match the registry schema: {problems[0]}")
+    return entry
+
+
+def write_entry(entry: Any, path: str | Path) -> Path:
+    """Write the record's YAML atomically (temporary file + rename)."""
+    return atomic_write_text(Path(path), entry.to_yaml())
+
+
+def read_report(path: str | Path) -> Any:
+    """A report from its ``report.json`` (validated; every failure a one-line ``ValueError`` naming the file)."""
+    raw = read_input_bytes(path, what="report file", max_bytes=MAX_REPORT_BYTES)
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"report file {str(path)!r} is not valid JSON: {err}") from None
+    except RecursionError:
+        raise ValueError(f"report file {str(path)!r} is nested too deeply to be a report") from None
+    try:
+        return Report.from_dict(data)
+    except (KeyError, TypeError) as err:
+        raise ValueError(f"report file {str(path)!r} is not a valid report: {err!r}") from None
