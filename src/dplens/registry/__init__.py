@@ -7,7 +7,8 @@ commit :data:`~dplens.registry.fields.REGISTRY_COMMIT`), and:
 
 - states what a record says beyond a report (:mod:`dplens.registry.export`: ρ of a zCDP composition, the
   ``[deployment]`` table); the record itself is built from a report one floor up
-  (:func:`dplens.reports.registry_entry.export_entry`; ``dplens report … -o DIR`` writes ``registry-entry.yaml`` when the spec has a ``[deployment]`` table, ``dplens registry export REPORT.json``);
+  (:func:`dplens.reports.registry_entry.export_entry`; ``dplens report … -o DIR`` writes ``registry-entry.yaml``
+  when the spec has a ``[deployment]`` table, ``dplens registry export REPORT.json``);
 - checks the stated privacy parameters of records others wrote (:func:`dplens.registry.check.check_records`,
   ``dplens registry check FILE|DIR …``): ρ → (ε, δ) by the tightest valid conversion and the classic one, μ → (ε, δ),
   pure DP stated with a δ, a variant that does not match its parameters, an ε below what a conversion of the
