@@ -65,29 +65,10 @@ def _first_valid(make: Callable[[float], Any], lower: float, upper: float) -> fl
 
 
 def _as_spec(subject: Any) -> Any:
-    from dplens.spec import Spec, load_spec
+    """The spec ``subject`` is or names, else None (the front door decides: :func:`dplens._inputs.spec_of`)."""
+    from dplens._inputs import spec_of
 
-    if isinstance(subject, Spec):
-        return subject
-    if isinstance(subject, str | Path) and not _is_target_path(subject):
-        return load_spec(subject)
-    return None
-
-
-_TARGET_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-
-
-def _is_target_path(subject: Any) -> bool:
-    """``"module:name"`` (and not a file that exists): a target to import, not a spec."""
-    return isinstance(subject, str) and bool(_TARGET_PATH.match(subject)) and not Path(subject).exists()
-
-
-def _is_target(subject: Any) -> bool:
-    from dplens.auditing.targets import Target
-
-    if isinstance(subject, Target) or _is_target_path(subject) or callable(subject):
-        return True
-    return any(hasattr(subject, name) for name in ("release", "randomise"))
+    return spec_of(subject)
 
 
 def _audit_target(
@@ -422,6 +403,8 @@ def audit(
         >>> result.verdict.value, result.reproducible
         ('VIOLATION', True)
     """
+    from dplens._inputs import SubjectKind, audit_subject
+
     execution = {
         "confidence": confidence,
         "seed": seed,
@@ -430,47 +413,61 @@ def audit(
         "checkpoint": checkpoint,
         "progress": progress,
     }
-    spec = _as_spec(subject)
-    if spec is not None:
-        if pair is not None or options:
-            raise ValueError("a spec audit takes no pair or game options: the spec's mechanism fixes them")
-        if claim is not None:
-            from dataclasses import replace
-
-            from dplens.spec import Claim
-
-            spec = replace(spec, claim=Claim(epsilon=float(claim[0]), delta=float(claim[1])))
-        from dplens.auditing.spec_games import audit_spec_game
-
-        return audit_spec_game(spec, game=game, trials=trials, delta=delta, **execution)
+    described = audit_subject(subject)
+    if described.kind is SubjectKind.SPEC:
+        return _audit_spec(
+            described.value, pair, claim=claim, game=game, trials=trials, delta=delta, **execution, **options
+        )
     if game is not None:
         raise ValueError(f"game applies to a spec audit; got game={game!r} for {subject!r}")
     if trials is None:
         raise ValueError(f"trials is required to audit {subject!r} (trials per side)")
-    if hasattr(subject, "sample") and hasattr(subject, "worst_case_pair"):
-        from dplens.auditing.games import audit as run_game
+    if described.kind is SubjectKind.MECHANISM:
+        return _audit_mechanism(subject, pair, trials=trials, claim=claim, delta=delta, execution=execution, **options)
+    return _audit_target(subject, pair, trials=trials, claim=claim, delta=delta, execution=execution, **options)
 
-        if claim is not None:
-            claimed, claim_delta, source = float(claim[0]), float(claim[1]), "given"
-        else:
-            from dplens.accountant.compose import Accountant
 
-            claim_delta = 1e-5 if delta is None else delta
-            claimed = Accountant().compose(subject.event).epsilon(claim_delta) if claim_delta > 0 else math.inf
-            source = "accountant"
-        return run_game(
-            subject,
-            trials=trials,
-            delta=claim_delta,
-            claimed_epsilon=claimed,
-            pair=pair,
-            claim_source=source,
-            **execution,
-            **options,
-        )
-    if _is_target(subject):
-        return _audit_target(subject, pair, trials=trials, claim=claim, delta=delta, execution=execution, **options)
-    raise ValueError(f"subject must be a spec, a spec path, a mechanism or a callable target; got {subject!r}")
+def _audit_spec(spec: Any, pair: Any, *, claim: Any, game: Any, trials: Any, delta: Any, **rest: Any) -> Any:
+    """A spec's audit: its game (:func:`dplens.auditing.spec_games.audit_spec_game`), ``claim`` replacing its
+    ``[claim]``; the same function ``dplens audit SPEC`` calls."""
+    execution_names = ("confidence", "seed", "workers", "scheduler", "checkpoint", "progress")
+    if pair is not None or any(name not in execution_names for name in rest):
+        raise ValueError("a spec audit takes no pair or game options: the spec's mechanism fixes them")
+    if claim is not None:
+        from dataclasses import replace
+
+        from dplens.spec import Claim
+
+        spec = replace(spec, claim=Claim(epsilon=float(claim[0]), delta=float(claim[1])))
+    from dplens.auditing.spec_games import audit_spec_game
+
+    return audit_spec_game(spec, game=game, trials=trials, delta=delta, **rest)
+
+
+def _audit_mechanism(
+    mechanism: Any, pair: Any, *, trials: int, claim: Any, delta: Any, execution: dict[str, Any], **options: Any
+) -> Any:
+    """The distinguishing game on a mechanism object; the claim is ``claim``, else the accountant's ε of its event."""
+    from dplens.auditing.games import audit as run_game
+
+    if claim is not None:
+        claimed, claim_delta, source = float(claim[0]), float(claim[1]), "given"
+    else:
+        from dplens.accountant.compose import Accountant
+
+        claim_delta = 1e-5 if delta is None else delta
+        claimed = Accountant().compose(mechanism.event).epsilon(claim_delta) if claim_delta > 0 else math.inf
+        source = "accountant"
+    return run_game(
+        mechanism,
+        trials=trials,
+        delta=claim_delta,
+        claimed_epsilon=claimed,
+        pair=pair,
+        claim_source=source,
+        **execution,
+        **options,
+    )
 
 
 def attack_risk(

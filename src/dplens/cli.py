@@ -529,29 +529,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         raise CliError("audit needs a SPEC file, or --target MODULE:NAME with --pair and --claim-epsilon")
     if getattr(args, "memory_budget", None) is not None:
         raise CliError("--memory-budget applies to --target audits (a SPEC audit's memory is flat in its trials)")
-    if _wants_audit_game(args):
-        return _cmd_audit_game(args)
-    from dplens.auditing.games import audit_spec
-    from dplens.spec import load_spec
-
-    if args.checkpoint is not None:
-        _output_file(args.checkpoint, "--checkpoint")
-    spec = load_spec(args.spec)
-    with _observing(args):
-        result = audit_spec(
-            spec,
-            trials=args.trials,
-            delta=args.delta,
-            confidence=args.confidence,
-            seed=args.seed,
-            workers=args.workers,
-            scheduler=args.scheduler,
-            checkpoint=args.checkpoint,
-            progress=not args.quiet,
-        )
-    payload = result.to_dict() | {"spec_sha256": spec.sha256}
-    _emit(payload, args.json, _audit_text(result))
-    return _verdict_status(args, result)
+    return _cmd_audit_spec(args)
 
 
 def _target_audit_text(result: Any) -> str:
@@ -615,39 +593,31 @@ def _cmd_audit_target(args: argparse.Namespace) -> int:
     return _verdict_status(args, result)
 
 
-def _wants_audit_game(args: argparse.Namespace) -> bool:
-    """``--game``, no ``--trials`` (one run), an ``[audit]`` table or a ``dp_sgd_training`` spec: the audit games of
-    :mod:`dplens.auditing.spec_games` (a plain spec with ``--trials`` keeps the distinguishing game above)."""
-    if getattr(args, "spec", None) is None:
-        return False
-    if getattr(args, "game", None) is not None or args.trials is None:
-        return True
-    from dplens.spec import load_spec
-
-    spec = load_spec(args.spec)
-    return spec.audit is not None or any(table.get("type") == "dp_sgd_training" for table in spec.mechanisms)
-
-
-def _cmd_audit_game(args: argparse.Namespace) -> int:
+def _cmd_audit_spec(args: argparse.Namespace) -> int:
+    """``dplens audit SPEC``: :func:`dplens.audit` on the spec, the same call a user makes from Python."""
+    from dplens._api import audit
     from dplens.auditing.attribute import AttributeAuditResult, ClaimReading
     from dplens.auditing.scores import OneRunAuditResult
-    from dplens.auditing.spec_games import attribute_summary, audit_spec_game, resolve_game
+    from dplens.auditing.spec_games import attribute_summary, resolve_game
     from dplens.spec import load_spec
 
+    if args.checkpoint is not None:
+        _output_file(args.checkpoint, "--checkpoint")
     spec = load_spec(args.spec)
     game = resolve_game(spec, getattr(args, "game", None))
-    result = audit_spec_game(
-        spec,
-        game=game,
-        trials=args.trials,
-        delta=args.delta,
-        confidence=args.confidence,
-        seed=args.seed,
-        workers=args.workers,
-        scheduler=args.scheduler,
-        checkpoint=args.checkpoint,
-        progress=not args.quiet,
-    )
+    with _observing(args):
+        result = audit(
+            spec,
+            game=game.value,
+            trials=args.trials,
+            delta=args.delta,
+            confidence=args.confidence,
+            seed=args.seed,
+            workers=args.workers,
+            scheduler=args.scheduler,
+            checkpoint=args.checkpoint,
+            progress=not args.quiet,
+        )
     payload = result.to_dict() | {"spec_sha256": spec.sha256, "audit_game": game.value}
     if isinstance(result, AttributeAuditResult):
         text = attribute_summary(result)
