@@ -986,7 +986,7 @@ def _add_budget_parser(sub: Any) -> None:
     create.add_argument("--name", default="default", help="the budget's name (default: default)")
     create.add_argument("--neighbouring", choices=list(RELATIONS), default="add_remove", help="neighbouring relation")
     create.add_argument("--lock-timeout", **lock)
-    create.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_json(create)
     create.set_defaults(func=_cmd_budget_create)
 
     charge = commands.add_parser("charge", help="charge a release: exit 0 accepted, 3 refused, 2 bad input")
@@ -997,7 +997,7 @@ def _add_budget_parser(sub: Any) -> None:
     charge.add_argument("--charged-by", help="who charges it (default: user@host)")
     charge.add_argument("--time", help="the release's time, ISO 8601 with a timezone (default: now)")
     charge.add_argument("--lock-timeout", **lock)
-    charge.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_json(charge)
     charge.set_defaults(func=_cmd_budget_charge)
 
     status = commands.add_parser("status", help="spent and remaining per budget and period, releases, top spenders")
@@ -1012,13 +1012,13 @@ def _add_budget_parser(sub: Any) -> None:
         "--fpr", type=_probability, nargs="+", action="extend", metavar="A", help="with --risk: these FPRs instead"
     )
     status.add_argument("--lock-timeout", **lock)
-    status.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_json(status)
     status.set_defaults(func=_cmd_budget_status)
 
     verify = commands.add_parser("verify", help="integrity check and invariants recomputed from the stored releases")
     verify.add_argument("db", help=db_help)
     verify.add_argument("--lock-timeout", **lock)
-    verify.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_json(verify)
     verify.set_defaults(func=_cmd_budget_verify)
 
 
@@ -1143,6 +1143,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_json(parser: Any) -> None:
+    """The ``--json`` switch every reporting subcommand shares."""
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _add_tolerance(parser: Any, help_text: str) -> None:
+    """The PLD route's ``--tolerance`` (a relative width in (0, 1], default :data:`DEFAULT_TOLERANCE`)."""
+    parser.add_argument("--tolerance", type=_probability, default=DEFAULT_TOLERANCE, help=help_text)
+
+
 def _add_account_parser(sub: Any) -> None:
     methods = list(METHODS)
     account = sub.add_parser("account", help="epsilon for a delta, or delta for an epsilon")
@@ -1159,13 +1169,10 @@ def _add_account_parser(sub: Any) -> None:
         default="optimal",
         help="RDP to (epsilon, delta) conversion; 'classic' reproduces legacy numbers",
     )
-    account.add_argument(
-        "--tolerance",
-        type=_probability,
-        default=DEFAULT_TOLERANCE,
-        help=f"PLD: refine until (epsilon - epsilon_lower) <= TOLERANCE * epsilon (default {DEFAULT_TOLERANCE:g})",
+    _add_tolerance(
+        account, f"PLD: refine until (epsilon - epsilon_lower) <= TOLERANCE * epsilon (default {DEFAULT_TOLERANCE:g})"
     )
-    account.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_json(account)
     account.set_defaults(func=_cmd_account)
 
 
@@ -1202,13 +1209,10 @@ def _add_calibrate_parser(sub: Any) -> None:
     cal.add_argument(
         "--bracket", type=float, nargs=2, metavar=("LOW", "HIGH"), help="search the parameter in [LOW, HIGH]"
     )
-    cal.add_argument(
-        "--tolerance",
-        type=_probability,
-        default=DEFAULT_TOLERANCE,
-        help=f"PLD: relative width of the certified epsilon bracket at the answer (default {DEFAULT_TOLERANCE:g})",
+    _add_tolerance(
+        cal, f"PLD: relative width of the certified epsilon bracket at the answer (default {DEFAULT_TOLERANCE:g})"
     )
-    cal.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_json(cal)
     cal.set_defaults(func=_cmd_calibrate)
 
 
@@ -1230,13 +1234,10 @@ def _add_risk_parser(sub: Any) -> None:
         "--prior", type=_probability, help="also bound a Bayesian attacker's success, for this prior of membership"
     )
     rsk.add_argument("--method", choices=methods, default="best", help="route; best: the tightest that apply")
-    rsk.add_argument(
-        "--tolerance",
-        type=_probability,
-        default=DEFAULT_TOLERANCE,
-        help=f"PLD: refine until every bracket is within TOLERANCE (relative; default {DEFAULT_TOLERANCE:g})",
+    _add_tolerance(
+        rsk, f"PLD: refine until every bracket is within TOLERANCE (relative; default {DEFAULT_TOLERANCE:g})"
     )
-    rsk.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_json(rsk)
     rsk.set_defaults(func=_cmd_risk)
 
 
@@ -1254,12 +1255,7 @@ def _add_sweep_parser(sub: Any) -> None:
     )
     swp.add_argument("--delta", type=_probability, required=True, help="report epsilon at this delta")
     swp.add_argument("--method", choices=methods, default="rdp", help="rdp (vectorised, default), pld, exact or best")
-    swp.add_argument(
-        "--tolerance",
-        type=_probability,
-        default=DEFAULT_TOLERANCE,
-        help=f"PLD: relative width of each certified epsilon bracket (default {DEFAULT_TOLERANCE:g})",
-    )
+    _add_tolerance(swp, f"PLD: relative width of each certified epsilon bracket (default {DEFAULT_TOLERANCE:g})")
     out = swp.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print one JSON object (default: CSV on stdout)")
     out.add_argument("-o", "--output", help="write FILE (.json: JSON, else CSV with a figure FILE.png next to it)")
@@ -1309,7 +1305,7 @@ def _add_dp_sgd_parser(sub: Any) -> None:
     sgd.add_argument(
         "--max-batch-size", type=_positive_int, help="truncated-poisson: the largest batch the loader keeps"
     )
-    sgd.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_json(sgd)
     sgd.set_defaults(func=_cmd_dp_sgd)
 
 
@@ -1341,7 +1337,7 @@ def _add_audit_parser(sub: Any) -> None:
     aud.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (needs [distributed])")
     aud.add_argument("--checkpoint", help="checkpoint file: written after each chunk, resumed from if it exists")
     aud.add_argument("--quiet", action="store_true", help="no progress bar")
-    aud.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_json(aud)
     aud.add_argument(
         "--game",
         choices=["distinguish", "one-run", "attribute"],
@@ -1369,7 +1365,7 @@ def _add_audit_scores_parser(sub: Any) -> None:
         action="store_true",
         help="also every estimator of jax_privacy's CanaryScoreAuditor, each labelled bound, estimate or heuristic",
     )
-    scores.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_json(scores)
     scores.add_argument(
         "--fail-on-violation", action="store_true", help="exit with status 1 when the verdict is VIOLATION (for CI)"
     )
@@ -1438,7 +1434,7 @@ def _add_registry_parser(sub: Any) -> None:
     check.add_argument(
         "--strict", action="store_true", help="exit with status 1 when a record is inconsistent or needs a citation"
     )
-    check.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_json(check)
     check.set_defaults(func=_cmd_registry_check)
     export = registry_sub.add_parser("export", help="a report's DP Deployments Registry record (YAML)")
     export.add_argument("report", metavar="REPORT.json", help="a report.json written by dplens report")
