@@ -43,6 +43,7 @@ import numpy as np
 
 from dplens.accountant import conversions
 from dplens.accountant import events as ev
+from dplens.accountant.plugin_tables import spec_count
 from dplens.research.corrdp.accounting import JointDistribution
 
 __all__ = [
@@ -799,15 +800,6 @@ def _spec_float(table: dict, key: str) -> float:
     return float(value)
 
 
-def _spec_count(table: dict, event: ev.Event) -> ev.Event:
-    if "count" not in table:
-        return event
-    count = table["count"]
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ValueError(f"count must be an integer >= 1; got {count!r}")
-    return event if count == 1 else ev.SelfComposed(event=event, count=count)
-
-
 def _build_bcdp_mean(table: dict) -> ev.Event:
     """``bcdp_mean``: Mechanism 1 with the Theorem-2 budget: ``delta`` (list), ``epsilon``, ``q``; optional
     ``zeta`` (default (1+q)/2), ``count``. The Accountant sees its c_d-LDP guarantee only."""
@@ -817,7 +809,7 @@ def _build_bcdp_mean(table: dict) -> ev.Event:
         _spec_vector(table, "delta"), epsilon=_spec_float(table, "epsilon"), q=_spec_float(table, "q"), zeta=zeta
     )
     event = CoordinateDpRelease(coordinate_dp=alloc.coordinate_dp, ldp_epsilon=alloc.ldp_epsilon)
-    return _spec_count(table, event)
+    return spec_count(table, event)
 
 
 def _build_coordinate_dp(table: dict) -> ev.Event:
@@ -825,7 +817,7 @@ def _build_coordinate_dp(table: dict) -> ev.Event:
     _check_spec_keys(table, {"coordinate_dp", "ldp_epsilon", "count"}, {"coordinate_dp"})
     eps = _spec_float(table, "ldp_epsilon") if "ldp_epsilon" in table else None
     event = CoordinateDpRelease(coordinate_dp=_spec_vector(table, "coordinate_dp"), ldp_epsilon=eps)
-    return _spec_count(table, event)
+    return spec_count(table, event)
 
 
 SPEC_TYPES = {"bcdp_mean": _build_bcdp_mean, "coordinate_dp_release": _build_coordinate_dp}

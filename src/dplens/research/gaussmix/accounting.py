@@ -40,6 +40,7 @@ from scipy import optimize, stats
 from dplens.accountant import conversions
 from dplens.accountant import events as ev
 from dplens.accountant.curves import PrivacyProfile, RdpConversion, RdpCurve, Tcdp, TradeOff
+from dplens.accountant.plugin_tables import spec_count
 
 __all__ = [
     "SPEC_TYPES",
@@ -1132,15 +1133,6 @@ def _spec_number(table: dict, key: str) -> Any:
     return value
 
 
-def _spec_count(table: dict, event: ev.Event) -> ev.Event:
-    if "count" not in table:
-        return event
-    count = table["count"]
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ValueError(f"count must be an integer >= 1; got {count!r}")
-    return event if count == 1 else ev.SelfComposed(event=event, count=count)
-
-
 def _check_spec_keys(table: dict, allowed: set[str]) -> None:
     extra = set(table) - allowed - {"type"}
     if extra:
@@ -1162,7 +1154,7 @@ def _build_gaussmix(table: dict) -> ev.Event:
             row_bound=_spec_number(table, "row_bound"),
             lambda_min_bound=table.get("lambda_min_bound", 0.0),
         )
-    return _spec_count(table, event)
+    return spec_count(table, event)
 
 
 def _build_modified_gaussmix(table: dict) -> ev.Event:
@@ -1171,7 +1163,7 @@ def _build_modified_gaussmix(table: dict) -> ev.Event:
     event = ModifiedGaussMix(
         k=_spec_number(table, "k"), gamma=_spec_number(table, "gamma"), eta=_spec_number(table, "eta")
     )
-    return _spec_count(table, event)
+    return spec_count(table, event)
 
 
 SPEC_TYPES = {"gaussmix": _build_gaussmix, "modified_gaussmix": _build_modified_gaussmix}
