@@ -404,7 +404,8 @@ def _sweep_param(text: str) -> tuple[str, list[float]]:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from dplens.accountant.sweep import parse_parameter, sweep
+    from dplens._api import sweep
+    from dplens.accountant.sweep import parse_parameter
     from dplens.spec import load_spec
 
     spec = load_spec(args.spec)
@@ -556,7 +557,8 @@ def _target_audit_text(result: Any) -> str:
 
 
 def _cmd_audit_target(args: argparse.Namespace) -> int:
-    from dplens.auditing.target_game import audit_target
+    """``dplens audit --target``: :func:`dplens.audit` on the loaded target and pair, as from Python."""
+    from dplens._api import audit
     from dplens.auditing.targets import load_pair, load_target
 
     if args.spec is not None:
@@ -576,16 +578,15 @@ def _cmd_audit_target(args: argparse.Namespace) -> int:
 
         load_score(args.score)
         score = args.score
-    result = audit_target(
+    result = audit(
         target,
         pair,
-        claim_epsilon=args.claim_epsilon,
-        claim_delta=args.claim_delta,
+        claim=(args.claim_epsilon, args.claim_delta),
         trials=args.trials,
         seed=args.seed,
         workers=args.workers,
         confidence=args.confidence,
-        scores=score,
+        score=score,
         progress=not args.quiet,
         memory_budget=args.memory_budget,
     )
