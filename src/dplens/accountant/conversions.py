@@ -165,13 +165,8 @@ def tcdp_to_epsilon_bdrs(rho: float, omega: float, delta: float) -> float:
 
 
 def _check_mu(mu: float) -> float:
-    try:
-        value = float(mu)
-    except (TypeError, ValueError):
-        raise ValueError(f"mu must be a finite number >= 0; got {mu!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"mu must be a finite number >= 0; got {mu!r}")
-    return value
+    """Validate μ ≥ 0 (finite) and return it as a float (:func:`check_epsilon`'s rule, under the name ``mu``)."""
+    return check_epsilon(mu, name="mu")
 
 
 def gdp_delta(mu: float, epsilon: float | np.ndarray) -> float | np.ndarray:
