@@ -10,15 +10,21 @@ Every floor writes numbers the same way, so the helpers live once, here:
 - :func:`fmt_upper`, :func:`fmt_lower`, :func:`fmt_estimate`: a bound shown rounded on its safe side (an upper
   bound up, a lower bound down), so the printed number is still a bound; an estimate rounded to nearest.
 - :func:`fmt_short`: a number in a one-line message (6 significant digits, ``inf`` for ±∞).
+- :func:`accounting_section`: the JSON form of an accounting section, written once for the accountant's summary
+  (:class:`dplens.accountant.summary.AccountingSummary`) and the report that reads it back
+  (:class:`dplens.reports.model.Accounting`); the report layer imports no accounting module, so it lives here.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
+    "AccountingSection",
+    "accounting_section",
     "finite_or_none",
     "fmt_estimate",
     "fmt_lower",
@@ -98,3 +104,62 @@ def fmt_lower(value: float | None, digits: int = 4) -> str:
 def fmt_estimate(value: float | None, digits: int = 4) -> str:
     """An estimate (not a bound), rounded to nearest."""
     return _rounded(value, digits, ROUND_HALF_EVEN)
+
+
+class _Route(Protocol):
+    method: str
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class AccountingSection(Protocol):
+    """What :func:`accounting_section` reads: the fields the accountant's summary and the report's section share."""
+
+    delta: float
+    routes: Sequence[_Route]
+    unsupported: Sequence[Mapping[str, str]]
+    pure_epsilon: float
+    mu: float | None
+    epsilon_at: Sequence[Mapping[str, Any]]
+    epsilon_of_delta: Sequence[Mapping[str, Any]]
+    rdp_curve: Sequence[Mapping[str, Any]]
+    trade_off: Sequence[Mapping[str, float]]
+    trade_off_source: str
+    claim_region: Sequence[Mapping[str, float]]
+    calibration: dict[str, Any] | None
+    attack_risk: dict[str, Any] | None
+
+    @property
+    def tightest(self) -> _Route: ...
+
+    @property
+    def epsilon(self) -> float: ...
+
+
+def accounting_section(accounting: AccountingSection, **extra: Any) -> dict[str, Any]:
+    """The accounting section as JSON (±∞ as strings, NaN as null); ``extra`` keys (the summary's claim, neighbouring
+    relation and ledger) go after ``claim_region``, before ``calibration``."""
+    return {
+        "delta": accounting.delta,
+        "epsilon": json_number(accounting.epsilon),
+        "tightest": accounting.tightest.method,
+        "routes": [r.to_dict() for r in accounting.routes],
+        "unsupported": [dict(u) for u in accounting.unsupported],
+        "pure_epsilon": json_number(accounting.pure_epsilon),
+        "mu": accounting.mu,
+        "epsilon_at": [{"delta": r["delta"], "epsilon": json_number(r["epsilon"])} for r in accounting.epsilon_at],
+        "epsilon_of_delta": [
+            {"method": r["method"], "delta": r["delta"], "epsilon": json_number(r["epsilon"])}
+            for r in accounting.epsilon_of_delta
+        ],
+        "rdp_curve": [
+            {"alpha": p["alpha"], "rdp": json_number(p["rdp"]), "epsilon": json_number(p["epsilon"])}
+            for p in accounting.rdp_curve
+        ],
+        "trade_off": [dict(p) for p in accounting.trade_off],
+        "trade_off_source": accounting.trade_off_source,
+        "claim_region": [dict(p) for p in accounting.claim_region],
+        **extra,
+        "calibration": accounting.calibration,
+        "attack_risk": accounting.attack_risk,
+    }

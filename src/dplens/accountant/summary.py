@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from dplens._numbers import finite_or_none, json_number
+from dplens._numbers import accounting_section, finite_or_none, json_number
 from dplens.accountant import conversions, pld
 from dplens.accountant import events as ev
 from dplens.accountant.curves import PrivacyProfile, RdpConversion, RdpCurve, TradeOff
@@ -161,32 +161,12 @@ class AccountingSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """The report's ``accounting`` section (JSON-ready; ±∞ as strings)."""
-        return {
-            "delta": self.delta,
-            "epsilon": json_number(self.epsilon),
-            "tightest": self.tightest.method,
-            "routes": [r.to_dict() for r in self.routes],
-            "unsupported": [dict(u) for u in self.unsupported],
-            "pure_epsilon": json_number(self.pure_epsilon),
-            "mu": self.mu,
-            "epsilon_at": [{"delta": r["delta"], "epsilon": json_number(r["epsilon"])} for r in self.epsilon_at],
-            "epsilon_of_delta": [
-                {"method": r["method"], "delta": r["delta"], "epsilon": json_number(r["epsilon"])}
-                for r in self.epsilon_of_delta
-            ],
-            "rdp_curve": [
-                {"alpha": p["alpha"], "rdp": json_number(p["rdp"]), "epsilon": json_number(p["epsilon"])}
-                for p in self.rdp_curve
-            ],
-            "trade_off": [dict(p) for p in self.trade_off],
-            "trade_off_source": self.trade_off_source,
-            "claim_region": [dict(p) for p in self.claim_region],
-            "claim": None if self.claim is None else {"epsilon": self.claim[0], "delta": self.claim[1]},
-            "neighbouring": self.neighbouring,
-            "ledger": self.ledger,
-            "calibration": self.calibration,
-            "attack_risk": self.attack_risk,
-        }
+        return accounting_section(
+            self,
+            claim=None if self.claim is None else {"epsilon": self.claim[0], "delta": self.claim[1]},
+            neighbouring=self.neighbouring,
+            ledger=self.ledger,
+        )
 
     def __repr__(self) -> str:
         routes = ", ".join(f"{r.method}={r.epsilon:.6g}" for r in self.routes)

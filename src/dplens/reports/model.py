@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from dplens._numbers import from_json_number, json_number
+from dplens._numbers import accounting_section, from_json_number, json_number
 from dplens.reports.nist import NistEvaluation
 from dplens.reports.schema import (
     REPORT_FORMAT,
@@ -285,29 +285,7 @@ class Accounting:
         return next((row["epsilon"] for row in self.epsilon_at if row["delta"] == delta), None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "delta": self.delta,
-            "epsilon": json_number(self.epsilon),
-            "tightest": self.tightest.method,
-            "routes": [r.to_dict() for r in self.routes],
-            "unsupported": [dict(u) for u in self.unsupported],
-            "pure_epsilon": json_number(self.pure_epsilon),
-            "mu": self.mu,
-            "epsilon_at": [{"delta": row["delta"], "epsilon": json_number(row["epsilon"])} for row in self.epsilon_at],
-            "epsilon_of_delta": [
-                {"method": row["method"], "delta": row["delta"], "epsilon": json_number(row["epsilon"])}
-                for row in self.epsilon_of_delta
-            ],
-            "rdp_curve": [
-                {"alpha": p["alpha"], "rdp": json_number(p["rdp"]), "epsilon": json_number(p["epsilon"])}
-                for p in self.rdp_curve
-            ],
-            "trade_off": [dict(p) for p in self.trade_off],
-            "trade_off_source": self.trade_off_source,
-            "claim_region": [dict(p) for p in self.claim_region],
-            "calibration": self.calibration,
-            "attack_risk": self.attack_risk,
-        }
+        return accounting_section(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Accounting:
