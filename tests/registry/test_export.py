@@ -280,7 +280,7 @@ def test_a_budget_ledger_makes_the_record_many_releases(tmp_path):
 
     from dplens.ledger import Ledger, Period
     from dplens.ledger.report import ledger_section
-    from dplens.reports.nist import _fmt as nist_fmt
+    from dplens.reports.format import fmt_upper
     from dplens.reports.registry_entry import build_registry_entry
 
     path = tmp_path / "budget.db"
@@ -300,7 +300,7 @@ def test_a_budget_ledger_makes_the_record_many_releases(tmp_path):
     assert "budget 'monthly'" in record["deployment_model"]["release_type_details"]
     assert 0 < spent < 3
     composition = record["accounting"]["composition"]
-    assert f"spent ε ≤ {nist_fmt(spent)} of 3.000" in composition and "4 release(s); 5 in all periods" in composition
+    assert f"spent ε ≤ {fmt_upper(spent)} of 3.000" in composition and "4 release(s); 5 in all periods" in composition
     assert validate_record({"url_slug": "x", "status": "Draft", "tier": 2, "deployment": record}) == []
     declared = parse_deployment(BASIC | TIER2)  # the author's own release type stays
     record = build_registry_entry(with_ledger, declared, rho=0.5, tool="dplens").record["deployment"]

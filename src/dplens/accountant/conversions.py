@@ -60,15 +60,20 @@ def check_delta(delta: float, *, name: str = "delta", allow_zero: bool = False) 
     return value
 
 
+def check_nonnegative(value: float, *, name: str) -> float:
+    """Validate a finite number ≥ 0 named ``name`` (ε, μ, ρ, a count) and return it as a float."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a finite number >= 0; got {value!r}") from None
+    if not (math.isfinite(out) and out >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0; got {value!r}")
+    return out
+
+
 def check_epsilon(epsilon: float, *, name: str = "epsilon") -> float:
     """Validate ε ≥ 0 (finite) and return it as a float."""
-    try:
-        value = float(epsilon)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number >= 0; got {epsilon!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a finite number >= 0; got {epsilon!r}")
-    return value
+    return check_nonnegative(epsilon, name=name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -165,13 +170,8 @@ def tcdp_to_epsilon_bdrs(rho: float, omega: float, delta: float) -> float:
 
 
 def _check_mu(mu: float) -> float:
-    try:
-        value = float(mu)
-    except (TypeError, ValueError):
-        raise ValueError(f"mu must be a finite number >= 0; got {mu!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"mu must be a finite number >= 0; got {mu!r}")
-    return value
+    """Validate μ ≥ 0 (finite) and return it as a float."""
+    return check_nonnegative(mu, name="mu")
 
 
 def gdp_delta(mu: float, epsilon: float | np.ndarray) -> float | np.ndarray:

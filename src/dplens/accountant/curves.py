@@ -156,7 +156,7 @@ class RdpCurve:
         )
 
     def __mul__(self, count: float) -> RdpCurve:
-        count = _check_count(count)
+        count = conversions.check_nonnegative(count, name="count")
         if count == 0:
             return RdpCurve.zero()
         terms = tuple((weight * count, function) for weight, function in self.terms)
@@ -378,26 +378,6 @@ def _linear(alpha: np.ndarray, *, slope: float, intercept: float) -> np.ndarray:
     return intercept + slope * alpha
 
 
-def _check_count(count: float) -> float:
-    try:
-        value = float(count)
-    except (TypeError, ValueError):
-        raise ValueError(f"count must be a finite number >= 0; got {count!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"count must be a finite number >= 0; got {count!r}")
-    return value
-
-
-def _check_rho(rho: float) -> float:
-    try:
-        value = float(rho)
-    except (TypeError, ValueError):
-        raise ValueError(f"rho must be a finite number >= 0; got {rho!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"rho must be a finite number >= 0; got {rho!r}")
-    return value
-
-
 # --------------------------------------------------------------------------------------------
 # zCDP, tCDP, GDP
 # --------------------------------------------------------------------------------------------
@@ -416,7 +396,7 @@ class Zcdp:
     xi: float = 0.0
 
     def __post_init__(self) -> None:
-        _check_rho(self.rho)
+        conversions.check_nonnegative(self.rho, name="rho")
         if not (math.isfinite(self.xi) and self.xi >= 0):
             raise ValueError(f"xi must be a finite number >= 0; got {self.xi!r}")
 
@@ -451,7 +431,7 @@ class Tcdp:
     omega: float
 
     def __post_init__(self) -> None:
-        _check_rho(self.rho)
+        conversions.check_nonnegative(self.rho, name="rho")
         if not self.omega > 1:
             raise ValueError(f"omega must be > 1; got {self.omega!r}")
 

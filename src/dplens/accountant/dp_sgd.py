@@ -173,15 +173,21 @@ def _allocation_epochs(sigma: float, steps_per_epoch: int, steps: int) -> tuple[
     return tuple(entries)
 
 
+def _added(sampler: Sampler, relation: ev.NeighboringRelation, sigma: float, steps: int, **rest: Any) -> _Plan:
+    """A plan whose ledger is composed under add/remove (its pair stands for the run's ``relation`` too)."""
+    return _Plan(
+        sampler=sampler, neighboring=relation, accounted_under=ADD_REMOVE, noise_multiplier=sigma, steps=steps, **rest
+    )
+
+
 def _run_poisson(sampler, relation, sigma, n, b, steps, max_batch_size) -> _Plan:
     q = b / n
     if sampler is Sampler.POISSON:
-        return _Plan(
-            sampler=sampler,
-            neighboring=relation,
-            accounted_under=ADD_REMOVE,
-            noise_multiplier=sigma,
-            steps=steps,
+        return _added(
+            sampler,
+            relation,
+            sigma,
+            steps,
             steps_per_epoch=None,
             entries=((_poisson(q, sigma), steps),),
             notes=("zero-out has the same dominating pair as add/remove",) if relation is ZERO_OUT else (),
@@ -202,12 +208,11 @@ def _run_poisson(sampler, relation, sigma, n, b, steps, max_batch_size) -> _Plan
     event = ev.TruncatedSubsampledGaussian(
         dataset_size=n, sampling_rate=q, truncated_batch_size=max_batch_size, noise_multiplier=sigma
     )
-    return _Plan(
-        sampler=sampler,
-        neighboring=relation,
-        accounted_under=ADD_REMOVE,
-        noise_multiplier=sigma,
-        steps=steps,
+    return _added(
+        sampler,
+        relation,
+        sigma,
+        steps,
         steps_per_epoch=None,
         entries=((event, steps),),
         lower=((((_poisson(q_low, sigma), steps),),) if q_low > 0 else ()),
@@ -219,27 +224,11 @@ def _run_allocation(sampler, relation, sigma, n, b, steps) -> _Plan:
 
     t = -(-n // b)
     if sampler is Sampler.BALLS_AND_BINS:
-        return _Plan(
-            sampler=sampler,
-            neighboring=relation,
-            accounted_under=ADD_REMOVE,
-            noise_multiplier=sigma,
-            steps=steps,
-            steps_per_epoch=t,
-            entries=_allocation_epochs(sigma, t, steps),
-        )
+        return _added(sampler, relation, sigma, steps, steps_per_epoch=t, entries=_allocation_epochs(sigma, t, steps))
     cycles, partial = divmod(steps, t)
     if not partial:
         entries = ((FixedBins(noise_multiplier=sigma, steps=t, cycles=cycles), 1),)
-        return _Plan(
-            sampler=sampler,
-            neighboring=relation,
-            accounted_under=ADD_REMOVE,
-            noise_multiplier=sigma,
-            steps=steps,
-            steps_per_epoch=t,
-            entries=entries,
-        )
+        return _added(sampler, relation, sigma, steps, steps_per_epoch=t, entries=entries)
     # A partial cycle: the run drops outputs of one more full cycle (an upper bound); leaving the partial cycle out is
     # a post-processing of the run (a lower bound) — or, within the first cycle, the partial allocation itself.
     upper = ((FixedBins(noise_multiplier=sigma, steps=t, cycles=cycles + 1), 1),)
@@ -247,16 +236,7 @@ def _run_allocation(sampler, relation, sigma, n, b, steps) -> _Plan:
         lower: tuple = (((FixedBins(noise_multiplier=sigma, steps=t, cycles=cycles), 1),),)
     else:
         lower = (((RandomAllocation(noise_multiplier=sigma, steps=partial, inclusion=partial / t), 1),),)
-    return _Plan(
-        sampler=sampler,
-        neighboring=relation,
-        accounted_under=ADD_REMOVE,
-        noise_multiplier=sigma,
-        steps=steps,
-        steps_per_epoch=t,
-        entries=upper,
-        lower=lower,
-    )
+    return _added(sampler, relation, sigma, steps, steps_per_epoch=t, entries=upper, lower=lower)
 
 
 def _run_fixed_size(sampler, relation, sigma, n, b, steps) -> _Plan:
@@ -264,14 +244,13 @@ def _run_fixed_size(sampler, relation, sigma, n, b, steps) -> _Plan:
     if relation is ZERO_OUT:
         # The batch holds the record's slot with probability q, the rest of it is the same on both sides: exactly
         # the Poisson pair at q (an attained one).
-        return _Plan(
-            sampler=sampler,
-            neighboring=ZERO_OUT,
-            noise_multiplier=sigma,
-            steps=steps,
+        return _added(
+            sampler,
+            ZERO_OUT,
+            sigma,
+            steps,
             steps_per_epoch=None,
             entries=((_poisson(q, sigma), steps),),
-            accounted_under=ADD_REMOVE,
             notes=("under zero-out a fixed-size subset per step has the Poisson pair at q = B/N",),
         )
     # Substitution: Wang, Balle, Kasiviswanathan (2019) for the upper bound (σ relative to the 2C sensitivity); the

@@ -18,7 +18,7 @@ Every event's privacy-loss distribution (PLD) is discretised twice on one grid o
   e^{kΔ}; the polygon's pair is dominated by the true one when the polygon lies on or above Ψ (then every
   hockey-stick divergence is smaller), which it does when its vertices do. A sweep over the cells closes each
   bucket before its vertex would fall below Ψ, keeping every atom exactly on a grid point
-  (:func:`_sweep_upward`); only the last bucket and the mass beyond the grid are moved down.
+  (:func:`_sweep`); only the last bucket and the mass beyond the grid are moved down.
 
 Dominance is kept by composition (compose the post-processings), so the composed pessimistic PLD gives an upper
 bound on δ(ε) — hence on ε(δ) — and the composed optimistic one a lower bound: a certified bracket around the exact
@@ -283,8 +283,14 @@ def _settle(out_k: list[int], out_p: list[float], out_q: list[float], slack: flo
         out_k[-1] = min(out_k[-1], math.floor(math.log(out_p[-1] / out_q[-1]) / delta))
 
 
-def _sweep_upward(
-    bounds: list[float], cell_p: list[float], cell_q: list[float], targets: list[float], delta: float
+def _sweep(
+    bounds: list[float],
+    cell_p: list[float],
+    cell_q: list[float],
+    targets: list[float],
+    delta: float,
+    *,
+    downward: bool = False,
 ) -> tuple[list[int], list[float], list[float], float]:
     """Merge consecutive cells, from the bottom up, into buckets whose atoms sit *on* grid points.
 
@@ -300,66 +306,34 @@ def _sweep_upward(
     ``bounds[i]`` is cell i's lower end in units of Δ/2 (−∞ allowed), ``targets[i]`` the first even (grid-point)
     bound strictly above it. Returns the buckets' (grid index, P-mass e^{kΔ}Q(B), Q(B)) bottom-up, and the slack
     left at the top.
-    """
-    out_k: list[int] = []
-    out_p: list[float] = []
-    out_q: list[float] = []
-    slack = 0.0
-    target = targets[0]
-    scale = math.exp(target * 0.5 * delta)
-    q_acc = 0.0
-    for low, dp, dq, above in zip(bounds, cell_p, cell_q, targets, strict=True):
-        gain = scale * dq - dp
-        if low >= target and slack + gain < 0.0:
-            # Close the bucket before this cell would make the slack negative (an empty bucket is just retargeted):
-            # the cell then lies below the new target, where it can only add slack.
-            if q_acc > 0.0:
-                out_k.append(int(target) // 2)
-                out_p.append(scale * q_acc)
-                out_q.append(q_acc)
-            q_acc = 0.0
-            target = above
-            scale = math.exp(target * 0.5 * delta)
-            gain = scale * dq - dp
-        slack += gain
-        q_acc += dq
-    if q_acc > 0.0:
-        out_k.append(int(target) // 2)
-        out_p.append(scale * q_acc)
-        out_q.append(q_acc)
-    return out_k, out_p, out_q, slack
 
-
-def _sweep_downward(
-    bounds: list[float], cell_p: list[float], cell_q: list[float], targets: list[float], delta: float
-) -> tuple[list[int], list[float], list[float], float]:
-    """:func:`_sweep_upward` from the top down, for a PLD whose mass piles up at a bounded top (the add direction of
+    ``downward=True`` sweeps from the top down, for a PLD whose mass piles up at a bounded top (the add direction of
     a subsampled mechanism): each bucket gets the grid point just below its start; the slack
     s(c) = P(L ≥ c) − P_polygon(L ≥ c) grows with the cells above the target and shrinks with those below.
-
-    ``bounds[i]`` is cell i's upper end (∞ allowed), ``targets[i]`` the last even bound strictly below it; cells are
-    given bottom-up and swept top-down. Returns the buckets top-down and the slack left at the bottom.
+    ``bounds[i]`` is then cell i's upper end (∞ allowed), ``targets[i]`` the last even bound strictly below it; cells
+    are given bottom-up and swept top-down, and the buckets are returned top-down with the slack left at the bottom.
     """
     out_k: list[int] = []
     out_p: list[float] = []
     out_q: list[float] = []
     slack = 0.0
-    target = targets[-1]
+    target = targets[-1] if downward else targets[0]
     scale = math.exp(target * 0.5 * delta)
     q_acc = 0.0
-    for high, dp, dq, below in zip(
-        reversed(bounds), reversed(cell_p), reversed(cell_q), reversed(targets), strict=True
-    ):
-        gain = dp - scale * dq
-        if high <= target and slack + gain < 0.0:
+    cells = zip(bounds, cell_p, cell_q, targets, strict=True)
+    for edge, dp, dq, following in reversed(list(cells)) if downward else cells:
+        gain = dp - scale * dq if downward else scale * dq - dp
+        if (edge <= target if downward else edge >= target) and slack + gain < 0.0:
+            # Close the bucket before this cell would make the slack negative (an empty bucket is just retargeted):
+            # the cell then lies beyond the new target, where it can only add slack.
             if q_acc > 0.0:
                 out_k.append(int(target) // 2)
                 out_p.append(scale * q_acc)
                 out_q.append(q_acc)
             q_acc = 0.0
-            target = below
+            target = following
             scale = math.exp(target * 0.5 * delta)
-            gain = dp - scale * dq
+            gain = dp - scale * dq if downward else scale * dq - dp
         slack += gain
         q_acc += dq
     if q_acc > 0.0:
@@ -383,7 +357,7 @@ def _optimistic_continuous(
 
     ``halves`` are the cells' ends in units of Δ/2 (fine cells where the mass is, coarse cells in the tails),
     ``below`` / ``above`` the (P, Q) masses beyond them. The cells and the outer mass at the sweep's start are swept
-    (:func:`_sweep_upward`, or top-down when the PLD piles up at a bounded top); the outer mass at the far end is
+    (:func:`_sweep`, or top-down when the PLD piles up at a bounded top); the outer mass at the far end is
     merged into one atom and moved down to the grid point below it. The slack the sweep leaves at its far end must go
     so that the polygon still ends at (1, 1) with every vertex on or above Ψ: bottom-up it is taken off the top
     bucket's P-mass (lowering it below its grid point, so it moves down to the next: little mass there); top-down it
@@ -397,7 +371,7 @@ def _optimistic_continuous(
         q = np.append(cell_q, above[1]).tolist()
         even = bounds[(bounds % 2) == 0]  # targets: the last even bound strictly below each cell's top
         targets = even[np.maximum(np.searchsorted(even, tops, side="left") - 1, 0)]
-        out_k, out_p, out_q, slack = _sweep_downward(tops.tolist(), p, q, targets.tolist(), delta)
+        out_k, out_p, out_q, slack = _sweep(tops.tolist(), p, q, targets.tolist(), delta, downward=True)
         _settle(out_k, out_p, out_q, slack, delta, downward=True)
         # The mass below the grid merged into one atom (below the grid's first point), moved down to the grid.
         bottom = int(halves[0]) // 2
@@ -409,7 +383,7 @@ def _optimistic_continuous(
     q = np.insert(cell_q, 0, below[1]).tolist()
     even = bounds[(bounds % 2) == 0]  # targets: the first even bound strictly above each cell's bottom
     targets = even[np.minimum(np.searchsorted(even, lows, side="right"), even.size - 1)]
-    out_k, out_p, out_q, slack = _sweep_upward(lows.tolist(), p, q, targets.tolist(), delta)
+    out_k, out_p, out_q, slack = _sweep(lows.tolist(), p, q, targets.tolist(), delta)
     _settle(out_k, out_p, out_q, slack, delta, downward=False)
     top_k = _merged_index(above[0], above[1], halves[-1] * 0.5 * delta, delta)
     return np.array([*out_k, top_k], dtype=np.int64), np.array([*out_p, above[0]])
@@ -1423,7 +1397,7 @@ def _coarse_optimistic(composed: ComposedPmf, interval: float, budget: float) ->
     its atoms are merged into cells of
     Δ/``_SUB_CELLS`` where it holds all but ``DEFAULT_FINE_MASS`` at each end and of ``COARSE_SPAN``·Δ beyond (a
     post-processing), then the cells into buckets whose atoms sit on grid points by the inscribed sweep of
-    :func:`discretise` (:func:`_sweep_upward`: the polygon of the buckets lies on or above Ψ, the curve of the
+    :func:`discretise` (:func:`_sweep`: the polygon of the buckets lies on or above Ψ, the curve of the
     composition, so every hockey-stick divergence, at every ε ∈ ℝ, is smaller; Meiser and Mohammadi, CCS 2018).
 
     The composition's masses stand for a measure pair (P-masses p, Q-masses p·e^{−l}); the argument needs no more:
@@ -1450,7 +1424,7 @@ def _coarse_optimistic(composed: ComposedPmf, interval: float, budget: float) ->
     k = np.ceil((np.log(cell_p) - np.log(cell_q)) / interval)
     k += np.exp(k * interval) * cell_q < cell_p
     targets = 2.0 * k
-    out_k, out_p, out_q, slack = _sweep_upward(
+    out_k, out_p, out_q, slack = _sweep(
         (targets - 1.0).tolist(), cell_p.tolist(), cell_q.tolist(), targets.tolist(), interval
     )
     _settle(out_k, out_p, out_q, slack, interval, downward=False)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from dplens._numbers import accounting_section, finite_or_none, json_number
 from dplens.accountant import conversions, pld
 from dplens.accountant import events as ev
 from dplens.accountant.curves import PrivacyProfile, RdpConversion, RdpCurve, TradeOff
@@ -66,19 +67,6 @@ DELTA_GRID = tuple(10.0**-k for k in range(12, 0, -1))
 _TRADE_OFF_ALPHAS = (0.0, *np.geomspace(1e-6, 1e-2, 40).tolist(), *np.linspace(0.01, 1.0, 100).tolist())
 
 
-def _encode(value: float | None) -> float | str | None:
-    """JSON has no infinity: ±∞ are written as strings (the report schema's convention)."""
-    if value is None:
-        return None
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    return float(value)
-
-
-def _finite_or_none(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else float(value)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RouteEpsilon:
     """ε at δ by one route, an upper bound; ``epsilon_lower`` is a certified lower end where the route has one."""
@@ -95,16 +83,16 @@ class RouteEpsilon:
     def to_dict(self) -> dict[str, Any]:
         out = {
             "method": self.method,
-            "epsilon": _encode(self.epsilon),
+            "epsilon": json_number(self.epsilon),
             "delta": self.delta,
             "details": self.details,
             "is_tightest": self.is_tightest,
             "is_upper_bound": True,
-            "optimal_order": _encode(self.optimal_order),
+            "optimal_order": json_number(self.optimal_order),
             "discretisation": self.discretisation,
         }
         if self.epsilon_lower is not None:
-            out["epsilon_lower"] = _encode(self.epsilon_lower)
+            out["epsilon_lower"] = json_number(self.epsilon_lower)
         return out
 
 
@@ -173,32 +161,12 @@ class AccountingSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """The report's ``accounting`` section (JSON-ready; ±∞ as strings)."""
-        return {
-            "delta": self.delta,
-            "epsilon": _encode(self.epsilon),
-            "tightest": self.tightest.method,
-            "routes": [r.to_dict() for r in self.routes],
-            "unsupported": [dict(u) for u in self.unsupported],
-            "pure_epsilon": _encode(self.pure_epsilon),
-            "mu": self.mu,
-            "epsilon_at": [{"delta": r["delta"], "epsilon": _encode(r["epsilon"])} for r in self.epsilon_at],
-            "epsilon_of_delta": [
-                {"method": r["method"], "delta": r["delta"], "epsilon": _encode(r["epsilon"])}
-                for r in self.epsilon_of_delta
-            ],
-            "rdp_curve": [
-                {"alpha": p["alpha"], "rdp": _encode(p["rdp"]), "epsilon": _encode(p["epsilon"])}
-                for p in self.rdp_curve
-            ],
-            "trade_off": [dict(p) for p in self.trade_off],
-            "trade_off_source": self.trade_off_source,
-            "claim_region": [dict(p) for p in self.claim_region],
-            "claim": None if self.claim is None else {"epsilon": self.claim[0], "delta": self.claim[1]},
-            "neighbouring": self.neighbouring,
-            "ledger": self.ledger,
-            "calibration": self.calibration,
-            "attack_risk": self.attack_risk,
-        }
+        return accounting_section(
+            self,
+            claim=None if self.claim is None else {"epsilon": self.claim[0], "delta": self.claim[1]},
+            neighbouring=self.neighbouring,
+            ledger=self.ledger,
+        )
 
     def __repr__(self) -> str:
         routes = ", ".join(f"{r.method}={r.epsilon:.6g}" for r in self.routes)
@@ -277,7 +245,7 @@ def _route_results(accountant: LedgerAccounting, delta: float) -> tuple[list[Rou
                     epsilon=result.epsilon,
                     delta=delta,
                     details=result.details,
-                    optimal_order=_finite_or_none(result.optimal_order),
+                    optimal_order=finite_or_none(result.optimal_order),
                     discretisation=result.discretisation,
                     epsilon_lower=getattr(result, "epsilon_lower", None),
                 )

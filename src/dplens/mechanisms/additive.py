@@ -111,6 +111,14 @@ def _outputs(outputs: Any, query: np.ndarray) -> np.ndarray:
     return out
 
 
+def _release_one(mechanism: Any, data: Any, rng: np.random.Generator, insecure_float: bool) -> Any:
+    """One output of a grid mechanism: its first secure release, or (``insecure_float``) its first float sample."""
+    if insecure_float:
+        return mechanism.sample(data, 1, check_rng(rng))[0]
+    out = mechanism.release_batch(data, 1, rng)
+    return float(out[0]) if out.ndim == 1 else out[0]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GaussianMechanism:
     """f(D) + N(0, σ²I) with σ = ``noise_multiplier`` (query values in units of the ℓ2-sensitivity).
@@ -144,10 +152,7 @@ class GaussianMechanism:
             >>> (value / release_grid(1.0)).is_integer()  # a multiple of the grid
             True
         """
-        if insecure_float:
-            return self.sample(data, 1, check_rng(rng))[0]
-        out = self.release_batch(data, 1, rng)
-        return float(out[0]) if out.ndim == 1 else out[0]
+        return _release_one(self, data, rng, insecure_float)
 
     def release_batch(self, data: Any, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` independent secure releases at once (the same distribution as ``n`` calls of :meth:`release`;
@@ -238,10 +243,7 @@ class LaplaceMechanism:
             >>> round(mechanism.release_event().pure_dp_epsilon(), 12)  # 1/b: the grid costs nothing (a rounded up)
             1.0
         """
-        if insecure_float:
-            return self.sample(data, 1, check_rng(rng))[0]
-        out = self.release_batch(data, 1, rng)
-        return float(out[0]) if out.ndim == 1 else out[0]
+        return _release_one(self, data, rng, insecure_float)
 
     def release_batch(self, data: Any, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` independent secure releases at once (the same distribution as ``n`` calls of :meth:`release`;

@@ -5,6 +5,7 @@ Randomness is always a ``numpy.random.Generator`` passed in; nothing reads globa
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from dplens.accountant.events import Event
 
-__all__ = ["Mechanism", "NeighbouringPair", "check_rng", "output_size"]
+__all__ = ["Mechanism", "NeighbouringPair", "check_positive", "check_rng", "output_size"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,14 @@ def check_count(n: Any, *, name: str = "n") -> int:
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
         raise ValueError(f"{name} must be an integer >= 1; got {n!r}")
     return int(n)
+
+
+def check_positive(name: str, value: Any) -> float:
+    """Require a finite number > 0 (a Python or NumPy real, never a bool) and return it as a float."""
+    ok = isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
+    if not ok or not (math.isfinite(float(value)) and float(value) > 0):
+        raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
+    return float(value)
 
 
 def output_size(mechanism: Any, data: Any = None) -> int:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from dplens.accountant import events as ev
-from dplens.mechanisms.base import check_count, check_rng
+from dplens.mechanisms.base import check_count, check_positive, check_rng
 
 __all__ = [
     "LearningRateSchedule",
@@ -109,13 +109,6 @@ def project_to_ball(theta: np.ndarray, radius: float | None) -> np.ndarray:
     return theta if norm <= radius else theta * (radius / norm)
 
 
-def _check_positive(name: str, value: Any) -> float:
-    ok = isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
-    if not ok or not (math.isfinite(float(value)) and float(value) > 0):
-        raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
-    return float(value)
-
-
 def minimise_loss(
     features: Any,
     labels: Any,
@@ -131,13 +124,13 @@ def minimise_loss(
     when ‖x‖ ≤ 1.
     """
     x, y = check_data(features, labels, model)
-    d = _check_positive("radius", radius)
+    d = check_positive("radius", radius)
     its = check_count(iterations, name="iterations")
     if step is None:
         scale = max(1.0, float(np.max(np.sum(x * x, axis=1))))
         step = (1.0 if model is LossModel.LINEAR else 4.0) / scale
     else:
-        step = _check_positive("step", step)
+        step = check_positive("step", step)
     theta = np.zeros(x.shape[1])
     for _ in range(its):
         grad = x.T @ link_residual(theta, x, y, model) / x.shape[0]
@@ -316,16 +309,16 @@ def common_checks(
     if isinstance(momentum, bool) or not isinstance(momentum, int | float) or not (0 <= momentum < 1):
         raise ValueError(f"momentum must be in [0, 1); got {momentum!r}")
     checked = {
-        "noise_multiplier": _check_positive("noise_multiplier", noise_multiplier),
+        "noise_multiplier": check_positive("noise_multiplier", noise_multiplier),
         "sampling_rate": _check_rate(sampling_rate),
         "steps": check_count(steps, name="steps"),
-        "clip_norm": _check_positive("clip_norm", clip_norm),
-        "learning_rate": _check_positive("learning_rate", learning_rate),
+        "clip_norm": check_positive("clip_norm", clip_norm),
+        "learning_rate": check_positive("learning_rate", learning_rate),
         "rng": rng,
         "schedule": schedule,
         "momentum": float(momentum),
-        "radius": None if radius is None else _check_positive("radius", radius),
-        "private_weight": _check_positive("private_weight", private_weight),
+        "radius": None if radius is None else check_positive("radius", radius),
+        "private_weight": check_positive("private_weight", private_weight),
     }
     return x, y, checked
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dplens._numbers import fmt_upper
 from dplens.registry.statements import Statement, decimal_half_unit, parse_delta, read_statements
 
 __all__ = [
@@ -153,12 +154,6 @@ class RecordsCheck:
 # --------------------------------------------------------------------------------------------
 
 
-def _fmt(value: float) -> str:
-    from dplens.reports.format import fmt_upper
-
-    return fmt_upper(value)
-
-
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -190,31 +185,20 @@ def _gdp_epsilon(mu: float, delta: float) -> float:
 
 
 def _range_checks(params: Mapping[str, Any], source: str) -> list[ParameterCheck]:
-    out = []
+    messages = []
     for key in ("epsilon", "rho"):
         if key in params:
             value = _number(params[key])
             if value is None or not math.isfinite(value) or value < 0:
-                out.append(
-                    ParameterCheck(
-                        kind="range",
-                        status=CheckStatus.INCONSISTENT,
-                        source=source,
-                        message=f"{key} = {params[key]!r} is not a finite number >= 0",
-                    )
-                )
+                messages.append(f"{key} = {params[key]!r} is not a finite number >= 0")
     if "delta" in params:
         delta = parse_delta(params["delta"])
         if delta is not None and not (math.isfinite(delta) and 0 <= delta < 1):
-            out.append(
-                ParameterCheck(
-                    kind="range",
-                    status=CheckStatus.INCONSISTENT,
-                    source=source,
-                    message=f"delta = {params['delta']!r} is not in [0, 1)",
-                )
-            )
-    return out
+            messages.append(f"delta = {params['delta']!r} is not in [0, 1)")
+    return [
+        ParameterCheck(kind="range", status=CheckStatus.INCONSISTENT, source=source, message=message)
+        for message in messages
+    ]
 
 
 def _variant_checks(variant: str | None, params: Mapping[str, Any], details_rho: bool) -> list[ParameterCheck]:
@@ -278,8 +262,8 @@ def _zcdp_check(
     values: dict[str, Any] = {"rho": rho, "delta": at, **_conversions(rho, at)}
     optimal, classic, gaussian = values["epsilon_optimal"], values["epsilon_classic"], values["epsilon_gaussian"]
     both = (
-        f"tightest conversion (Canonne-Kamath-Steinke): epsilon <= {_fmt(optimal)}; "
-        f"classic (Bun-Steinke): {_fmt(classic)}"
+        f"tightest conversion (Canonne-Kamath-Steinke): epsilon <= {fmt_upper(optimal)}; "
+        f"classic (Bun-Steinke): {fmt_upper(classic)}"
     )
 
     def result(status: CheckStatus, message: str) -> ParameterCheck:
@@ -300,14 +284,14 @@ def _zcdp_check(
         values |= {"mu": mu, "epsilon_gdp": mu_epsilon}
         return result(
             CheckStatus.VALID,
-            f"{stated}: below what rho allows ({_fmt(optimal)} by the tightest conversion, {_fmt(gaussian)} for a "
-            f"Gaussian mechanism), but it follows from the mu-GDP analysis the details cite: mu = {mu:g} gives "
-            f"epsilon <= {_fmt(mu_epsilon)} (Dong-Roth-Su Cor. 2.13)",
+            f"{stated}: below what rho allows ({fmt_upper(optimal)} by the tightest conversion, "
+            f"{fmt_upper(gaussian)} for a Gaussian mechanism), but it follows from the mu-GDP analysis the details "
+            f"cite: mu = {mu:g} gives epsilon <= {fmt_upper(mu_epsilon)} (Dong-Roth-Su Cor. 2.13)",
         )
     parts = [
-        f"{stated}: below the tightest conversion ({_fmt(optimal)}), so it does not follow from rho and a "
+        f"{stated}: below the tightest conversion ({fmt_upper(optimal)}), so it does not follow from rho and a "
         "mechanism-specific analysis must be cited",
-        f"a Gaussian mechanism at this rho has exactly {_fmt(gaussian)}",
+        f"a Gaussian mechanism at this rho has exactly {fmt_upper(gaussian)}",
     ]
     rho_low = rho - decimal_half_unit(rho_text or repr(rho))
     epsilon_high = epsilon + decimal_half_unit(epsilon_text or repr(epsilon))
@@ -315,7 +299,7 @@ def _zcdp_check(
         low = _conversions(rho_low, at)["epsilon_optimal"]
         if low <= epsilon_high:
             values["epsilon_optimal_rounding"] = low
-            parts.append(f"within rounding: rho = {rho_low:g} (which rounds to {rho:g}) gives {_fmt(low)}")
+            parts.append(f"within rounding: rho = {rho_low:g} (which rounds to {rho:g}) gives {fmt_upper(low)}")
     return result(CheckStatus.NEEDS_CITATION, "; ".join(parts))
 
 
@@ -331,7 +315,7 @@ def _gdp_check(*, mu: float, epsilon: float, delta: float, source: str, label: s
         status=status,
         source=source,
         message=(
-            f"stated epsilon = {epsilon:g} at delta = {delta:g} against mu = {mu:g} (epsilon <= {_fmt(value)} by "
+            f"stated epsilon = {epsilon:g} at delta = {delta:g} against mu = {mu:g} (epsilon <= {fmt_upper(value)} by "
             f"Dong-Roth-Su Cor. 2.13): {verdict}"
         ),
         values=values,

@@ -1,49 +1,17 @@
 """Number formatting for reports: bounds are rounded on their safe side, estimates to nearest.
 
 An upper bound is shown rounded up and a lower bound rounded down, so the printed number is still a bound; used by
-the HTML, the plain-text statement, the figures and the command line.
+the HTML, the plain-text statement, the figures and the command line. The bound formatters live on the ground floor
+(:mod:`dplens._numbers`, so every floor rounds the same way) and are re-exported here.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
+
+from dplens._numbers import fmt_estimate, fmt_lower, fmt_upper
 
 __all__ = ["fmt_estimate", "fmt_lower", "fmt_upper", "percent", "readable"]
-
-
-def _fmt(value: float | None, digits: int, rounding: str) -> str:
-    if value is None:
-        return "n/a"
-    value = float(value)
-    if math.isnan(value):
-        return "n/a"
-    if math.isinf(value):
-        return "∞" if value > 0 else "−∞"
-    if value == 0:
-        return "0"
-    exact = Decimal(repr(value))
-    quantum = Decimal(1).scaleb(exact.adjusted() - (digits - 1))
-    rounded = exact.quantize(quantum, rounding=rounding)
-    if -5 <= rounded.adjusted() < 7:
-        return f"{rounded:f}"
-    return f"{rounded:.{digits - 1}E}"
-
-
-def fmt_upper(value: float | None, digits: int = 4) -> str:
-    """An upper bound shown with ``digits`` significant digits, rounded up (never below the bound)."""
-    return _fmt(value, digits, ROUND_CEILING)
-
-
-def fmt_lower(value: float | None, digits: int = 4) -> str:
-    """A lower bound shown with ``digits`` significant digits, rounded down (never above the bound)."""
-    return _fmt(value, digits, ROUND_FLOOR)
-
-
-def fmt_estimate(value: float | None, digits: int = 4) -> str:
-    """An estimate (not a bound), rounded to nearest."""
-    return _fmt(value, digits, ROUND_HALF_EVEN)
 
 
 def percent(probability: float) -> str:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
+from dplens._numbers import accounting_section, from_json_number, json_number
 from dplens.reports.nist import NistEvaluation
 from dplens.reports.schema import (
     REPORT_FORMAT,
@@ -52,29 +53,9 @@ __all__ = [
 ]
 
 # --------------------------------------------------------------------------------------------
-# JSON helpers: ±∞ cannot be a JSON number, so it is the string "Infinity"; NaN/undefined is null.
+# JSON helpers: ±∞ cannot be a JSON number, so it is the string "Infinity"; NaN/undefined is null
+# (dplens._numbers.json_number / from_json_number, shared with the accounting summary).
 # --------------------------------------------------------------------------------------------
-
-
-def _enc(value: float | None) -> float | str | None:
-    if value is None:
-        return None
-    value = float(value)
-    if math.isnan(value):
-        return None
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    return value
-
-
-def _dec(value: Any) -> float | None:
-    if value is None:
-        return None
-    if value == "Infinity":
-        return math.inf
-    if value == "-Infinity":
-        return -math.inf
-    return float(value)
 
 
 def _opt(value: Any, convert=float) -> Any:
@@ -130,7 +111,7 @@ class Claim:
     def to_dict(self) -> dict[str, Any]:
         return {
             "definition": self.definition.value,
-            "epsilon": _enc(self.epsilon),
+            "epsilon": json_number(self.epsilon),
             "delta": self.delta,
             "rho": self.rho,
             "mu": self.mu,
@@ -145,7 +126,7 @@ class Claim:
     def from_dict(cls, data: Mapping[str, Any]) -> Claim:
         return cls(
             definition=Definition(data["definition"]),
-            epsilon=_dec(data.get("epsilon")),
+            epsilon=from_json_number(data.get("epsilon")),
             delta=_opt(data.get("delta")),
             rho=_opt(data.get("rho")),
             mu=_opt(data.get("mu")),
@@ -211,28 +192,28 @@ class AccountingRoute:
     def to_dict(self) -> dict[str, Any]:
         return {
             "method": self.method,
-            "epsilon": _enc(self.epsilon),
+            "epsilon": json_number(self.epsilon),
             "delta": self.delta,
             "details": self.details,
             "is_tightest": self.is_tightest,
             "is_upper_bound": self.is_upper_bound,
-            "optimal_order": _enc(self.optimal_order),
+            "optimal_order": json_number(self.optimal_order),
             "discretisation": self.discretisation,
-            "epsilon_lower": _enc(self.epsilon_lower),
+            "epsilon_lower": json_number(self.epsilon_lower),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AccountingRoute:
         return cls(
             method=data["method"],
-            epsilon=_dec(data["epsilon"]),
+            epsilon=from_json_number(data["epsilon"]),
             delta=float(data["delta"]),
             details=data["details"],
             is_tightest=data["is_tightest"],
-            optimal_order=_dec(data.get("optimal_order")),
+            optimal_order=from_json_number(data.get("optimal_order")),
             discretisation=data.get("discretisation"),
             is_upper_bound=data["is_upper_bound"],
-            epsilon_lower=_dec(data.get("epsilon_lower")),
+            epsilon_lower=from_json_number(data.get("epsilon_lower")),
         )
 
 
@@ -304,28 +285,7 @@ class Accounting:
         return next((row["epsilon"] for row in self.epsilon_at if row["delta"] == delta), None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "delta": self.delta,
-            "epsilon": _enc(self.epsilon),
-            "tightest": self.tightest.method,
-            "routes": [r.to_dict() for r in self.routes],
-            "unsupported": [dict(u) for u in self.unsupported],
-            "pure_epsilon": _enc(self.pure_epsilon),
-            "mu": self.mu,
-            "epsilon_at": [{"delta": row["delta"], "epsilon": _enc(row["epsilon"])} for row in self.epsilon_at],
-            "epsilon_of_delta": [
-                {"method": row["method"], "delta": row["delta"], "epsilon": _enc(row["epsilon"])}
-                for row in self.epsilon_of_delta
-            ],
-            "rdp_curve": [
-                {"alpha": p["alpha"], "rdp": _enc(p["rdp"]), "epsilon": _enc(p["epsilon"])} for p in self.rdp_curve
-            ],
-            "trade_off": [dict(p) for p in self.trade_off],
-            "trade_off_source": self.trade_off_source,
-            "claim_region": [dict(p) for p in self.claim_region],
-            "calibration": self.calibration,
-            "attack_risk": self.attack_risk,
-        }
+        return accounting_section(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Accounting:
@@ -333,17 +293,22 @@ class Accounting:
             delta=float(data["delta"]),
             routes=tuple(AccountingRoute.from_dict(r) for r in data["routes"]),
             unsupported=tuple(dict(u) for u in data["unsupported"]),
-            pure_epsilon=_dec(data["pure_epsilon"]),
+            pure_epsilon=from_json_number(data["pure_epsilon"]),
             mu=_opt(data.get("mu")),
             epsilon_at=tuple(
-                {"delta": float(r["delta"]), "epsilon": _dec(r["epsilon"])} for r in data.get("epsilon_at", ())
+                {"delta": float(r["delta"]), "epsilon": from_json_number(r["epsilon"])}
+                for r in data.get("epsilon_at", ())
             ),
             epsilon_of_delta=tuple(
-                {"method": r["method"], "delta": float(r["delta"]), "epsilon": _dec(r["epsilon"])}
+                {"method": r["method"], "delta": float(r["delta"]), "epsilon": from_json_number(r["epsilon"])}
                 for r in data["epsilon_of_delta"]
             ),
             rdp_curve=tuple(
-                {"alpha": float(p["alpha"]), "rdp": _dec(p["rdp"]), "epsilon": _dec(p["epsilon"])}
+                {
+                    "alpha": float(p["alpha"]),
+                    "rdp": from_json_number(p["rdp"]),
+                    "epsilon": from_json_number(p["epsilon"]),
+                }
                 for p in data["rdp_curve"]
             ),
             trade_off=tuple({"alpha": float(p["alpha"]), "beta": float(p["beta"])} for p in data["trade_off"]),
@@ -390,13 +355,13 @@ class OperatingPoint:
 
     def to_dict(self) -> dict[str, Any]:
         out = {name: getattr(self, name) for name in self._FIELDS}
-        out["threshold"] = _enc(self.threshold)
+        out["threshold"] = json_number(self.threshold)
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> OperatingPoint:
         return cls(
-            threshold=_dec(data.get("threshold")),
+            threshold=from_json_number(data.get("threshold")),
             false_positives=int(data["false_positives"]),
             false_negatives=int(data["false_negatives"]),
             negatives=int(data["negatives"]),
@@ -425,7 +390,7 @@ class Estimate:
     def to_dict(self) -> dict[str, Any]:
         return self.extra | {
             "name": self.name,
-            "epsilon": _enc(self.epsilon),
+            "epsilon": json_number(self.epsilon),
             "is_estimate": self.is_estimate,
             "assumption": self.assumption,
         }
@@ -435,39 +400,11 @@ class Estimate:
         known = {"name", "epsilon", "is_estimate", "assumption"}
         return cls(
             name=data["name"],
-            epsilon=_dec(data.get("epsilon")),
+            epsilon=from_json_number(data.get("epsilon")),
             assumption=data["assumption"],
             is_estimate=data["is_estimate"],
             extra={k: v for k, v in data.items() if k not in known},
         )
-
-
-#: Keys of ``AuditResult.to_dict()`` that the report reads.
-_AUDIT_KEYS = (
-    "epsilon_lower_bound",
-    "bound_direction",
-    "epsilon_claimed",
-    "delta",
-    "confidence",
-    "claim_source",
-    "trials",
-    "method",
-    "threshold_strategy",
-    "score",
-    "mechanism",
-    "pair",
-    "operating_point",
-    "ceiling",
-    "estimates",
-    "empirical_trade_off",
-    "trajectory",
-    "verdict",
-    "verdict_reason",
-    "seed",
-    "chunks",
-    "backend",
-    "elapsed_seconds",
-)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -529,9 +466,9 @@ class AuditEvidence:
         if missing:
             raise ValueError(f"audit result is missing required field {missing[0]!r}")
         return cls(
-            epsilon_lower_bound=_dec(data["epsilon_lower_bound"]),
+            epsilon_lower_bound=from_json_number(data["epsilon_lower_bound"]),
             bound_direction=data["bound_direction"],
-            epsilon_claimed=_dec(data["epsilon_claimed"]),
+            epsilon_claimed=from_json_number(data["epsilon_claimed"]),
             delta=float(data["delta"]),
             confidence=float(data["confidence"]),
             claim_source=data["claim_source"],
@@ -542,7 +479,7 @@ class AuditEvidence:
             mechanism=data["mechanism"],
             pair=data["pair"],
             operating_point=OperatingPoint.from_dict(data["operating_point"]),
-            ceiling=_dec(data["ceiling"]),
+            ceiling=from_json_number(data["ceiling"]),
             estimates=tuple(Estimate.from_dict(e) for e in data["estimates"]),
             empirical_trade_off=tuple(dict(p) for p in data["empirical_trade_off"]),
             trajectory=tuple(dict(p) for p in data["trajectory"]),
@@ -559,11 +496,11 @@ class AuditEvidence:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "epsilon_lower_bound": _enc(self.epsilon_lower_bound),
+            "epsilon_lower_bound": json_number(self.epsilon_lower_bound),
             "is_lower_bound": self.is_lower_bound,
             "bound_direction": self.bound_direction,
-            "epsilon_claimed": _enc(self.epsilon_claimed),
-            "ratio_to_claim": _enc(self.ratio_to_claim),
+            "epsilon_claimed": json_number(self.epsilon_claimed),
+            "ratio_to_claim": json_number(self.ratio_to_claim),
             "delta": self.delta,
             "confidence": self.confidence,
             "claim_source": self.claim_source,
@@ -574,7 +511,7 @@ class AuditEvidence:
             "mechanism": self.mechanism,
             "pair": self.pair,
             "operating_point": self.operating_point.to_dict(),
-            "ceiling": _enc(self.ceiling),
+            "ceiling": json_number(self.ceiling),
             "estimates": [e.to_dict() for e in self.estimates],
             "empirical_trade_off": [dict(p) for p in self.empirical_trade_off],
             "trajectory": [dict(p) for p in self.trajectory],
@@ -591,6 +528,10 @@ class AuditEvidence:
     def from_dict(cls, data: Mapping[str, Any]) -> AuditEvidence:
         """Inverse of :meth:`to_dict` (the report's own form)."""
         return cls.from_audit_dict({k: v for k, v in data.items() if k != "ratio_to_claim"})
+
+
+#: Keys of ``AuditResult.to_dict()`` that the report reads: the evidence's own fields, less its markers.
+_AUDIT_KEYS = tuple(f.name for f in fields(AuditEvidence) if f.name not in ("is_lower_bound", "extra"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

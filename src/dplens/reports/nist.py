@@ -43,6 +43,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dplens._numbers import fmt_upper, from_json_number
+
 __all__ = [
     "DELTA_FACTOR",
     "LARGE_EPSILON",
@@ -215,12 +217,6 @@ class NistEvaluation:
 # --------------------------------------------------------------------------------------------
 
 
-def _fmt(value: float | None) -> str:
-    from dplens.reports.format import fmt_upper
-
-    return fmt_upper(value)
-
-
 def _unit_level(text: str) -> str:
     """'sub-person' (a record, an event, a user-day: one person may hold many), 'person', or 'unknown'."""
     if _SUB_PERSON.search(text):
@@ -273,13 +269,14 @@ def _risk_words(accounting: Mapping[str, Any]) -> str:
 
 def _parameters(claim: Mapping[str, Any], accounting: Mapping[str, Any]) -> NistItem:
     certificate = (
-        f"the accountant certifies ε ≤ {_fmt(accounting['epsilon'])} at δ = {accounting['delta']:g} (an upper bound; "
-        f"tightest route: {accounting['tightest']}){_risk_words(accounting)}"
+        f"the accountant certifies ε ≤ {fmt_upper(accounting['epsilon'])} at δ = {accounting['delta']:g} "
+        f"(an upper bound; tightest route: {accounting['tightest']}){_risk_words(accounting)}"
     )
     sections = "Claim, Attack risk and Accounting" if accounting.get("attack_risk") else "Claim and Accounting"
     where = f"{sections} sections (the accountant's certificate)"
     claimed = (
-        f"the claim is {claim['definition']} with ε = {_fmt(claim.get('epsilon'))}, δ = {claim.get('delta') or 0:g}"
+        f"the claim is {claim['definition']} with ε = {fmt_upper(claim.get('epsilon'))}, "
+        f"δ = {claim.get('delta') or 0:g}"
     )
     if claim.get("certified_by_accountant") is False:
         return NistItem(
@@ -527,8 +524,8 @@ def _large_epsilon(claim: Mapping[str, Any], accounting: Mapping[str, Any], thre
             **common,
             status=NistStatus.FLAGGED,
             finding=(
-                f"ε = {_fmt(epsilon)} exceeds {threshold:g} (dplens's threshold): an output may be up to e^ε ≈ "
-                f"{_fmt(math.exp(min(epsilon, 700.0)))} times likelier with one unit's data than without it"
+                f"ε = {fmt_upper(epsilon)} exceeds {threshold:g} (dplens's threshold): an output may be up to e^ε ≈ "
+                f"{fmt_upper(math.exp(min(epsilon, 700.0)))} times likelier with one unit's data than without it"
                 f"{_risk_words(accounting)}."
             ),
             where="Claim section",
@@ -536,7 +533,7 @@ def _large_epsilon(claim: Mapping[str, Any], accounting: Mapping[str, Any], thre
     return NistItem(
         **common,
         status=NistStatus.SHOWN,
-        finding=f"ε = {_fmt(epsilon)} is at most {threshold:g} (a dplens threshold, not one set by SP 800-226).",
+        finding=f"ε = {fmt_upper(epsilon)} is at most {threshold:g} (a dplens threshold, not one set by SP 800-226).",
         where="Claim section",
     )
 
@@ -646,13 +643,6 @@ def _contributions(
     )
 
 
-def _number(value: Any) -> float:
-    """A number of a JSON section (∞ written as the string "Infinity")."""
-    if value in ("Infinity", "-Infinity"):
-        return math.inf if value == "Infinity" else -math.inf
-    return float(value)
-
-
 def ledger_summary(budget_ledger: Mapping[str, Any]) -> str:
     """The budgets of a report's budget-ledger section in words: spend, target and rule of each (every ε an upper
     bound, remaining a lower bound, as the ledger states them)."""
@@ -668,11 +658,12 @@ def ledger_summary(budget_ledger: Mapping[str, Any]) -> str:
             period = (
                 f" per {budget['period']} (current period {current}: {in_current} release(s); {total} in all periods)"
             )
+        spent, target, remaining = (
+            fmt_upper(from_json_number(budget[key])) for key in ("spent_epsilon", "target_epsilon", "remaining_epsilon")
+        )
         parts.append(
             f"budget '{budget['name']}' ({budget.get('mode', '?')}, {budget.get('theorem') or budget.get('rule')}): "
-            f"spent ε ≤ {_fmt(_number(budget['spent_epsilon']))} of {_fmt(_number(budget['target_epsilon']))} "
-            f"at δ = {budget.get('delta', 0):g}{period}, "
-            f"remaining ≥ {_fmt(_number(budget['remaining_epsilon']))}"
+            f"spent ε ≤ {spent} of {target} at δ = {budget.get('delta', 0):g}{period}, remaining ≥ {remaining}"
         )
     return f"budget ledger {budget_ledger.get('ledger', '')}: " + "; ".join(parts)
 

@@ -30,6 +30,7 @@ __all__ = [
     "epsilon_delta_figure",
     "figures_for",
     "ledger_figure",
+    "png_bytes",
     "rdp_figure",
     "trade_off_figure",
 ]
@@ -39,8 +40,9 @@ _STYLE = {"font.size": 9}
 _ROUTE_COLOURS = {"rdp": "#1f77b4", "pld": "#2ca02c", "exact": "#9467bd", "pure": "#8c564b"}
 
 
-def _png(fig: Figure) -> bytes:
-    """PNG bytes without a timestamp or version in the metadata, so equal inputs give equal bytes."""
+def png_bytes(fig: Figure) -> bytes:
+    """PNG bytes without a timestamp or version in the metadata, so equal inputs give equal bytes (every report
+    figure, the training audits' too)."""
     FigureCanvasAgg(fig)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=_DPI, metadata={"Software": None})
@@ -85,7 +87,7 @@ def rdp_figure(report: Report) -> bytes | None:
     ax.set_title("RDP accounting: the conversion is minimised over α (continuous)")
     ax.legend(loc="best", fontsize=8)
     ax.grid(True, which="major", alpha=0.3)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def trade_off_figure(report: Report) -> bytes | None:
@@ -131,7 +133,7 @@ def trade_off_figure(report: Report) -> bytes | None:
         ax.set_xlabel("type-I error α (false-positive rate)")
         ax.set_ylabel("type-II error β (false-negative rate)")
         ax.grid(True, which="major", alpha=0.3)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def _audit_points(ax, audit: AuditEvidence) -> None:
@@ -214,7 +216,7 @@ def attack_risk_figure(report: Report) -> bytes | None:
         ax.set_xlabel("false-positive rate (non-members flagged)")
         ax.set_ylabel("true-positive rate (members flagged)")
         ax.grid(True, which="major", alpha=0.3)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def epsilon_delta_figure(report: Report) -> bytes | None:
@@ -246,7 +248,7 @@ def epsilon_delta_figure(report: Report) -> bytes | None:
     ax.set_title("ε as a function of δ, by accounting route")
     ax.legend(loc="best", fontsize=8)
     ax.grid(True, which="major", alpha=0.3)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def audit_trials_figure(report: Report) -> bytes | None:
@@ -293,7 +295,7 @@ def audit_trials_figure(report: Report) -> bytes | None:
     ax.set_title(f"Audit lower bound vs trials (δ = {audit.delta:g})")
     ax.legend(loc="best", fontsize=8)
     ax.grid(True, which="major", alpha=0.3)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def ledger_figure(report: Report) -> bytes | None:
@@ -326,7 +328,7 @@ def ledger_figure(report: Report) -> bytes | None:
     ax.legend(loc="best", fontsize=8)
     ax.grid(True, alpha=0.3)
     fig.autofmt_xdate()
-    return _png(fig)
+    return png_bytes(fig)
 
 
 #: name → (file, caption, function)

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from dplens._numbers import fmt_short
 
 __all__ = [
     "TrainingAuditSection",
@@ -44,7 +45,6 @@ __all__ = [
     "roc_figure",
 ]
 
-_DPI = 110
 _CLAIM_COLOUR = "#d62728"
 _BOUND_COLOUR = "#1f77b4"
 _CEILING_COLOUR = "0.5"
@@ -74,12 +74,9 @@ def _figure(width: float = 6.0, height: float = 4.0) -> Any:
 
 
 def _png(fig: Any) -> bytes:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from dplens.reports.plots import png_bytes
 
-    FigureCanvasAgg(fig)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=_DPI, metadata={"Software": None})
-    return buffer.getvalue()
+    return png_bytes(fig)
 
 
 def _claim_label(result: dict[str, Any]) -> str:
@@ -275,7 +272,7 @@ def _value(value: Any) -> str:
     if value is None:
         return "undefined"
     if isinstance(value, float):
-        return "inf" if math.isinf(value) else f"{value:.6g}"
+        return fmt_short(value)
     return str(value)
 
 
