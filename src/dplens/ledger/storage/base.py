@@ -92,14 +92,17 @@ def is_url(location: str) -> bool:
 
 
 class Store:
-    """A connection to one ledger store. Use :func:`open_store`; SQL is written with ``?`` placeholders.
+    """A connection to one ledger store (open one with :func:`dplens.ledger.storage.open_store`): transactions
+    (:meth:`read`, :meth:`write`) and, inside them, the named operations the ledger calls. SQL is written with ``?``
+    placeholders; one transaction at a time runs on the connection (threads sharing a store take turns).
 
     Example:
         >>> import pathlib, tempfile
+        >>> from dplens.ledger.storage import open_store
         >>> store = open_store(pathlib.Path(tempfile.mkdtemp()) / "l.db", create=True)
         >>> with store.read() as db:
-        ...     db.execute("SELECT value FROM dplens_ledger_meta WHERE key = 'schema_version'")
-        [('1',)]
+        ...     db.budget_names(), db.execute("SELECT value FROM dplens_ledger_meta WHERE key = 'schema_version'")
+        ([], [('1',)])
         >>> store.close()
     """
 
