@@ -27,7 +27,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dplens.accountant import events as ev
-from dplens.ledger import rules as rules_module
 from dplens.ledger import sources, storage
 from dplens.ledger.model import (
     Budget,
@@ -42,7 +41,7 @@ from dplens.ledger.model import (
     Target,
     period_key,
 )
-from dplens.ledger.rules import Decision, Rule, Spent
+from dplens.ledger.rules import Decision, Rule, Spent, budget_rule, make_rule
 from dplens.ledger.storage import PeriodState
 from dplens.ledger.tightest import PeriodRoute, accountant_of
 
@@ -234,7 +233,7 @@ class Ledger:
             if not orders or any(not (a > 1 and math.isfinite(a)) for a in orders):
                 raise ValueError(f"orders must be finite numbers > 1; got {orders!r}")
         target = _budget_target(epsilon, rho, mu, delta)
-        rule = rules_module.make_rule(mode=mode, target=target, orders=orders, tolerance=tolerance)
+        rule = make_rule(mode=mode, target=target, orders=orders, tolerance=tolerance)
         budget = Budget(
             name=name,
             unit=unit.strip(),
@@ -308,7 +307,7 @@ class Ledger:
                         f"release {item.name!r} is stated under neighbouring relation {item.relation.value!r} but "
                         f"budget {name!r} under {budget.neighbouring!r}; a budget composes releases under one relation"
                     )
-                rule = _rule(budget)
+                rule = budget_rule(budget)
                 quantity = rule.quantity(item.entries)
                 alone = rule.alone_epsilon(quantity)
                 if alone is None:
@@ -446,7 +445,7 @@ class Ledger:
     def _budget_status(
         db: storage.Store, budget: Budget, when: dt.datetime, computed: list[tuple[str, str, str, dict[str, Any]]]
     ) -> BudgetStatus:
-        rule = _rule(budget)
+        rule = budget_rule(budget)
         releases = db.release_rows(budget.name)
         by_period: dict[str, list[ReleaseRow]] = {}
         chargers: dict[str, int] = {}
@@ -512,7 +511,7 @@ class Ledger:
             return []
         marks = sorted({max(1, round(len(rows) * (i + 1) / points)) for i in range(points)})
         route = PeriodRoute(None, record, period)
-        spent = _rule(record).history([(text, q) for _, _, text, q in rows], set(marks), route)
+        spent = budget_rule(record).history([(text, q) for _, _, text, q in rows], set(marks), route)
         return [
             {"releases": index, "time_utc": rows[index - 1][1], "release": rows[index - 1][0], "spent_epsilon": value}
             for index, value in zip(marks, spent, strict=True)
@@ -594,10 +593,6 @@ class _Plan:
         return replace(self, known={digest: result})
 
 
-def _rule(budget: Budget) -> Rule:
-    return rules_module.rule_of(budget.mode, budget.target, budget.rule)
-
-
 def _spent(db: storage.Store, budget: Budget, rule: Rule, state: PeriodState | None) -> Spent:
     """The spent ε of a period (0 before its first release) by the budget's rule."""
     if state is None or state.releases == 0:
@@ -653,7 +648,7 @@ def _charge_result(item: _Release, decisions: list[BudgetCharge], refused: list[
 def _verify_budget(db: storage.Store, budget: Budget, problems: list[str]) -> int:
     """Check one budget's releases and periods against its rule (problems appended); returns its release count."""
     name = budget.name
-    rule = _rule(budget)
+    rule = budget_rule(budget)
     rows = db.release_records(name)
     per_period: dict[str, tuple[int, list[int | None]]] = {}
     for release, period, text, sha, stored_q in rows:

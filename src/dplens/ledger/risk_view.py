@@ -51,13 +51,13 @@ def status_risk(ledger: Any, status: Any, *, fprs: Sequence[float] | None = None
     with ``spent`` and the ``source`` of that number); every TPR and advantage is an upper bound.
     """
     from dplens.accountant.risk import DEFAULT_FPRS
-    from dplens.ledger.rules import rule_of
+    from dplens.ledger.rules import budget_rule
 
     fprs = tuple(DEFAULT_FPRS if fprs is None else fprs)
     budgets = []
     for item in status.budgets:
         budget = item.budget
-        rule = rule_of(budget.mode, budget.target, budget.rule)
+        rule = budget_rule(budget)
         periods = []
         for period in item.periods:
             spent, source = rule.spent_risk(ledger, budget.name, period, fprs)

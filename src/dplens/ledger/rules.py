@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from dplens.accountant import events as ev
 from dplens.accountant import filters
-from dplens.ledger.model import Mode, Target
+from dplens.ledger.model import Budget, Mode, Target
 
 if TYPE_CHECKING:
     from dplens.ledger.storage import PeriodState
@@ -52,6 +52,7 @@ __all__ = [
     "Rule",
     "Spent",
     "ZcdpFilterRule",
+    "budget_rule",
     "make_rule",
     "rule_of",
 ]
@@ -94,6 +95,12 @@ class Decision:
 class Rule:
     """A budget's rule, rebuilt from its stored dict (:func:`rule_of`): the per-release quantity it adds, its exact
     decision on a period's sums, and the readout as ε.
+
+    The interface the ledger uses (each subclass, one per stored ``kind``, fills it in): :meth:`quantity`,
+    :meth:`zero`, :meth:`add` (the exact sums kept per period), :meth:`alone_epsilon`, :meth:`precompute` (before the
+    writer lock) and :meth:`decide` (under it), :meth:`spent` and :meth:`filter_state` (status), :meth:`history`
+    (the report's figure), :meth:`over_budget` (verification) and :meth:`spent_risk` (status as attack risk). The
+    base class is the filter's behaviour; the planned rule overrides what needs the period's events.
 
     Example:
         >>> import dplens
@@ -397,36 +404,63 @@ class RenyiFilterRule(Rule):
 
 
 @dataclass(frozen=True, slots=True)
-class ZcdpFilterRule(Rule):
+class _SumFilterRule(Rule):
+    """A filter on one summed quantity (ρ, or μ²) against its budget."""
+
+    #: The filter of :mod:`dplens.accountant.filters`, the quantity's name, the filter's name in words.
+    _filter: ClassVar[Any] = None
+    _quantity_name: ClassVar[str] = ""
+    _filter_name: ClassVar[str] = ""
+
+    def _budget(self) -> float:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _new_filter(self) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _quantity(self, entries: Sequence[tuple[ev.Event, int]]) -> list[float]:
+        return [self._new_filter().quantity(entries)]
+
+    def zero(self) -> Sums:
+        return [0]
+
+    def filter_admits(self, sums: Sequence[int | None]) -> bool:
+        return sums[0] is not None and sums[0] <= filters.exact(self._budget())
+
+    def filter_epsilon(self, sums: Sequence[int | None]) -> float:
+        return self._filter.epsilon(filters.from_exact(sums[0]), self.target.delta)
+
+    def filter_state(self, sums: Sequence[int | None]) -> dict[str, Any]:
+        used = _json_float(filters.from_exact(sums[0]))
+        return {"quantity": self._quantity_name, "used": used, "budget": self._budget()}
+
+    def describe_decision(self, sums: Sequence[int | None], admitted: bool) -> str:
+        relation = "<=" if admitted else ">"
+        used = filters.from_exact(sums[0])
+        return f"{self._filter_name}: sum of {self._quantity_name} {used:.6g} {relation} {self._budget():.6g}"
+
+
+@dataclass(frozen=True, slots=True)
+class ZcdpFilterRule(_SumFilterRule):
     """ρ budgets (either mode): the sum of the releases' ρ against the target ρ."""
 
     kind: ClassVar[str] = "zcdp_filter"
     theorem: ClassVar[str] = (
         "zCDP filter: sum of rho <= budget (Feldman & Zrnic 2021, Thm 3.1 at every order): valid under full adaptivity"
     )
+    _filter: ClassVar[Any] = filters.ZcdpFilter
+    _quantity_name: ClassVar[str] = "rho"
+    _filter_name: ClassVar[str] = "zCDP filter"
 
-    def _quantity(self, entries: Sequence[tuple[ev.Event, int]]) -> list[float]:
-        return [filters.ZcdpFilter(rho=self.target.rho).quantity(entries)]
+    def _budget(self) -> float:
+        return self.target.rho
 
-    def zero(self) -> Sums:
-        return [0]
-
-    def filter_admits(self, sums: Sequence[int | None]) -> bool:
-        return sums[0] is not None and sums[0] <= filters.exact(self.target.rho)
-
-    def filter_epsilon(self, sums: Sequence[int | None]) -> float:
-        return filters.ZcdpFilter.epsilon(filters.from_exact(sums[0]), self.target.delta)
-
-    def filter_state(self, sums: Sequence[int | None]) -> dict[str, Any]:
-        return {"quantity": "rho", "used": _json_float(filters.from_exact(sums[0])), "budget": self.target.rho}
-
-    def describe_decision(self, sums: Sequence[int | None], admitted: bool) -> str:
-        relation = "<=" if admitted else ">"
-        return f"zCDP filter: sum of rho {filters.from_exact(sums[0]):.6g} {relation} {self.target.rho:.6g}"
+    def _new_filter(self) -> filters.ZcdpFilter:
+        return filters.ZcdpFilter(rho=self.target.rho)
 
 
 @dataclass(frozen=True, slots=True)
-class GdpFilterRule(Rule):
+class GdpFilterRule(_SumFilterRule):
     """μ budgets (either mode, Gaussian releases only): the sum of the releases' μ² against the target μ²."""
 
     kind: ClassVar[str] = "gdp_filter"
@@ -434,25 +468,15 @@ class GdpFilterRule(Rule):
         "GDP filter: sum of mu^2 <= budget^2 (Smith & Thakurta 2022): valid under full adaptivity, "
         "Gaussian releases only"
     )
+    _filter: ClassVar[Any] = filters.GdpFilter
+    _quantity_name: ClassVar[str] = "mu^2"
+    _filter_name: ClassVar[str] = "GDP filter"
 
-    def _quantity(self, entries: Sequence[tuple[ev.Event, int]]) -> list[float]:
-        return [filters.GdpFilter(mu=self.target.mu).quantity(entries)]
+    def _budget(self) -> float:
+        return self.target.mu**2
 
-    def zero(self) -> Sums:
-        return [0]
-
-    def filter_admits(self, sums: Sequence[int | None]) -> bool:
-        return sums[0] is not None and sums[0] <= filters.exact(self.target.mu**2)
-
-    def filter_epsilon(self, sums: Sequence[int | None]) -> float:
-        return filters.GdpFilter.epsilon(filters.from_exact(sums[0]), self.target.delta)
-
-    def filter_state(self, sums: Sequence[int | None]) -> dict[str, Any]:
-        return {"quantity": "mu^2", "used": _json_float(filters.from_exact(sums[0])), "budget": self.target.mu**2}
-
-    def describe_decision(self, sums: Sequence[int | None], admitted: bool) -> str:
-        relation = "<=" if admitted else ">"
-        return f"GDP filter: sum of mu^2 {filters.from_exact(sums[0]):.6g} {relation} {self.target.mu**2:.6g}"
+    def _new_filter(self) -> filters.GdpFilter:
+        return filters.GdpFilter(mu=self.target.mu)
 
 
 #: Every rule by its stored ``kind`` (the factory of :func:`rule_of`).
@@ -513,3 +537,8 @@ def rule_of(mode: Mode, target: Target, data: dict[str, Any]) -> Rule:
     if cls.only_mode is Mode.PLANNED and mode is not Mode.PLANNED:
         raise ValueError("the tightest-route rule is valid only for a planned budget")
     return cls(mode, target, data)
+
+
+def budget_rule(budget: Budget) -> Rule:
+    """The :class:`Rule` of a stored budget (:func:`rule_of` of its mode, target and stored rule)."""
+    return rule_of(budget.mode, budget.target, budget.rule)

@@ -147,38 +147,39 @@ class Store:
     def write(self) -> Iterator[Store]:
         """One write transaction: committed if the block finishes, rolled back (nothing written) otherwise."""
         with self._lock:
-            try:
-                self._begin_write()
-            except ValueError:
-                raise
-            except Exception as err:
-                raise self._translate(err) from None
+            self._begin(self._begin_write)
             try:
                 yield self
             except BaseException:
-                with contextlib.suppress(Exception):
-                    self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise
             try:
                 self._conn.execute("COMMIT")
             except Exception as err:
-                with contextlib.suppress(Exception):
-                    self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise self._translate(err) from None
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Store]:
         """One consistent snapshot for reading (a read transaction)."""
         with self._lock:
-            try:
-                self._begin_read()
-            except Exception as err:
-                raise self._translate(err) from None
+            self._begin(self._begin_read)
             try:
                 yield self
             finally:
-                with contextlib.suppress(Exception):
-                    self._conn.execute("ROLLBACK")
+                self._rollback()
+
+    def _begin(self, begin: Any) -> None:
+        try:
+            begin()
+        except ValueError:
+            raise
+        except Exception as err:
+            raise self._translate(err) from None
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(Exception):
+            self._conn.execute("ROLLBACK")
 
     def close(self) -> None:
         if self._conn is not None:
