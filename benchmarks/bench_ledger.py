@@ -155,7 +155,8 @@ def bench_diffprivlib(releases: int, timed: int) -> dict:
 
 def _copy_rows(ledger: Ledger, total: int) -> None:
     """Copy the charged rows until the period holds ``total`` releases (benchmark fixture; verify() checks it)."""
-    from dplens.ledger import rules as rules_module
+    from dplens.ledger.rules import rule_of
+    from dplens.ledger.storage.base import decode_sums, encode_sums
 
     store = ledger._store
     with store.write() as db:
@@ -163,15 +164,15 @@ def _copy_rows(ledger: Ledger, total: int) -> None:
             "SELECT name, period, time_utc, charged_by, source, entries, entries_sha256, quantity, epsilon_alone "
             "FROM dplens_releases WHERE budget = 'default' ORDER BY seq"
         )
-        record = ledger._budget(db, "default")
-        rule = ledger._rule(record)
+        record = db.read_budget("default")
+        rule = rule_of(record.mode, record.target, record.rule)
         sums = rule.zero()
         seq = 0
         batch = []
         for i in range(total):
             row = rows[i % len(rows)]
             seq += 1
-            sums = rule.add(sums, rules_module.decode_sums(json.loads(row[7])))
+            sums = rule.add(sums, decode_sums(json.loads(row[7])))
             if i < len(rows):
                 continue
             batch.append(("default", f"{row[0]}-copy-{i}", seq, *row[1:]))
@@ -183,7 +184,7 @@ def _copy_rows(ledger: Ledger, total: int) -> None:
         db.execute("UPDATE dplens_budgets SET releases_total = ? WHERE name = 'default'", (seq,))
         db.execute(
             "UPDATE dplens_periods SET releases = ?, sums = ?, spent_cache = NULL WHERE budget = 'default'",
-            (total, json.dumps(rules_module.encode_sums(sums))),
+            (total, json.dumps(encode_sums(sums))),
         )
 
 

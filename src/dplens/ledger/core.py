@@ -1,7 +1,13 @@
 """The ledger: budgets, atomic check-and-charge, status, verification.
 
+The rules of charging live here; what they decide with is elsewhere: each budget's composition rule
+(:mod:`dplens.ledger.rules`, one class per rule), the tightest route of a planned period
+(:mod:`dplens.ledger.tightest`), and the store with all the SQL (:mod:`dplens.ledger.storage`). A :class:`Ledger`
+keeps no state of a call between its methods: what one charge computes travels in local values, so one instance may
+be shared by threads (the store serialises their transactions).
+
 A charge is one transaction: lock the budgets (SQLite ``BEGIN IMMEDIATE``, PostgreSQL ``SELECT … FOR UPDATE``), read
-each budget's period state, decide by the budget's rule (:mod:`dplens.ledger.rules`), and only if every budget
+each budget's period state, decide by the budget's rule, and only if every budget
 holds write the release and the new period state, then commit. A planned budget's tightest route, which may take
 seconds, is computed before the lock and used under it only if the period still holds exactly the events it was
 computed for. A refused charge rolls back: nothing is written. A
@@ -12,18 +18,15 @@ lost connection) is reported as a duplicate and writes nothing, with other event
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import heapq
-import json
 import math
 import os
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dplens.accountant import events as ev
-from dplens.ledger import rules as rules_module
 from dplens.ledger import sources, storage
 from dplens.ledger.model import (
     Budget,
@@ -38,7 +41,9 @@ from dplens.ledger.model import (
     Target,
     period_key,
 )
-from dplens.ledger.rules import Rule
+from dplens.ledger.rules import Decision, Rule, Spent, budget_rule, make_rule
+from dplens.ledger.storage import PeriodState
+from dplens.ledger.tightest import PeriodRoute, accountant_of
 
 __all__ = ["Ledger", "VerifyResult"]
 
@@ -156,9 +161,6 @@ class Ledger:
 
     def __init__(self, store: storage.Store) -> None:
         self._store = store
-        self._pending_cache: dict[tuple[str, str], tuple] = {}  # tightest-route results of a charge, stored with it
-        self._precomputed: dict[tuple[str, str, str], Any] = {}  # tightest routes computed before taking the lock
-        self._cache_later: list[tuple] = []  # results status computed, stored after it
 
     @classmethod
     def open(
@@ -231,7 +233,7 @@ class Ledger:
             if not orders or any(not (a > 1 and math.isfinite(a)) for a in orders):
                 raise ValueError(f"orders must be finite numbers > 1; got {orders!r}")
         target = _budget_target(epsilon, rho, mu, delta)
-        rule = rules_module.make_rule(mode=mode, target=target, orders=orders, tolerance=tolerance)
+        rule = make_rule(mode=mode, target=target, orders=orders, tolerance=tolerance)
         budget = Budget(
             name=name,
             unit=unit.strip(),
@@ -244,63 +246,20 @@ class Ledger:
         )
         with self._store.write() as db:
             db.lock_budgets([name])
-            rows = db.execute("SELECT name FROM dplens_budgets WHERE name = ?", (name,))
-            if rows:
-                existing = self._budget(db, name)
+            if db.has_budget(name):
+                existing = db.read_budget(name)
                 same = {k: v for k, v in existing.to_dict().items() if k != "created_utc"} == {
                     k: v for k, v in budget.to_dict().items() if k != "created_utc"
                 }
                 if not same:
                     raise ValueError(f"budget {name!r} already exists with other settings; choose another --name")
                 return existing
-            db.execute(
-                "INSERT INTO dplens_budgets (name, unit, neighbouring, mode, target, period, rule, created_utc, "
-                "releases_total) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
-                (
-                    name,
-                    budget.unit,
-                    budget.neighbouring,
-                    mode.value,
-                    json.dumps(target.to_dict(), sort_keys=True),
-                    period.value,
-                    json.dumps(rule, sort_keys=True),
-                    budget.created_utc,
-                ),
-            )
+            db.insert_budget(budget)
         return budget
 
     def budgets(self) -> tuple[Budget, ...]:
         with self._store.read() as db:
-            names = [r[0] for r in db.execute("SELECT name FROM dplens_budgets ORDER BY name")]
-            return tuple(self._budget(db, n) for n in names)
-
-    @staticmethod
-    def _budget(db: storage.Store, name: str) -> Budget:
-        rows = db.execute(
-            "SELECT name, unit, neighbouring, mode, target, period, rule, created_utc FROM dplens_budgets "
-            "WHERE name = ?",
-            (name,),
-        )
-        if not rows:
-            raise ValueError(f"no budget named {name!r} in this ledger")
-        name, unit, neighbouring, mode, target, period, rule, created = rows[0]
-        try:
-            return Budget(
-                name=name,
-                unit=unit,
-                neighbouring=neighbouring,
-                mode=Mode(mode),
-                target=Target.from_dict(json.loads(target)),
-                period=Period(period),
-                rule=json.loads(rule),
-                created_utc=created,
-            )
-        except (ValueError, KeyError, TypeError) as err:
-            raise ValueError(f"budget {name!r} is stored in a form this dplens does not read ({err})") from None
-
-    @staticmethod
-    def _rule(budget: Budget) -> Rule:
-        return rules_module.rule_of(budget.mode, budget.target, budget.rule)
+            return tuple(db.read_budget(n) for n in db.budget_names())
 
     # ---- charge -------------------------------------------------------------------------------
 
@@ -319,419 +278,136 @@ class Ledger:
         Returns a :class:`ChargeResult`: accepted (stored once) or refused (nothing stored, ``reason`` says what it
         would have spent and what is left). Raises ``ValueError`` for bad input (unknown event, a neighbouring
         relation other than the budget's, a release name already used with other events, a broken store).
+
+        The steps: the release checked and encoded (:func:`_new_release`); each budget's quantity, period and ε alone
+        computed before taking the lock (:meth:`_prepare`), and the tightest routes it may need (:meth:`_precompute`);
+        then, under the lock, decided and written (:meth:`_commit`).
         """
-        release = _check_name(release, "release")
-        charged_by = _check_name(charged_by or _default_charger(), "charged_by")
-        when = _utc(time)
-        entries, where = sources.release_entries(source)
-        relation = _relation(entries)
-        text, sha = sources.encode_entries(entries)
+        item = _new_release(source, release=release, charged_by=charged_by, time=time)
+        plans = self._prepare(item, budgets)
+        plans = self._precompute(item, plans)
+        decisions, refused = self._commit(item, plans)
+        return _charge_result(item, decisions, refused)
+
+    def _prepare(self, item: _Release, budgets: Sequence[str] | None) -> list[_Plan]:
+        """Each budget's rule, the release's quantity, period and ε alone (they depend only on the release and the
+        fixed rule: computed before taking the lock), in budget name order."""
         with self._store.read() as db:
-            names = list(budgets) if budgets else [r[0] for r in db.execute("SELECT name FROM dplens_budgets")]
+            names = list(budgets) if budgets else db.budget_names()
         if not names:
             raise ValueError("the ledger has no budget; create one first (dplens budget create)")
         for name in names:
             _check_name(name, "budget")
-        # Per-budget quantities depend only on the release and the (fixed) rule: computed before taking the lock.
-        prepared: dict[str, tuple[Budget, Rule, list[int | None], float]] = {}
+        plans = []
         with self._store.read() as db:
             for name in sorted(set(names)):
-                budget = self._budget(db, name)
-                if relation is not None and relation.value != budget.neighbouring:
+                budget = db.read_budget(name)
+                if item.relation is not None and item.relation.value != budget.neighbouring:
                     raise ValueError(
-                        f"release {release!r} is stated under neighbouring relation {relation.value!r} but budget "
-                        f"{name!r} under {budget.neighbouring!r}; a budget composes releases under one relation"
+                        f"release {item.name!r} is stated under neighbouring relation {item.relation.value!r} but "
+                        f"budget {name!r} under {budget.neighbouring!r}; a budget composes releases under one relation"
                     )
-                rule = self._rule(budget)
-                quantity = rule.quantity(entries)
+                rule = budget_rule(budget)
+                quantity = rule.quantity(item.entries)
                 alone = rule.alone_epsilon(quantity)
                 if alone is None:
-                    alone = self._accountant(budget, list(entries)).epsilon(budget.target.delta)
-                prepared[name] = (budget, rule, quantity, alone)
-        period_of = {name: period_key(b.period, when) for name, (b, _, _, _) in prepared.items()}
-        decisions: list[BudgetCharge] = []
-        refused: list[str] = []
-        self._pending_cache = {}
-        self._precomputed = self._precompute(prepared, period_of, entries, sha)
-        try:
-            with self._store.write() as db:
-                db.lock_budgets(list(prepared))
-                for name, (budget, rule, quantity, _) in sorted(prepared.items()):
-                    stored = db.execute(
-                        "SELECT entries_sha256 FROM dplens_releases WHERE budget = ? AND name = ?", (name, release)
-                    )
-                    if stored:
-                        if stored[0][0] != sha:
-                            raise ValueError(
-                                f"release {release!r} is already charged to budget {name!r} with other events; "
-                                "a release name is charged once per budget"
-                            )
-                        decisions.append(self._duplicate(db, budget, rule, period_of[name]))
-                        continue
-                    decision = self._decide(db, budget, rule, period_of[name], quantity, entries, sha)
-                    decisions.append(decision)
-                    if not decision.accepted:
-                        refused.append(name)
-                if refused:
-                    raise _RefusedError
-                for name, (budget, rule, quantity, alone) in sorted(prepared.items()):
-                    if any(d.budget == name and d.duplicate for d in decisions):
-                        continue
-                    self._store_release(
-                        db, budget, rule, period_of[name], release, when, charged_by, where, text, sha, quantity, alone
-                    )
-        except _RefusedError:
-            pass
-        duplicate = all(d.duplicate for d in decisions)
-        accepted = not refused
-        if accepted:
-            reason = (
-                f"release {release!r} was already charged (same events); nothing new was written"
-                if duplicate
-                else f"charged release {release!r}"
-            )
-        else:
-            first = next(d for d in decisions if d.budget == refused[0])
-            reason = (
-                f"refused release {release!r}: budget {first.budget!r} (period {first.period}, {first.mode.value}) "
-                f"would reach epsilon {_fmt(first.spent_epsilon)} > {_fmt(first.target_epsilon)} at delta "
-                f"{first.delta:g} ({first.spent_method}); spent so far {_fmt(first.spent_epsilon_before)}, "
-                f"remaining {_fmt(first.remaining_epsilon)} (a lower bound); nothing was written"
-            )
-        return ChargeResult(
-            release=release,
-            accepted=accepted,
-            duplicate=duplicate and accepted,
-            budgets=tuple(decisions),
-            reason=reason,
-            time_utc=_iso(when),
-        )
+                    alone = accountant_of(budget, list(item.entries)).epsilon(budget.target.delta)
+                period = period_key(budget.period, item.when)
+                plans.append(_Plan(budget=budget, rule=rule, period=period, quantity=quantity, alone=alone))
+        return plans
 
-    def _period_row(self, db: storage.Store, budget: Budget, rule: Rule, period: str):
-        rows = db.execute(
-            "SELECT releases, sums, spent_cache FROM dplens_periods WHERE budget = ? AND period = ?",
-            (budget.name, period),
-        )
-        if not rows:
-            return 0, rule.zero(), None
-        count, sums, cache = rows[0]
-        return int(count), rules_module.decode_sums(json.loads(sums)), cache
-
-    def _duplicate(self, db: storage.Store, budget: Budget, rule: Rule, period: str) -> BudgetCharge:
-        count, sums, cache = self._period_row(db, budget, rule, period)
-        spent, _, method = self._spent(db, budget, rule, period, sums, count, cache)
-        return BudgetCharge(
-            budget=budget.name,
-            period=period,
-            mode=budget.mode,
-            rule=rule.kind,
-            target_epsilon=budget.target.epsilon,
-            delta=budget.target.delta,
-            spent_epsilon=spent,
-            spent_epsilon_before=spent,
-            spent_method=method,
-            remaining_epsilon=max(budget.target.epsilon - spent, 0.0),
-            accepted=True,
-            duplicate=True,
-            filter=rule.filter_state(sums) if rule.kind != "planned_tightest" else None,
-        )
-
-    def _decide(
-        self,
-        db: storage.Store,
-        budget: Budget,
-        rule: Rule,
-        period: str,
-        quantity: list[int | None],
-        entries: Sequence[tuple[ev.Event, int]],
-        sha: str,
-    ) -> BudgetCharge:
-        count, sums, cache = self._period_row(db, budget, rule, period)
-        after = rule.add(sums, quantity)
-        target = budget.target.epsilon
-        common = dict(
-            budget=budget.name,
-            period=period,
-            mode=budget.mode,
-            rule=rule.kind,
-            target_epsilon=target,
-            delta=budget.target.delta,
-        )
-        if rule.kind != "planned_tightest":
-            accepted = rule.filter_admits(after)
-            spent_after = rule.filter_epsilon(after)
-            spent_before = rule.filter_epsilon(sums)
-            return BudgetCharge(
-                **common,
-                spent_epsilon=spent_after,
-                spent_epsilon_before=spent_before,
-                spent_method=rule.describe_decision(after, accepted),
-                remaining_epsilon=max(target - (spent_after if accepted else spent_before), 0.0),
-                accepted=accepted,
-                filter=rule.filter_state(after if accepted else sums),
-            )
-        shortcut = rule.shortcut_epsilon(after)
-        if shortcut <= target * (1 - rules_module.FAST_PATH_MARGIN):
-            before = rule.shortcut_epsilon(sums) if count else 0.0
-            return BudgetCharge(
-                **common,
-                spent_epsilon=shortcut,
-                spent_epsilon_before=before,
-                spent_method="rdp at cached orders (a valid upper bound; it already fits, so the tightest route was "
-                "not needed)",
-                remaining_epsilon=max(target - shortcut, 0.0),
-                accepted=True,
-            )
-        before = self._spent_before_cheaply(db, budget, rule, period, sums, count, cache)
-        lower = self._release_lower_bound(budget, entries)
-        if lower > target:
-            # The true ε of a composition is at least that of any part of it (its output is a function of the
-            # composition's), so every valid upper bound — the tightest route's too — exceeds the budget: refuse
-            # without running it.
-            return BudgetCharge(
-                **common,
-                spent_epsilon=lower,
-                spent_epsilon_before=before,
-                spent_method="a certified lower bound (the release alone, exact route): every route would refuse",
-                remaining_epsilon=max(target - before, 0.0),
-                accepted=False,
-            )
-        groups = self._groups(db, budget.name, period, extra=sha)
-        digest = self._digest(budget, groups)
-        result = self._precomputed.get((budget.name, period, digest))
-        if result is None:  # the period changed since the precomputation (another charge committed): compute it here
-            new_entries = self._grouped_entries(db, budget.name, period, groups, extra=(sha, entries))
-            result = self._accountant(budget, new_entries).epsilon_result(budget.target.delta)
-        accepted = result.epsilon <= target
-        charge = BudgetCharge(
-            **common,
-            spent_epsilon=result.epsilon,
-            spent_epsilon_before=before,
-            spent_method=f"tightest route: {result.method.value}",
-            remaining_epsilon=max(target - (result.epsilon if accepted else before), 0.0),
-            accepted=accepted,
-        )
-        if accepted:
-            self._pending_cache[(budget.name, period)] = (digest, result.to_dict())
-        return charge
-
-    def _precompute(
-        self,
-        prepared: dict[str, tuple[Budget, Rule, list[int | None], float]],
-        period_of: dict[str, str],
-        entries: Sequence[tuple[ev.Event, int]],
-        sha: str,
-    ) -> dict[tuple[str, str, str], Any]:
+    def _precompute(self, item: _Release, plans: list[_Plan]) -> list[_Plan]:
         """The tightest route of each planned period this charge will need, computed *before* taking the writer
         lock (it may take seconds), keyed by the digest of the period's events with this release. Inside the lock
         the result is used only if the period still holds exactly those events; otherwise it is recomputed there."""
-        out: dict[tuple[str, str, str], Any] = {}
+        out = []
         with self._store.read() as db:
-            for name, (budget, rule, quantity, _) in prepared.items():
-                if rule.kind != "planned_tightest":
-                    continue
-                period = period_of[name]
-                _, sums, _ = self._period_row(db, budget, rule, period)
-                after = rule.add(sums, quantity)
-                if rule.shortcut_epsilon(after) <= budget.target.epsilon * (1 - rules_module.FAST_PATH_MARGIN):
-                    continue  # the cheap bound will accept it
-                if self._release_lower_bound(budget, entries) > budget.target.epsilon:
-                    continue  # refused by its lower bound, no route needed
-                groups = self._groups(db, name, period, extra=sha)
-                new_entries = self._grouped_entries(db, name, period, groups, extra=(sha, entries))
-                result = self._accountant(budget, new_entries).epsilon_result(budget.target.delta)
-                out[(name, period, self._digest(budget, groups))] = result
+            for plan in plans:
+                state = db.period_state(plan.budget.name, plan.period)
+                route = PeriodRoute(db, plan.budget, plan.period, release=(item.sha, item.entries))
+                known = plan.rule.precompute(state, plan.quantity, item.entries, route)
+                out.append(plan if known is None else plan.with_known(*known))
         return out
 
-    def _spent_before_cheaply(
-        self,
-        db: storage.Store,
-        budget: Budget,
-        rule: Rule,
-        period: str,
-        sums: list[int | None],
-        count: int,
-        cache: str | None,
-    ) -> float:
-        """The period's spent ε before this charge without running the tightest route: the cached tightest result
-        when it covers exactly the stored events, else the cached RDP bound (an upper bound either way)."""
-        if count == 0:
-            return 0.0
-        if cache:
-            cached = self._cached_result(cache, self._digest(budget, self._groups(db, budget.name, period)))
-            if cached is not None:
-                return float(cached["epsilon"])
-        return rule.shortcut_epsilon(sums)
-
-    @staticmethod
-    def _cached_result(cache: str | None, digest: str) -> dict[str, Any] | None:
-        """A period's cached tightest result if it was computed on exactly the stored events (same digest)."""
-        if not cache:
-            return None
-        stored = json.loads(cache)
-        return stored["result"] if stored.get("digest") == digest else None
-
-    def _release_lower_bound(self, budget: Budget, entries: Sequence[tuple[ev.Event, int]]) -> float:
-        """A certified lower bound on the true ε of the release alone at the budget's δ: its exact privacy profile
-        (closed forms, accurate far beyond the 1e-6 margin taken off), or 0 when it has none."""
-        from dplens.accountant.compose import Method
-        from dplens.accountant.rdp import UnsupportedEventError
-
+    def _commit(self, item: _Release, plans: list[_Plan]) -> tuple[list[BudgetCharge], list[str]]:
+        """Under the writer lock: decide every budget, and only if all accept write the release (a duplicate of the
+        same events is reported and skipped; a refusal rolls everything back)."""
+        decisions: list[BudgetCharge] = []
+        refused: list[str] = []
         try:
-            exact = self._accountant(budget, entries).epsilon(budget.target.delta, method=Method.EXACT)
-        except UnsupportedEventError:
-            return 0.0
-        return exact * (1 - 1e-6) if math.isfinite(exact) else math.inf
-
-    def _store_release(
-        self,
-        db: storage.Store,
-        budget: Budget,
-        rule: Rule,
-        period: str,
-        release: str,
-        when: dt.datetime,
-        charged_by: str,
-        where: str,
-        text: str,
-        sha: str,
-        quantity: list[int | None],
-        alone: float,
-    ) -> None:
-        total = db.execute("SELECT releases_total FROM dplens_budgets WHERE name = ?", (budget.name,))[0][0]
-        db.execute(
-            "INSERT INTO dplens_releases (budget, name, seq, period, time_utc, charged_by, source, entries, "
-            "entries_sha256, quantity, epsilon_alone) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                budget.name,
-                release,
-                int(total) + 1,
-                period,
-                _iso(when),
-                charged_by,
-                where[:500],
-                text,
-                sha,
-                json.dumps(rules_module.encode_sums(quantity)),
-                alone if math.isfinite(alone) else 1e308,
-            ),
-        )
-        db.execute("UPDATE dplens_budgets SET releases_total = ? WHERE name = ?", (int(total) + 1, budget.name))
-        count, sums, _ = self._period_row(db, budget, rule, period)
-        after = json.dumps(rules_module.encode_sums(rule.add(sums, quantity)))
-        cache = None  # the period changed: an older cached result no longer applies (its digest would not match)
-        pending = self._pending_cache.pop((budget.name, period), None)
-        if pending is not None:
-            cache = json.dumps({"digest": pending[0], "result": pending[1]}, sort_keys=True)
-        if count == 0:
-            db.execute(
-                "INSERT INTO dplens_periods (budget, period, releases, sums, spent_cache) VALUES (?, ?, 1, ?, ?)",
-                (budget.name, period, after, cache),
-            )
-        else:
-            db.execute(
-                "UPDATE dplens_periods SET releases = ?, sums = ?, spent_cache = ? WHERE budget = ? AND period = ?",
-                (count + 1, after, cache, budget.name, period),
-            )
-
-    # ---- the tightest route of a planned period ---------------------------------------------------
+            with self._store.write() as db:
+                db.lock_budgets([plan.budget.name for plan in plans])
+                accepted = []
+                for plan in plans:
+                    name = plan.budget.name
+                    stored = db.release_sha(name, item.name)
+                    if stored is not None:
+                        if stored != item.sha:
+                            raise ValueError(
+                                f"release {item.name!r} is already charged to budget {name!r} with other events; "
+                                "a release name is charged once per budget"
+                            )
+                        decisions.append(self._duplicate(db, plan))
+                        continue
+                    decision = self._decide(db, item, plan)
+                    decisions.append(_budget_charge(plan, decision))
+                    if not decision.accepted:
+                        refused.append(name)
+                    accepted.append((plan, decision))
+                if refused:
+                    raise _RefusedError
+                for plan, decision in accepted:
+                    self._store_release(db, item, plan, decision)
+        except _RefusedError:
+            pass
+        return decisions, refused
 
     @staticmethod
-    def _accountant(budget: Budget, entries: Sequence[tuple[ev.Event, int]]):
-        from dplens.accountant.compose import Accountant
-
-        acc = Accountant(
-            neighboring=ev.NeighboringRelation(budget.neighbouring),
-            tolerance=budget.rule.get("tolerance", 1e-3),
+    def _duplicate(db: storage.Store, plan: _Plan) -> BudgetCharge:
+        state = db.period_state(plan.budget.name, plan.period)
+        spent = _spent(db, plan.budget, plan.rule, state)
+        decision = Decision(
+            accepted=True,
+            spent_epsilon=spent.epsilon,
+            spent_epsilon_before=spent.epsilon,
+            spent_method=spent.method,
+            remaining_epsilon=max(plan.budget.target.epsilon - spent.epsilon, 0.0),
+            filter=plan.rule.filter_state(plan.rule.zero() if state is None else state.sums),
         )
-        for event, count in entries:
-            acc.compose(event, count)
-        return acc
+        return _budget_charge(plan, decision, duplicate=True)
 
     @staticmethod
-    def _groups(db: storage.Store, budget: str, period: str, *, extra: str | None = None) -> list[tuple[str, int]]:
-        """(events sha, number of releases) of the period in order of first appearance (+ one more release)."""
-        rows = db.execute(
-            "SELECT entries_sha256, COUNT(*), MIN(seq) FROM dplens_releases WHERE budget = ? AND period = ? "
-            "GROUP BY entries_sha256 ORDER BY MIN(seq)",
-            (budget, period),
-        )
-        groups = [(sha, int(n)) for sha, n, _ in rows]
-        if extra is not None:
-            for i, (sha, n) in enumerate(groups):
-                if sha == extra:
-                    groups[i] = (sha, n + 1)
-                    break
-            else:
-                groups.append((extra, 1))
-        return groups
+    def _decide(db: storage.Store, item: _Release, plan: _Plan) -> Decision:
+        state = db.period_state(plan.budget.name, plan.period)
+        route = PeriodRoute(db, plan.budget, plan.period, release=(item.sha, item.entries), known=plan.known)
+        return plan.rule.decide(state, plan.quantity, item.entries, route)
 
     @staticmethod
-    def _grouped_entries(
-        db: storage.Store,
-        budget: str,
-        period: str,
-        groups: list[tuple[str, int]],
-        *,
-        extra: tuple[str, Sequence[tuple[ev.Event, int]]] | None = None,
-    ) -> list[tuple[ev.Event, int]]:
-        """The period's events with identical events merged (counts added), in order of first appearance: the
-        composition the tightest route evaluates (composition is commutative; repeated releases become one entry)."""
-        texts: dict[str, str] = {}
-        rows = db.execute(  # the events of the first release of each group (found through the covering index)
-            "SELECT entries_sha256, entries FROM dplens_releases WHERE budget = ? AND seq IN ("
-            "SELECT MIN(seq) FROM dplens_releases WHERE budget = ? AND period = ? GROUP BY entries_sha256)",
-            (budget, budget, period),
+    def _store_release(db: storage.Store, item: _Release, plan: _Plan, decision: Decision) -> None:
+        name = plan.budget.name
+        db.append_release(
+            budget=name,
+            release=item.name,
+            period=plan.period,
+            time_utc=_iso(item.when),
+            charged_by=item.charged_by,
+            source=item.where,
+            entries=item.text,
+            sha=item.sha,
+            quantity=plan.quantity,
+            epsilon_alone=plan.alone,
         )
-        texts.update({sha: text for sha, text in rows})
-        merged: dict[str, list] = {}
-        for sha, n in groups:
-            if extra is not None and sha == extra[0] and sha not in texts:
-                entries = list(extra[1])
-            else:
-                entries = list(sources.decode_entries(texts[sha]))
-            for event, count in entries:
-                key = json.dumps(ev.event_to_dict(event), sort_keys=True)
-                if key in merged:
-                    merged[key][1] += count * n
-                else:
-                    merged[key] = [event, count * n]
-        return [(e, c) for e, c in merged.values()]
-
-    @staticmethod
-    def _digest(budget: Budget, groups: list[tuple[str, int]]) -> str:
-        from dplens._version import __version__
-
-        payload = json.dumps([__version__, budget.rule, budget.target.to_dict(), groups], sort_keys=True)
-        return hashlib.sha256(payload.encode()).hexdigest()
-
-    def _spent(
-        self,
-        db: storage.Store,
-        budget: Budget,
-        rule: Rule,
-        period: str,
-        sums: list[int | None],
-        count: int,
-        cache: str | None,
-        *,
-        store_cache: bool = False,
-    ) -> tuple[float, float | None, str]:
-        """(spent ε, certified lower end or None, how) of a period by the budget's rule."""
-        if count == 0:
-            return 0.0, None, "no release"
-        if rule.kind != "planned_tightest":
-            return rule.filter_epsilon(sums), None, f"{rule.kind} (filter state as epsilon)"
-        groups = self._groups(db, budget.name, period)
-        digest = self._digest(budget, groups)
-        cached = self._cached_result(cache, digest)
-        if cached is not None:
-            return float(cached["epsilon"]), cached.get("epsilon_lower"), f"tightest route: {cached['method']}"
-        entries = self._grouped_entries(db, budget.name, period, groups)
-        result = self._accountant(budget, entries).epsilon_result(budget.target.delta)
-        if store_cache:
-            self._cache_later.append((budget.name, period, digest, result.to_dict()))
-        return result.epsilon, result.epsilon_lower, f"tightest route: {result.method.value}"
+        state = db.period_state(name, plan.period)
+        sums = plan.rule.zero() if state is None else state.sums
+        db.save_period(
+            name,
+            plan.period,
+            new=state is None,
+            releases=1 if state is None else state.releases + 1,
+            sums=plan.rule.add(sums, plan.quantity),
+            # the period changed: an older cached result no longer applies (its digest would not match)
+            cache=decision.cache,
+        )
 
     def accountant(self, budget: str, period: str = "all"):
         """The :class:`~dplens.accountant.compose.Accountant` of a planned budget's period: the composition the
@@ -748,9 +424,8 @@ class Ledger:
             ((Gaussian(noise_multiplier=4.0, neighboring=<NeighboringRelation.ADD_OR_REMOVE_ONE: 'add_remove'>), 3),)
         """
         with self._store.read() as db:
-            record = self._budget(db, budget)
-            groups = self._groups(db, budget, period)
-            return self._accountant(record, self._grouped_entries(db, budget, period, groups))
+            route = PeriodRoute(db, db.read_budget(budget), period)
+            return route.accountant(route.entries())
 
     # ---- status ---------------------------------------------------------------------------------
 
@@ -758,51 +433,43 @@ class Ledger:
         """Every budget: per period spent ε (the mode's rule; an upper bound), the certified lower end where PLD
         applies, remaining (a lower bound), number of releases, largest spenders; the releases themselves."""
         when = _utc(time)
-        self._cache_later: list[tuple] = []
-        out = []
+        computed: list[tuple[str, str, str, dict[str, Any]]] = []  # tightest results computed here, cached after
         with self._store.read() as db:
-            names = [r[0] for r in db.execute("SELECT name FROM dplens_budgets ORDER BY name")]
-            for name in names:
-                out.append(self._budget_status(db, self._budget(db, name), when))
-        self._store_caches()
-        from dplens.ledger.storage import SCHEMA_VERSION
-
+            out = [self._budget_status(db, db.read_budget(name), when, computed) for name in db.budget_names()]
+        self._store_caches(computed)
         return LedgerStatus(
-            location=self.location, schema_version=SCHEMA_VERSION, time_utc=_iso(when), budgets=tuple(out)
+            location=self.location, schema_version=storage.SCHEMA_VERSION, time_utc=_iso(when), budgets=tuple(out)
         )
 
-    def _budget_status(self, db: storage.Store, budget: Budget, when: dt.datetime) -> BudgetStatus:
-        rule = self._rule(budget)
-        rows = db.execute(
-            "SELECT name, seq, period, time_utc, charged_by, epsilon_alone FROM dplens_releases "
-            "WHERE budget = ? ORDER BY seq",
-            (budget.name,),
-        )
-        make = ReleaseRow._make
-        releases = tuple(make(r) if r[5] < 1e308 else make((*r[:5], math.inf)) for r in rows)
+    @staticmethod
+    def _budget_status(
+        db: storage.Store, budget: Budget, when: dt.datetime, computed: list[tuple[str, str, str, dict[str, Any]]]
+    ) -> BudgetStatus:
+        rule = budget_rule(budget)
+        releases = db.release_rows(budget.name)
         by_period: dict[str, list[ReleaseRow]] = {}
         chargers: dict[str, int] = {}
         for row in releases:
             by_period.setdefault(row.period, []).append(row)
             chargers[row.charged_by] = chargers.get(row.charged_by, 0) + 1
         periods = []
-        for period, count, sums, cache in db.execute(
-            "SELECT period, releases, sums, spent_cache FROM dplens_periods WHERE budget = ? ORDER BY period",
-            (budget.name,),
-        ):
-            decoded = rules_module.decode_sums(json.loads(sums))
-            spent, lower, method = self._spent(db, budget, rule, period, decoded, int(count), cache, store_cache=True)
-            largest = heapq.nsmallest(_LARGEST, by_period.get(period, []), key=lambda r: (-r.epsilon_alone, r.seq))
+        for state in db.period_states(budget.name):
+            spent = _spent(db, budget, rule, state)
+            if spent.cache is not None:
+                computed.append((budget.name, state.period, *spent.cache))
+            largest = heapq.nsmallest(
+                _LARGEST, by_period.get(state.period, []), key=lambda r: (-r.epsilon_alone, r.seq)
+            )
             periods.append(
                 PeriodStatus(
-                    period=period,
-                    releases=int(count),
-                    spent_epsilon=spent,
-                    spent_epsilon_lower=lower,
-                    spent_method=method,
-                    remaining_epsilon=max(budget.target.epsilon - spent, 0.0),
+                    period=state.period,
+                    releases=state.releases,
+                    spent_epsilon=spent.epsilon,
+                    spent_epsilon_lower=spent.lower,
+                    spent_method=spent.method,
+                    remaining_epsilon=max(budget.target.epsilon - spent.epsilon, 0.0),
                     largest=tuple(largest),
-                    filter=rule.filter_state(decoded) if rule.kind != "planned_tightest" else None,
+                    filter=rule.filter_state(state.sums),
                 )
             )
         current = period_key(budget.period, when)
@@ -818,22 +485,17 @@ class Ledger:
             chargers=chargers,
         )
 
-    def _store_caches(self) -> None:
+    def _store_caches(self, computed: list[tuple[str, str, str, dict[str, Any]]]) -> None:
         """Write the tightest-route results status computed, keyed by the digest of the events they cover (a cache
         that no longer matches is ignored, so concurrent charges never make it wrong). Best effort: a read-only or
         busy store is left as it is."""
-        pending, self._cache_later = self._cache_later, []
-        if not pending or getattr(self._store, "read_only", False):
+        if not computed or getattr(self._store, "read_only", False):
             return
         try:
             with self._store.write() as db:
-                for budget, period, digest, result in pending:
-                    record = self._budget(db, budget)
-                    if self._digest(record, self._groups(db, budget, period)) == digest:
-                        db.execute(
-                            "UPDATE dplens_periods SET spent_cache = ? WHERE budget = ? AND period = ?",
-                            (json.dumps({"digest": digest, "result": result}, sort_keys=True), budget, period),
-                        )
+                for budget, period, digest, result in computed:
+                    if PeriodRoute(db, db.read_budget(budget), period).digest() == digest:
+                        db.save_period_cache(budget, period, digest, result)
         except ValueError:
             pass
 
@@ -843,37 +505,17 @@ class Ledger:
         """Cumulative spent ε of a budget's period after its releases, at up to ``points`` evenly spaced releases
         (each by the budget's rule, an upper bound): ``{"releases", "time_utc", "release", "spent_epsilon"}``."""
         with self._store.read() as db:
-            record = self._budget(db, budget)
-            rule = self._rule(record)
-            rows = db.execute(
-                "SELECT name, time_utc, entries, quantity FROM dplens_releases WHERE budget = ? AND period = ? "
-                "ORDER BY seq",
-                (budget, period),
-            )
+            record = db.read_budget(budget)
+            rows = db.release_quantities(budget, period)
         if not rows:
             return []
         marks = sorted({max(1, round(len(rows) * (i + 1) / points)) for i in range(points)})
-        out = []
-        sums = rule.zero()
-        merged: dict[str, list] = {}
-        for index, (name, time_utc, text, quantity) in enumerate(rows, start=1):
-            sums = rule.add(sums, rules_module.decode_sums(json.loads(quantity)))
-            if rule.kind == "planned_tightest":
-                for event, count in sources.decode_entries(text):
-                    key = json.dumps(ev.event_to_dict(event), sort_keys=True)
-                    if key in merged:
-                        merged[key][1] += count
-                    else:
-                        merged[key] = [event, count]
-            if index not in marks:
-                continue
-            if rule.kind == "planned_tightest":
-                entries = [(e, c) for e, c in merged.values()]
-                spent = self._accountant(record, entries).epsilon(record.target.delta)
-            else:
-                spent = rule.filter_epsilon(sums)
-            out.append({"releases": index, "time_utc": time_utc, "release": name, "spent_epsilon": spent})
-        return out
+        route = PeriodRoute(None, record, period)
+        spent = budget_rule(record).history([(text, q) for _, _, text, q in rows], set(marks), route)
+        return [
+            {"releases": index, "time_utc": rows[index - 1][1], "release": rows[index - 1][0], "spent_epsilon": value}
+            for index, value in zip(marks, spent, strict=True)
+        ]
 
     # ---- verification ------------------------------------------------------------------------------
 
@@ -885,54 +527,150 @@ class Ledger:
         total = 0
         with self._store.read() as db:
             integrity = self._store.integrity_check()
-            names = [r[0] for r in db.execute("SELECT name FROM dplens_budgets ORDER BY name")]
+            names = db.budget_names()
             for name in names:
-                budget = self._budget(db, name)
-                rule = self._rule(budget)
-                rows = db.execute(
-                    "SELECT name, period, entries, entries_sha256, quantity FROM dplens_releases WHERE budget = ? "
-                    "ORDER BY seq",
-                    (name,),
-                )
-                total += len(rows)
-                per_period: dict[str, tuple[int, list[int | None]]] = {}
-                for release, period, text, sha, quantity in rows:
-                    entries = sources.decode_entries(text)
-                    if sources.encode_entries(entries) != (text, sha):
-                        problems.append(f"{name}/{release}: stored events do not round-trip")
-                    stored_q = rules_module.decode_sums(json.loads(quantity))
-                    if rule.quantity(entries) != stored_q:
-                        problems.append(f"{name}/{release}: stored quantity differs from the rule's")
-                    count, sums = per_period.get(period, (0, rule.zero()))
-                    per_period[period] = (count + 1, rule.add(sums, stored_q))
-                stored = {
-                    p: (int(c), rules_module.decode_sums(json.loads(s)), cache)
-                    for p, c, s, cache in db.execute(
-                        "SELECT period, releases, sums, spent_cache FROM dplens_periods WHERE budget = ?", (name,)
-                    )
-                }
-                if set(stored) != set(per_period):
-                    problems.append(f"{name}: periods {sorted(stored)} differ from the releases' {sorted(per_period)}")
-                for period, (count, sums) in per_period.items():
-                    if period not in stored:
-                        continue
-                    if stored[period][:2] != (count, sums):
-                        problems.append(f"{name}/{period}: cached count or sums differ from the releases'")
-                    if rule.kind == "planned_tightest":
-                        entries = self._grouped_entries(db, name, period, self._groups(db, name, period))
-                        spent = self._accountant(budget, entries).epsilon(budget.target.delta)
-                        if spent > budget.target.epsilon:
-                            problems.append(f"{name}/{period}: spent {spent!r} > budget {budget.target.epsilon!r}")
-                    elif not rule.filter_admits(sums):
-                        problems.append(f"{name}/{period}: filter quantity exceeds the budget")
+                total += _verify_budget(db, db.read_budget(name), problems)
         return VerifyResult(integrity=integrity, budgets=len(names), releases=total, problems=tuple(problems))
 
     def release_events(self, budget: str) -> Iterator[tuple[str, tuple[tuple[ev.Event, int], ...]]]:
         """(release name, its stored events), in charge order."""
         with self._store.read() as db:
-            rows = db.execute("SELECT name, entries FROM dplens_releases WHERE budget = ? ORDER BY seq", (budget,))
+            rows = db.release_texts(budget)
         for name, text in rows:
             yield name, sources.decode_entries(text)
+
+
+# ---- one charge's values ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Release:
+    """What one charge spends, checked and encoded once: its name, who and when, its events (canonical JSON and
+    SHA-256), where they came from and the neighbouring relation they state."""
+
+    name: str
+    charged_by: str
+    when: dt.datetime
+    entries: tuple[tuple[ev.Event, int], ...]
+    where: str
+    text: str
+    sha: str
+    relation: ev.NeighboringRelation | None
+
+
+def _new_release(source: Any, *, release: str, charged_by: str | None, time: dt.datetime | None) -> _Release:
+    release = _check_name(release, "release")
+    charged_by = _check_name(charged_by or _default_charger(), "charged_by")
+    when = _utc(time)
+    entries, where = sources.release_entries(source)
+    relation = _relation(entries)
+    text, sha = sources.encode_entries(entries)
+    return _Release(
+        name=release,
+        charged_by=charged_by,
+        when=when,
+        entries=entries,
+        where=where,
+        text=text,
+        sha=sha,
+        relation=relation,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Plan:
+    """One budget's part of a charge, prepared before the lock: its rule, the release's period and quantity, its ε
+    alone, and the tightest route computed before the lock (by digest; empty if none was needed)."""
+
+    budget: Budget
+    rule: Rule
+    period: str
+    quantity: list[int | None]
+    alone: float
+    known: dict[str, Any] = field(default_factory=dict)
+
+    def with_known(self, digest: str, result: Any) -> _Plan:
+        return replace(self, known={digest: result})
+
+
+def _spent(db: storage.Store, budget: Budget, rule: Rule, state: PeriodState | None) -> Spent:
+    """The spent ε of a period (0 before its first release) by the budget's rule."""
+    if state is None or state.releases == 0:
+        return Spent(epsilon=0.0, lower=None, method="no release")
+    return rule.spent(state, PeriodRoute(db, budget, state.period))
+
+
+def _budget_charge(plan: _Plan, decision: Decision, *, duplicate: bool = False) -> BudgetCharge:
+    return BudgetCharge(
+        budget=plan.budget.name,
+        period=plan.period,
+        mode=plan.budget.mode,
+        rule=plan.rule.kind,
+        target_epsilon=plan.budget.target.epsilon,
+        delta=plan.budget.target.delta,
+        spent_epsilon=decision.spent_epsilon,
+        spent_epsilon_before=decision.spent_epsilon_before,
+        spent_method=decision.spent_method,
+        remaining_epsilon=decision.remaining_epsilon,
+        accepted=decision.accepted,
+        duplicate=duplicate,
+        filter=decision.filter,
+    )
+
+
+def _charge_result(item: _Release, decisions: list[BudgetCharge], refused: list[str]) -> ChargeResult:
+    duplicate = all(d.duplicate for d in decisions)
+    accepted = not refused
+    if accepted:
+        reason = (
+            f"release {item.name!r} was already charged (same events); nothing new was written"
+            if duplicate
+            else f"charged release {item.name!r}"
+        )
+    else:
+        first = next(d for d in decisions if d.budget == refused[0])
+        reason = (
+            f"refused release {item.name!r}: budget {first.budget!r} (period {first.period}, {first.mode.value}) "
+            f"would reach epsilon {_fmt(first.spent_epsilon)} > {_fmt(first.target_epsilon)} at delta "
+            f"{first.delta:g} ({first.spent_method}); spent so far {_fmt(first.spent_epsilon_before)}, "
+            f"remaining {_fmt(first.remaining_epsilon)} (a lower bound); nothing was written"
+        )
+    return ChargeResult(
+        release=item.name,
+        accepted=accepted,
+        duplicate=duplicate and accepted,
+        budgets=tuple(decisions),
+        reason=reason,
+        time_utc=_iso(item.when),
+    )
+
+
+def _verify_budget(db: storage.Store, budget: Budget, problems: list[str]) -> int:
+    """Check one budget's releases and periods against its rule (problems appended); returns its release count."""
+    name = budget.name
+    rule = budget_rule(budget)
+    rows = db.release_records(name)
+    per_period: dict[str, tuple[int, list[int | None]]] = {}
+    for release, period, text, sha, stored_q in rows:
+        entries = sources.decode_entries(text)
+        if sources.encode_entries(entries) != (text, sha):
+            problems.append(f"{name}/{release}: stored events do not round-trip")
+        if rule.quantity(entries) != stored_q:
+            problems.append(f"{name}/{release}: stored quantity differs from the rule's")
+        count, sums = per_period.get(period, (0, rule.zero()))
+        per_period[period] = (count + 1, rule.add(sums, stored_q))
+    stored = {state.period: state for state in db.period_states(name)}
+    if set(stored) != set(per_period):
+        problems.append(f"{name}: periods {sorted(stored)} differ from the releases' {sorted(per_period)}")
+    for period, (count, sums) in per_period.items():
+        if period not in stored:
+            continue
+        if (stored[period].releases, stored[period].sums) != (count, sums):
+            problems.append(f"{name}/{period}: cached count or sums differ from the releases'")
+        problem = rule.over_budget(sums, PeriodRoute(db, budget, period))
+        if problem is not None:
+            problems.append(f"{name}/{period}: {problem}")
+    return len(rows)
 
 
 def _relation(entries: Sequence[tuple[ev.Event, int]]) -> ev.NeighboringRelation | None:

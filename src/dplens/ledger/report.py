@@ -30,7 +30,7 @@ def ledger_section(location: str | os.PathLike, *, points: int = 30, timeout: fl
     """
     from dplens.ledger.core import Ledger
     from dplens.ledger.model import _num
-    from dplens.ledger.rules import rule_of
+    from dplens.ledger.rules import budget_rule
 
     path_is_file = "://" not in os.fspath(location)
     read_only = path_is_file and os.path.isfile(location) and not (os.stat(location).st_mode & 0o222)
@@ -39,7 +39,7 @@ def ledger_section(location: str | os.PathLike, *, points: int = 30, timeout: fl
         budgets = []
         for item in status.budgets:
             budget = item.budget
-            rule = rule_of(budget.mode, budget.target, budget.rule)
+            rule = budget_rule(budget)
             periods = []
             for period in item.periods:
                 row = period.to_dict()

@@ -50,20 +50,17 @@ def status_risk(ledger: Any, status: Any, *, fprs: Sequence[float] | None = None
     Returns a JSON-ready dict: ``fprs`` and, per budget, ``budget`` (what the target allows) and ``periods`` (each
     with ``spent`` and the ``source`` of that number); every TPR and advantage is an upper bound.
     """
-    from dplens.accountant.risk import DEFAULT_FPRS, attack_risk, budget_risk
+    from dplens.accountant.risk import DEFAULT_FPRS
+    from dplens.ledger.rules import budget_rule
 
     fprs = tuple(DEFAULT_FPRS if fprs is None else fprs)
     budgets = []
     for item in status.budgets:
         budget = item.budget
+        rule = budget_rule(budget)
         periods = []
         for period in item.periods:
-            if budget.rule.get("kind") == "planned_tightest":
-                spent = attack_risk(ledger.accountant(budget.name, period.period), fprs=fprs)
-                source = "the composition of the period's releases (tightest route)"
-            else:
-                spent = budget_risk(period.spent_epsilon, budget.target.delta, fprs=fprs)
-                source = f"the (epsilon, delta) the privacy filter certifies ({period.spent_method})"
+            spent, source = rule.spent_risk(ledger, budget.name, period, fprs)
             periods.append({"period": period.period, "spent": _compact(spent), "source": source})
         budgets.append(
             {
