@@ -218,3 +218,52 @@ def test_no_new_function_over_80_lines_and_the_old_ones_only_shrink():
     assert grown == {}, f"over 80 code lines (or longer than listed): {grown}"
     split = sorted(set(LONG_FUNCTIONS_TO_SPLIT) - set(long))
     assert split == [], f"now under 80 lines: remove them from LONG_FUNCTIONS_TO_SPLIT: {split}"
+
+
+# ---- the floors (docs/guides/architecture.md) -----------------------------------------------------------------------
+
+ARCHITECTURE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "architecture.md"
+
+
+def _floors() -> dict[str, int]:
+    """Room -> floor, read from the table between the ``floors`` markers of the architecture guide."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    table = text.split("<!-- floors:begin -->")[1].split("<!-- floors:end -->")[0]
+    floors: dict[str, int] = {}
+    for line in table.strip().splitlines()[2:]:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        for room in cells[1].split(","):
+            floors[room.strip().strip("`")] = int(cells[0])
+    return floors
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return "__init__" if len(parts) == 1 else parts[1]
+
+
+def _upward_imports(floors: dict[str, int]) -> list[str]:
+    """Every import (at module level or in a function, type-only ones too) from a room to a room on its own floor
+    or a higher one, as ``importer -> imported (floor a -> floor b)``."""
+    found = []
+    for module, path in MODULES.items():
+        source = _room(module)
+        for imported in sorted(_imports(path, module_level_only=False, type_checking=True)):
+            target = _room(imported)
+            if target != source and floors[target] >= floors[source]:
+                found.append(f"{module} -> {imported} (floor {floors[source]} -> {floors[target]})")
+    return found
+
+
+def test_every_room_of_the_package_has_a_floor():
+    rooms = {_room(module) for module in MODULES}
+    assert rooms == set(_floors()), "docs/guides/architecture.md's floors table and src/dplens/ disagree"
+
+
+def test_imports_only_go_down_a_floor():
+    assert _upward_imports(_floors()) == []
+
+
+def test_the_floor_check_sees_an_import_running_up():
+    lowered = _floors() | {"ledger": 1}  # the ledger moved to the ground: its imports of the accountant run up
+    assert any(line.startswith("dplens.ledger") and "dplens.accountant" in line for line in _upward_imports(lowered))
