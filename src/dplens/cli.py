@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from dplens._numbers import fmt_short as _fmt
 from dplens._version import __version__
 
 # The parser and the error paths load no numpy (``dplens --help`` costs only Python's start-up): every command
@@ -175,10 +176,6 @@ def _positive_int(text: str, maximum: int = MAX_COUNT) -> int:
 
 def _workers(text: str) -> int:
     return _positive_int(text, MAX_WORKERS)
-
-
-def _fmt(value: float) -> str:
-    return "inf" if math.isinf(value) else f"{value:.6g}"
 
 
 def _emit(payload: dict[str, Any], as_json: bool, text: str) -> None:
