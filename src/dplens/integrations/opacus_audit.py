@@ -70,6 +70,7 @@ from typing import Any
 
 import numpy as np
 
+from dplens.auditing import canaries as cn
 from dplens.auditing import games
 from dplens.auditing import scores as sc
 from dplens.auditing.canaries import (
@@ -1298,7 +1299,8 @@ def multi_run_opacus_audit(
         claim: the claimed ε (default: dplens's accountant ε of the training at ``delta``).
         delta: δ of the (ε, δ) statement under test.
         confidence, seed, workers, scheduler, checkpoint, progress, pilot_trials, chunk_size: as
-            :func:`dplens.auditing.games.audit` (pilot default: max(8, trials // 4) trainings per side; chunks: 8).
+            :func:`dplens.auditing.games.audit`; their defaults, those of every training game:
+            :func:`dplens.auditing.canaries.training_game_plan`.
         others: ``"data"`` (the records' own gradients) or ``"opposite"`` — a gradient canary on a shuffled loader
             with every other record's per-sample gradient replaced by −C on the canary's coordinate (zeros on the
             model), the construction of Chua et al. (ICML 2024) under which shuffled batches leak far more than
@@ -1337,25 +1339,20 @@ def multi_run_opacus_audit(
     if score is OpacusScore.REFERENCE_LIKELIHOOD_RATIO:
         fit = _fit_reference(game, reference_trainings, seed)
         game = OpacusCanaryGame(**options, canary_seed=seed, record=record, reference_fit=fit)
-    if pilot_trials is None:
-        pilot_trials = max(8, trials // 4)
-    if chunk_size is None:
-        chunk_size = max(1, math.ceil(trials / 8))
-    return games.audit(
+    return cn.training_game_audit(
         game,
+        score=games.BlackBoxScore(_identity, name=f"canary score per training: {score.value.replace('_', ' ')}"),
         trials=trials,
         delta=delta,
         claimed_epsilon=claimed,
-        score=games.BlackBoxScore(_identity, name=f"canary score per training: {score.value.replace('_', ' ')}"),
+        claim_source=source,
+        plan=cn.training_game_plan(trials, pilot_trials=pilot_trials, chunk_size=chunk_size),
         confidence=confidence,
         seed=seed,
         workers=workers,
         scheduler=scheduler,
         checkpoint=checkpoint,
         progress=progress,
-        pilot_trials=pilot_trials,
-        chunk_size=chunk_size,
-        claim_source=source,
     )
 
 
