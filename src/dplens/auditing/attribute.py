@@ -89,7 +89,7 @@ from dplens.auditing.attribute_bounds import (
     max_success_from_profile,
     max_success_prior_bound,
 )
-from dplens.auditing.games import Verdict
+from dplens.auditing.games import Verdict, decide
 
 __all__ = [
     "ADJACENCY",
@@ -688,19 +688,22 @@ def _verdict(
     level = f"{confidence:.0%}"
     theory = "the exact replace-one maximum" if reading is ClaimReading.REPLACE_ONE else "seed 003 Theorem 4"
     allows = f"the {allowed:.4g} that the claim {claim.describe()} allows at baseline {baseline:.4g} ({theory})"
-    if lower > allowed:
-        return Verdict.VIOLATION, (
+    return decide(
+        lower,
+        ceiling,
+        allowed,
+        violation=(
             f"With {level} confidence the attack succeeds with probability at least {lower:.4g}, above {allows}: "
             f"the claim is violated (epsilon lower bound {epsilon_lb:.4g} against the claimed {epsilon_claimed:.4g})."
-        )
-    if ceiling <= allowed:
-        return Verdict.INCONCLUSIVE, (
+        ),
+        inconclusive=(
             f"With {trials} trials even a perfect attack could show a success of at most {ceiling:.4g}, which does "
             f"not exceed {allows}: a violation could not have been detected. Run more trials."
-        )
-    return Verdict.CONSISTENT, (
-        f"The attack found no evidence against the claim: its {level} success lower bound {lower:.4g} does not "
-        f"exceed {allows} (this supports, but cannot prove, the claim)."
+        ),
+        consistent=(
+            f"The attack found no evidence against the claim: its {level} success lower bound {lower:.4g} does not "
+            f"exceed {allows} (this supports, but cannot prove, the claim)."
+        ),
     )
 
 

@@ -74,6 +74,7 @@ __all__ = [
     "UserTraining",
     "multi_run_canary_audit",
     "one_run_canary_audit",
+    "one_run_game_audit",
     "training_game_audit",
     "training_game_plan",
 ]
@@ -860,18 +861,6 @@ def one_run_canary_audit(
             f"{training.describe()}; {m} {what} canaries, each included with probability 1/2; observed: "
             f"{observe.value.replace('_', ' ')}; score: {score_option.value.replace('_', ' ')} ({how})"
         )
-    result = sc.audit_scores(
-        values,
-        included,
-        claim=claimed,
-        delta=delta,
-        confidence=confidence,
-        one_run=True,
-        rule=rule,
-        correction=correction,
-        seed=int(seed),
-        claim_source=source,
-    )
     game = {
         "game": "one_run",
         "description": description,
@@ -884,6 +873,17 @@ def one_run_canary_audit(
     }
     if isinstance(training, DpSgdTraining):
         game |= {k: getattr(training, k) for k in ("noise_multiplier", "sampling_rate", "steps")}
+    options = dict(claim=claimed, delta=delta, confidence=confidence, rule=rule, correction=correction)
+    return one_run_game_audit(values, included, game, start=start, seed=int(seed), claim_source=source, **options)
+
+
+def one_run_game_audit(
+    values: Any, included: Any, game: dict[str, Any], *, start: float, **options: Any
+) -> sc.OneRunAuditResult:
+    """The one-run game's audit of its canaries' scores (:func:`~dplens.auditing.scores.audit_scores` with
+    ``one_run=True``; ``options``: claim, delta, confidence, rule, correction, seed, claim_source), the game
+    described in the result and its time counted from ``start`` (the numpy, user and Opacus one-run games)."""
+    result = sc.audit_scores(values, included, one_run=True, **options)
     return sc.with_game(result, game, elapsed_seconds=time.perf_counter() - start)
 
 

@@ -90,12 +90,7 @@ class Explicit(ThresholdStrategy):
     threshold: float
 
     def __post_init__(self) -> None:
-        if (
-            isinstance(self.threshold, bool)
-            or not isinstance(self.threshold, int | float)
-            or math.isnan(self.threshold)
-        ):
-            raise ValueError(f"threshold must be a number; got {self.threshold!r}")
+        bd.check_threshold(self.threshold)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1076,18 +1076,6 @@ def one_run_opacus_audit(
     values, what = _one_run_scores(
         training, canary, input_canary, score, norm, given, included, training_seed, canary_stream
     )
-    result = sc.audit_scores(
-        values,
-        included,
-        claim=claimed,
-        delta=delta,
-        confidence=confidence,
-        one_run=True,
-        rule=rule,
-        correction=correction,
-        seed=seed,
-        claim_source=source,
-    )
     observed = "every step (white-box)" if canary is CanaryKind.GRADIENT else "the final model"
     game = {
         "game": "one_run",
@@ -1112,7 +1100,8 @@ def one_run_opacus_audit(
         game["input_canary"] = input_canary.value
     if accounting is not None:
         game["accounting"] = accounting
-    return sc.with_game(result, game, elapsed_seconds=time.perf_counter() - start)
+    options = dict(claim=claimed, delta=delta, confidence=confidence, rule=rule, correction=correction)
+    return cn.one_run_game_audit(values, included, game, start=start, seed=seed, claim_source=source, **options)
 
 
 # --------------------------------------------------------------------------------------------
