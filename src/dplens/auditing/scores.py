@@ -142,12 +142,7 @@ class ThresholdGrid(ThresholdSelection):
 
 def _check_scores(scores: Any, member: Any) -> tuple[np.ndarray, np.ndarray]:
     scores, member = host_array(scores, name="scores"), host_array(member, name="member")  # torch/JAX/CuPy too
-    try:
-        s = np.asarray(scores, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"scores must be a 1-D array of numbers; got {type(scores).__name__}") from None
-    if s.ndim != 1 or s.size == 0:
-        raise ValueError(f"scores must be a non-empty 1-D array; got shape {s.shape}")
+    s = orun.score_array(scores, name="scores", shown=lambda: type(scores).__name__)
     bad = ~np.isfinite(s)
     if bad.any():
         index = int(np.flatnonzero(bad)[0])
