@@ -179,7 +179,7 @@ def test_input_canaries_multi_run(observe, kind):
         training, trials=64, canary="input", observe=observe, input_canary=kind, claim=5.0
     )  # an explicit claim: the accountant's PLD at σ = 0.3 alone takes seconds
     assert result.epsilon_lower_bound <= result.epsilon_claimed
-    assert result.pilot_trials == 64 and result.chunks == 16  # min(trials, max(100, trials / 10)); ≥ 16 chunks
+    assert result.pilot_trials == 16 and result.chunks == 16  # training_game_plan: a quarter of 64; 16 chunks
     expected_score = "loss" if observe == "final" else "dot product"
     assert expected_score in result.score and kind.replace("_", "-") in result.mechanism
     assert result.empirical_trade_off  # the ROC the report draws
