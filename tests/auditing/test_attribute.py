@@ -272,6 +272,30 @@ def test_the_two_readings_of_a_claim():
     assert feature.feature_dp_epsilon_lower_bound == pytest.approx(math.log(0.5 / (1 - low)), abs=1e-9)
 
 
+def test_the_feature_dp_reading_asks_the_plug_in_registry(monkeypatch):
+    """issue 39: Theorem 4 comes from the plug-in that declares attribute_inference bounds (feature DP), never from
+    a module the audit names; the numbers are the plug-in's own."""
+    import types
+
+    from dplens.accountant import plugins
+    from dplens.research.feature_dp import accounting as fdp
+
+    assert plugins.attribute_inference_bounds() is fdp
+    mechanism = RandomizedResponseMechanism(epsilon=1.0, num_values=2)
+    feature = at.audit(mechanism, trials=2000, claim=0.8, seed=6, reading=at.ClaimReading.FEATURE_DP)
+    assert feature.theorem4_baseline == fdp.baseline_success([0.5, 0.5])
+    assert feature.theorem4_success_upper_bound == fdp.attribute_inference_bound_dp(
+        epsilon=0.8, delta=0.0, baseline=feature.theorem4_baseline
+    )
+    stub = types.SimpleNamespace(
+        baseline_success=fdp.baseline_success,
+        attribute_inference_bound_dp=lambda *, epsilon, delta, baseline: 0.999,
+    )
+    monkeypatch.setattr(plugins, "attribute_inference_bounds", lambda: stub)
+    stubbed = at.audit(mechanism, trials=2000, claim=0.8, seed=6, reading=at.ClaimReading.FEATURE_DP)
+    assert stubbed.theorem4_success_upper_bound == 0.999 and stubbed.successes == feature.successes
+
+
 # feature-dp.md §3.3 test values: (ε, δ, b) → 1 − f_{ε,δ}(b), and Φ(Φ⁻¹(b) + μ) for μ-GDP.
 THEOREM4_DP = [(1.0, 1e-5, 2, 0.816064), (1.0, 0.0, 10, 0.271828)]
 THEOREM4_GDP = {

@@ -179,7 +179,7 @@ def test_input_canaries_multi_run(observe, kind):
         training, trials=64, canary="input", observe=observe, input_canary=kind, claim=5.0
     )  # an explicit claim: the accountant's PLD at σ = 0.3 alone takes seconds
     assert result.epsilon_lower_bound <= result.epsilon_claimed
-    assert result.pilot_trials == 64 and result.chunks == 16  # min(trials, max(100, trials / 10)); ≥ 16 chunks
+    assert result.pilot_trials == 16 and result.chunks == 16  # training_game_plan: a quarter of 64; 16 chunks
     expected_score = "loss" if observe == "final" else "dot product"
     assert expected_score in result.score and kind.replace("_", "-") in result.mechanism
     assert result.empirical_trade_off  # the ROC the report draws
@@ -307,3 +307,35 @@ def test_module_doctest():
     failures, _ = doctest.testmod(cn, verbose=False)
     assert failures == 0
     assert math.isfinite(cn.DiracCanaryGame(**ACCEPTANCE).release(True, np.random.default_rng(0)).sum())
+
+
+# --------------------------------------------------------------------------------------------
+# One pilot and chunk rule for every game that trains a model per trial (issue 39)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("trials", "pilot", "chunk"),
+    [(1, 1, 1), (5, 5, 1), (16, 8, 1), (64, 16, 4), (256, 64, 16), (1000, 100, 63), (20_000, 2000, 1250)],
+)
+def test_training_game_plan_is_a_quarter_between_8_and_100_then_a_tenth_in_16_chunks(trials, pilot, chunk):
+    plan = cn.training_game_plan(trials)
+    assert (plan.pilot_trials, plan.chunk_size) == (pilot, chunk)
+    assert plan.pilot_trials <= trials and math.ceil(trials / plan.chunk_size) <= 16
+    assert cn.training_game_plan(trials, pilot_trials=3, chunk_size=2).to_dict() == {"pilot_trials": 3, "chunk_size": 2}
+
+
+def test_numpy_training_game_takes_its_pilot_and_chunks_from_the_shared_plan(monkeypatch):
+    """The numpy loop (vectorised=False) and user trainings hand games.audit what training_game_plan decides."""
+    seen = []
+    monkeypatch.setattr(cn.games, "audit", lambda game, **options: seen.append(options))
+    training = cn.DpSgdTraining(noise_multiplier=1.0, sampling_rate=0.1, steps=3)
+    for trials in (16, 64, 256, 1000, 20_000):
+        cn.multi_run_canary_audit(training, trials=trials, claim=1.0, vectorised=False)
+        plan = cn.training_game_plan(trials)
+        assert (seen[-1]["pilot_trials"], seen[-1]["chunk_size"]) == (plan.pilot_trials, plan.chunk_size)
+    monkeypatch.setattr(
+        cn, "training_game_plan", lambda trials, **given: cn.TrainingGamePlan(pilot_trials=7, chunk_size=5)
+    )
+    cn.multi_run_canary_audit(training, trials=40, claim=1.0, canary="input")
+    assert (seen[-1]["pilot_trials"], seen[-1]["chunk_size"]) == (7, 5)

@@ -66,3 +66,44 @@ def test_no_stage_imports_the_orchestrator():
             node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module is not None
         } | {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         assert not any(name.endswith("target_game") for name in imported), path.name
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module} | {
+        alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
+
+
+def test_auditing_knows_no_plug_in_by_name():
+    """issue 39: the attribute audit reaches feature DP's Theorem 4 through the plug-in registry
+    (:func:`dplens.accountant.plugins.attribute_inference_bounds`), as the core reaches every plug-in."""
+    for path in sorted(AUDITING.rglob("*.py")):
+        assert not any(name.startswith("dplens.research") for name in _imports(path)), path.name
+    assert "research" not in (AUDITING / "attribute.py").read_text(encoding="utf-8")
+
+
+def test_the_target_audit_runs_its_stages_in_the_order_of_one_table(monkeypatch):
+    from dplens.auditing import target_game as tg
+
+    names = [name for name, _ in tg.STAGES]
+    assert names == [
+        "checks before the pilot",
+        "memory plan",
+        "profile the outputs",
+        "choose the candidate scores",
+        "pick the operating point",
+        "run the counted trials",
+    ]
+    ran = []
+
+    def recorded(name, stage):
+        return lambda run: (ran.append(name), stage(run))[1]
+
+    monkeypatch.setattr(tg, "STAGES", tuple((name, recorded(name, stage)) for name, stage in tg.STAGES))
+    result = tg.audit_target(_coin, ([1], [0]), claim_epsilon=1.0, trials=200, seed=0)
+    assert ran == names and result.trials == 200
+
+
+def _coin(data, rng):
+    return int(rng.random() < (0.7 if data[0] else 0.3))

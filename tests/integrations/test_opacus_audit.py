@@ -20,6 +20,7 @@ torch = pytest.importorskip("torch", reason='needs the [torch] extra: pip instal
 pytest.importorskip("opacus", reason='needs the [torch] extra: pip install "dplens[torch]"')
 stats = pytest.importorskip("scipy.stats")
 
+from dplens.auditing import canaries as cn  # noqa: E402
 from dplens.auditing import runner  # noqa: E402
 from dplens.auditing.canaries import DiracCanaryGame  # noqa: E402
 from dplens.auditing.games import AuditResult  # noqa: E402
@@ -220,6 +221,26 @@ def test_multi_run_is_bit_identical_on_one_and_two_workers_and_resumes(tmp_path)
         resumed = oa.multi_run_opacus_audit(t, **common, checkpoint=tmp_path / "killed.jsonl")
     assert _strip(resumed) == _strip(one)
     assert len((tmp_path / "killed.jsonl").read_text().splitlines()) == 5
+
+
+def test_multi_run_takes_its_pilot_and_chunks_from_the_plan_the_numpy_game_shares(monkeypatch):
+    """issue 39: the Opacus and numpy training games decide their defaults in one function
+    (:func:`dplens.auditing.canaries.training_game_plan`); no training runs (games.audit is replaced)."""
+    seen = []
+    assert oa.games is cn.games  # both call the one games.audit
+    monkeypatch.setattr(oa.games, "audit", lambda game, **options: seen.append((type(game).__name__, options)))
+    numpy_training = cn.DpSgdTraining(noise_multiplier=1.0, sampling_rate=0.1, steps=3)
+    for trials in (16, 64, 256, 1000, 20_000):
+        oa.multi_run_opacus_audit(training(steps=2), trials=trials, claim=1.0)
+        cn.multi_run_canary_audit(numpy_training, trials=trials, claim=1.0, canary="input")
+        plans = [(game, options["pilot_trials"], options["chunk_size"]) for game, options in seen[-2:]]
+        plan = cn.training_game_plan(trials)
+        assert plans == [(name, plan.pilot_trials, plan.chunk_size) for name in ("OpacusCanaryGame", "TrainingGame")]
+    monkeypatch.setattr(
+        cn, "training_game_plan", lambda trials, **given: cn.TrainingGamePlan(pilot_trials=7, chunk_size=5)
+    )
+    oa.multi_run_opacus_audit(training(steps=2), trials=40, claim=1.0)
+    assert (seen[-1][0], seen[-1][1]["pilot_trials"], seen[-1][1]["chunk_size"]) == ("OpacusCanaryGame", 7, 5)
 
 
 @pytest.mark.parametrize("score", ["loss", "gradient_alignment", "reference_likelihood_ratio"])

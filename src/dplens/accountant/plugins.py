@@ -7,6 +7,10 @@ types. On import, a plug-in's ``accounting`` module registers its events (:func:
 register_event`) and its interpreters on the core's ``singledispatch`` functions (``rdp.rdp_curve``,
 ``pld.privacy_profile``).
 
+Hooks the auditing layer asks for by kind, never by plug-in name: :func:`audit_mechanism_builder` (the runnable
+mechanism of a plug-in event) and :func:`attribute_inference_bounds` (the success bounds an attribute-inference audit
+compares its attack with: feature DP's Theorem 4).
+
 dplens's own research mechanisms are the plug-ins of :mod:`dplens.research`; another package can add its own by
 appending its name to :data:`PLUGIN_PACKAGES`.
 """
@@ -21,6 +25,7 @@ from typing import Any
 __all__ = [
     "PLUGIN_PACKAGES",
     "Plugin",
+    "attribute_inference_bounds",
     "audit_mechanism_builder",
     "import_accounting_modules",
     "load_event_type",
@@ -46,6 +51,11 @@ class Plugin:
         audit_mechanisms: event class name → ``"module:function"``; ``function(event, count)`` returns the runnable
             mechanism an audit of ``count`` runs of the event uses.
         reproduction: ``(name, module)`` of its ``dplens reproduce`` entry (``module.run(out_dir, *, quick)``).
+        attribute_inference: the module holding the attribute-inference success bounds the attribute audit uses
+            (:func:`attribute_inference_bounds`): ``baseline_success(prior)`` and the maximum success an (ε, δ),
+            μ-GDP or privacy-profile claim allows against a baseline, ``attribute_inference_bound_dp(*, epsilon,
+            delta, baseline)``, ``attribute_inference_bound_gdp(*, mu, baseline)`` and
+            ``attribute_inference_bound_profile(profile, *, baseline)``.
     """
 
     name: str
@@ -54,6 +64,7 @@ class Plugin:
     spec_types: tuple[str, ...] = ()
     audit_mechanisms: dict[str, str] = field(default_factory=dict)
     reproduction: tuple[str, str] | None = None
+    attribute_inference: str | None = None
 
 
 def plugins() -> tuple[Plugin, ...]:
@@ -107,6 +118,17 @@ def audit_mechanism_builder(event_type_name: str) -> Any | None:
             module_name, _, attribute = target.partition(":")
             return getattr(_import(module_name), attribute)
     return None
+
+
+def attribute_inference_bounds() -> ModuleType:
+    """The module of the first plug-in declaring ``attribute_inference`` (imported), for the attribute audit."""
+    for plugin in plugins():
+        if plugin.attribute_inference is not None:
+            return _import(plugin.attribute_inference)
+    raise LookupError(
+        f"no plug-in declares attribute_inference bounds (plug-in packages: {PLUGIN_PACKAGES!r}); the attribute "
+        "audit needs one"
+    )
 
 
 def reproductions() -> dict[str, str]:

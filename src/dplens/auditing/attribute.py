@@ -38,8 +38,9 @@ The game's ε lower bound inverts the exact maximum: ε_lb = inf{ε ≥ 0 : max_
 δ = 0: ε_lb = ln(p_lb(k − 1)/(1 − p_lb)). It is clamped at 0 and is a bound (not an estimate): with probability
 ≥ 1 − α, p_lb ≤ the true success, so every ε < ε_lb is refuted.
 
-Side by side, the feature-DP bound of seed 003 Theorem 4 (adv ≤ 1 − f(Ball), computed by
-:mod:`dplens.research.feature_dp.accounting`, never re-implemented here) gives the maximum success the claimed (ε, δ),
+Side by side, the feature-DP bound of seed 003 Theorem 4 (adv ≤ 1 − f(Ball), computed by the feature-DP plug-in,
+which the audit reaches through :func:`dplens.accountant.plugins.attribute_inference_bounds`, never re-implemented
+here) gives the maximum success the claimed (ε, δ),
 μ-GDP or privacy profile allows against the baseline b = Ball = max π (the best guess without the output). It is
 the bound for a feature-DP claim in the sense of seed 003 (Def 6: the real run against a simulator that knows only
 the public features). It also holds for a replace-one claim (take the simulator to be the run with a fixed
@@ -69,7 +70,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special
 
-from dplens.accountant import conversions
+from dplens.accountant import conversions, plugins
 from dplens.accountant.curves import PrivacyProfile
 from dplens.auditing import bounds as bd
 from dplens.auditing import runner
@@ -81,14 +82,14 @@ from dplens.auditing.attribute_bounds import (
     _check_prior,
     _finite,
     _support,
+    attack_fields,
     bound_from_counts,
     epsilon_lower_bound,
     max_success,
     max_success_from_profile,
     max_success_prior_bound,
 )
-from dplens.auditing.games import Verdict
-from dplens.research.feature_dp import accounting as fdp
+from dplens.auditing.games import Verdict, decide
 
 __all__ = [
     "ADJACENCY",
@@ -520,16 +521,7 @@ class AttributeAuditResult:
         return {
             "format_version": self.format_version,
             "game": "attribute-inference",
-            "successes": self.successes,
-            "trials": self.trials,
-            "success_rate": self.success_rate,
-            "success_lower_bound": self.success_lower_bound,
-            "confidence_interval": list(self.confidence_interval),
-            "baseline": self.baseline,
-            "advantage": self.advantage,
-            "advantage_lower_bound": self.advantage_lower_bound,
-            "epsilon_lower_bound": _finite(self.epsilon_lower_bound),
-            "is_estimate": False,
+            **attack_fields(self),
             "feature_dp_epsilon_lower_bound": _finite(self.feature_dp_epsilon_lower_bound),
             "ceiling": {"success": self.ceiling_success, "epsilon": _finite(self.ceiling_epsilon)},
             "epsilon_claimed": _finite(self.epsilon_claimed),
@@ -595,16 +587,17 @@ class AttributeAuditResult:
 def _allowed(claim: Claim, prior: np.ndarray, baseline: float) -> tuple[float, float]:
     """(replace-one maximum success, Theorem 4 maximum success) the claim allows."""
     support = _support(prior)
+    hook = plugins.attribute_inference_bounds()
     match claim:
         case DpClaim(epsilon=eps, delta=d):
             replace_one = max_success(epsilon=eps, delta=d, prior=prior)
-            theorem4 = fdp.attribute_inference_bound_dp(epsilon=eps, delta=d, baseline=baseline)
+            theorem4 = hook.attribute_inference_bound_dp(epsilon=eps, delta=d, baseline=baseline)
         case GdpClaim(mu=mu):
             replace_one = max_success_from_profile(lambda e: conversions.gdp_delta(mu, e), support)
-            theorem4 = fdp.attribute_inference_bound_gdp(mu=mu, baseline=baseline)
+            theorem4 = hook.attribute_inference_bound_gdp(mu=mu, baseline=baseline)
         case ProfileClaim(profile=profile):
             replace_one = max_success_from_profile(profile.deltas, support)
-            theorem4 = fdp.attribute_inference_bound_profile(profile, baseline=baseline)
+            theorem4 = hook.attribute_inference_bound_profile(profile, baseline=baseline)
         case _:  # pragma: no cover - _resolve_claim admits only these
             raise ValueError(f"claim must be a DpClaim, GdpClaim or ProfileClaim; got {claim!r}")
     return float(replace_one), float(theorem4)
@@ -650,12 +643,14 @@ def _resolve_claim(claim: Any, delta: Any) -> tuple[Claim, float]:
 def _feature_dp_epsilon(success_lower: float, *, delta: float, baseline: float) -> float:
     """inf{ε ≥ 0 : Theorem 4's (ε, δ) bound ≥ p_lb}: the ε lower bound for a seed-003 feature-DP claim.
 
-    Bisection on :func:`~dplens.research.feature_dp.accounting.attribute_inference_bound_dp` (non-decreasing in ε),
-    returning the lower end of the final bracket (never above the exact infimum).
+    Bisection on the plug-in's ``attribute_inference_bound_dp`` (:func:`~dplens.accountant.plugins.
+    attribute_inference_bounds`; non-decreasing in ε), returning the lower end of the final bracket (never above the
+    exact infimum).
     """
+    hook = plugins.attribute_inference_bounds()
 
     def allowed(eps: float) -> float:
-        return fdp.attribute_inference_bound_dp(epsilon=eps, delta=delta, baseline=baseline)
+        return hook.attribute_inference_bound_dp(epsilon=eps, delta=delta, baseline=baseline)
 
     if success_lower >= 1.0:
         return math.inf
@@ -693,19 +688,22 @@ def _verdict(
     level = f"{confidence:.0%}"
     theory = "the exact replace-one maximum" if reading is ClaimReading.REPLACE_ONE else "seed 003 Theorem 4"
     allows = f"the {allowed:.4g} that the claim {claim.describe()} allows at baseline {baseline:.4g} ({theory})"
-    if lower > allowed:
-        return Verdict.VIOLATION, (
+    return decide(
+        lower,
+        ceiling,
+        allowed,
+        violation=(
             f"With {level} confidence the attack succeeds with probability at least {lower:.4g}, above {allows}: "
             f"the claim is violated (epsilon lower bound {epsilon_lb:.4g} against the claimed {epsilon_claimed:.4g})."
-        )
-    if ceiling <= allowed:
-        return Verdict.INCONCLUSIVE, (
+        ),
+        inconclusive=(
             f"With {trials} trials even a perfect attack could show a success of at most {ceiling:.4g}, which does "
             f"not exceed {allows}: a violation could not have been detected. Run more trials."
-        )
-    return Verdict.CONSISTENT, (
-        f"The attack found no evidence against the claim: its {level} success lower bound {lower:.4g} does not "
-        f"exceed {allows} (this supports, but cannot prove, the claim)."
+        ),
+        consistent=(
+            f"The attack found no evidence against the claim: its {level} success lower bound {lower:.4g} does not "
+            f"exceed {allows} (this supports, but cannot prove, the claim)."
+        ),
     )
 
 
@@ -831,7 +829,7 @@ def _judged(
     """The result's fields that compare the counts with the claim: the ceiling, the success rates the claim allows
     (replace-one and Theorem 4 readings), the Feature-DP ε bound and the verdict."""
     ceiling = float(bd.clopper_pearson_lower(trials, trials, 1.0 - confidence))
-    ball = fdp.baseline_success(prior)
+    ball = plugins.attribute_inference_bounds().baseline_success(prior)
     replace_one, theorem4 = _allowed(claim, prior, ball)
     allowed = replace_one if reading is ClaimReading.REPLACE_ONE else theorem4
     epsilon_claimed = _claimed_epsilon(claim, delta)

@@ -50,6 +50,23 @@ def _finite(value: float | None) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
 
 
+def attack_fields(result: Any) -> dict[str, Any]:
+    """The attack's counts and the bounds they give, JSON-ready, as every attribute result writes them first
+    (:class:`AttributeBound`, :class:`~dplens.auditing.attribute.AttributeAuditResult`)."""
+    return {
+        "successes": result.successes,
+        "trials": result.trials,
+        "success_rate": result.success_rate,
+        "success_lower_bound": result.success_lower_bound,
+        "confidence_interval": list(result.confidence_interval),
+        "baseline": result.baseline,
+        "advantage": result.advantage,
+        "advantage_lower_bound": result.advantage_lower_bound,
+        "epsilon_lower_bound": _finite(result.epsilon_lower_bound),
+        "is_estimate": False,
+    }
+
+
 # --------------------------------------------------------------------------------------------
 # Priors and the bounds on success
 # --------------------------------------------------------------------------------------------
@@ -261,16 +278,7 @@ class AttributeBound:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "successes": self.successes,
-            "trials": self.trials,
-            "success_rate": self.success_rate,
-            "success_lower_bound": self.success_lower_bound,
-            "confidence_interval": list(self.confidence_interval),
-            "baseline": self.baseline,
-            "advantage": self.advantage,
-            "advantage_lower_bound": self.advantage_lower_bound,
-            "epsilon_lower_bound": _finite(self.epsilon_lower_bound),
-            "is_estimate": False,
+            **attack_fields(self),
             "delta": self.delta,
             "confidence": self.confidence,
             "adjacency": ADJACENCY,

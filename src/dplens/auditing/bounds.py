@@ -156,6 +156,12 @@ class ThresholdStrategy:
     """How thresholds are chosen; the choice never looks at the data it bounds."""
 
 
+def check_threshold(threshold: Any) -> None:
+    """A threshold fixed in advance must be a number (not a bool, not NaN); ValueError otherwise."""
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or math.isnan(threshold):
+        raise ValueError(f"threshold must be a number; got {threshold!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class FixedThreshold(ThresholdStrategy):
     """One threshold fixed in advance (e.g. from the mechanism's documented worst case): no multiplicity cost."""
@@ -163,12 +169,7 @@ class FixedThreshold(ThresholdStrategy):
     threshold: float
 
     def __post_init__(self) -> None:
-        if (
-            isinstance(self.threshold, bool)
-            or not isinstance(self.threshold, int | float)
-            or math.isnan(self.threshold)
-        ):
-            raise ValueError(f"threshold must be a number; got {self.threshold!r}")
+        check_threshold(self.threshold)
 
 
 @dataclass(frozen=True, slots=True)

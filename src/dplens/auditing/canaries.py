@@ -69,10 +69,14 @@ __all__ = [
     "DpSgdTraining",
     "InputCanary",
     "Observation",
+    "TrainingGamePlan",
     "UserCodeError",
     "UserTraining",
     "multi_run_canary_audit",
     "one_run_canary_audit",
+    "one_run_game_audit",
+    "training_game_audit",
+    "training_game_plan",
 ]
 
 NASR_2023 = "Nasr, Hayes, Steinke, Balle, Tramer, Jagielski, Carlini, Terzis 2023 (USENIX Security; arXiv:2302.07956)"
@@ -857,18 +861,6 @@ def one_run_canary_audit(
             f"{training.describe()}; {m} {what} canaries, each included with probability 1/2; observed: "
             f"{observe.value.replace('_', ' ')}; score: {score_option.value.replace('_', ' ')} ({how})"
         )
-    result = sc.audit_scores(
-        values,
-        included,
-        claim=claimed,
-        delta=delta,
-        confidence=confidence,
-        one_run=True,
-        rule=rule,
-        correction=correction,
-        seed=int(seed),
-        claim_source=source,
-    )
     game = {
         "game": "one_run",
         "description": description,
@@ -881,6 +873,17 @@ def one_run_canary_audit(
     }
     if isinstance(training, DpSgdTraining):
         game |= {k: getattr(training, k) for k in ("noise_multiplier", "sampling_rate", "steps")}
+    options = dict(claim=claimed, delta=delta, confidence=confidence, rule=rule, correction=correction)
+    return one_run_game_audit(values, included, game, start=start, seed=int(seed), claim_source=source, **options)
+
+
+def one_run_game_audit(
+    values: Any, included: Any, game: dict[str, Any], *, start: float, **options: Any
+) -> sc.OneRunAuditResult:
+    """The one-run game's audit of its canaries' scores (:func:`~dplens.auditing.scores.audit_scores` with
+    ``one_run=True``; ``options``: claim, delta, confidence, rule, correction, seed, claim_source), the game
+    described in the result and its time counted from ``start`` (the numpy, user and Opacus one-run games)."""
+    result = sc.audit_scores(values, included, one_run=True, **options)
     return sc.with_game(result, game, elapsed_seconds=time.perf_counter() - start)
 
 
@@ -973,7 +976,7 @@ def multi_run_canary_audit(
 
     Gradient canaries on :class:`DpSgdTraining` are vectorised by default (:class:`DiracCanaryGame`, the exact
     likelihood ratio, microseconds per training); ``vectorised=False`` runs the numpy loop for every training, as
-    input canaries and :class:`UserTraining` always do (their pilot defaults to a tenth of ``trials``, at least 100).
+    input canaries and :class:`UserTraining` always do (their pilot and chunks: :func:`training_game_plan`).
 
     Args:
         training: :class:`DpSgdTraining` or :class:`UserTraining` (``claim`` required).
@@ -1024,21 +1027,92 @@ def multi_run_canary_audit(
         input_canary=input_canary,
         canary_seed=int(seed),
     )
-    if pilot_trials is None:
-        pilot_trials = min(trials, max(100, trials // 10))
-    if chunk_size is None:
-        chunk_size = max(1, math.ceil(trials / 16))
     name = "the user's score" if isinstance(training, UserTraining) else f"{score_option.value.replace('_', ' ')}"
-    return games.audit(
+    return training_game_audit(
         mechanism,
+        score=games.BlackBoxScore(_identity, name=f"canary score per training: {name}"),
         trials=trials,
         delta=delta,
         claimed_epsilon=claimed,
-        score=games.BlackBoxScore(_identity, name=f"canary score per training: {name}"),
-        progress=progress,
-        pilot_trials=pilot_trials,
-        chunk_size=chunk_size,
         claim_source=source,
+        plan=training_game_plan(trials, pilot_trials=pilot_trials, chunk_size=chunk_size),
+        progress=progress,
+        **execution,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Games whose every trial is a training: one pilot and chunk rule (numpy, a user's, Opacus)
+# --------------------------------------------------------------------------------------------
+
+#: Pilot trainings per side: a quarter of the counted trials, between these two numbers of trainings
+#: (:func:`training_game_plan`)...
+TRAINING_PILOT_RANGE = (8, 100)
+#: ... and at least this fraction of them beyond (1000 trials: 100 pilot trainings per side).
+TRAINING_PILOT_FRACTION = 10
+#: Chunks of a training game (its checkpoints, progress and the bound-against-trainings trajectory).
+TRAINING_GAME_CHUNKS = 16
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainingGamePlan:
+    """The pilot and chunks of a distinguishing game whose every trial is a training.
+
+    Args:
+        pilot_trials: pilot trainings per side (never counted; they place the threshold grid).
+        chunk_size: counted trainings per side per chunk.
+    """
+
+    pilot_trials: int
+    chunk_size: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {"pilot_trials": self.pilot_trials, "chunk_size": self.chunk_size}
+
+
+def training_game_plan(
+    trials: int, *, pilot_trials: int | None = None, chunk_size: int | None = None
+) -> TrainingGamePlan:
+    """The defaults of every multi-run canary game that trains a model per trial (decided here once).
+
+    The pilot is min(N, max(8, min(100, ⌊N/4⌋), ⌊N/10⌋)) trainings per side: a quarter of the N counted trainings,
+    at least 8 and at most 100, a tenth of them beyond 1000, never more than N. The pilot only places the grid (it
+    is independent of the counted trainings, so the bound is valid whatever its size), and every pilot training
+    costs as much as a counted one: its share of the work is capped at a quarter for the few trainings of an Opacus
+    or user training game, and at a tenth for long runs, where 100 trainings per side already span the scores. The
+    counted trainings run in :data:`TRAINING_GAME_CHUNKS` chunks (⌈N/16⌉ each): a killed run loses at most a
+    sixteenth of its trainings, and the trajectory has 16 points. Given values are kept.
+    """
+    if pilot_trials is None:
+        low, high = TRAINING_PILOT_RANGE
+        pilot_trials = min(trials, max(low, min(high, trials // 4), trials // TRAINING_PILOT_FRACTION))
+    if chunk_size is None:
+        chunk_size = max(1, math.ceil(trials / TRAINING_GAME_CHUNKS))
+    return TrainingGamePlan(pilot_trials=pilot_trials, chunk_size=chunk_size)
+
+
+def training_game_audit(
+    game: Any,
+    *,
+    score: games.BlackBoxScore,
+    trials: int,
+    delta: float,
+    claimed_epsilon: float,
+    claim_source: str,
+    plan: TrainingGamePlan,
+    **execution: Any,
+) -> games.AuditResult:
+    """:func:`dplens.auditing.games.audit` on a training game (``execution``: confidence, seed, workers, scheduler,
+    checkpoint, progress), with the pilot and chunks of ``plan`` (:func:`training_game_plan`)."""
+    return games.audit(
+        game,
+        trials=trials,
+        delta=delta,
+        claimed_epsilon=claimed_epsilon,
+        score=score,
+        pilot_trials=plan.pilot_trials,
+        chunk_size=plan.chunk_size,
+        claim_source=claim_source,
         **execution,
     )
 

@@ -361,23 +361,39 @@ def bound_region(epsilon: float, delta: float, points: int = 200) -> list[dict[s
     return [{"alpha": float(a), "beta": float(b)} for a, b in zip(alphas, betas, strict=True)]
 
 
+def decide(
+    found: float, ceiling: float, allowed: float, *, violation: str, inconclusive: str, consistent: str
+) -> tuple[Verdict, str]:
+    """The verdict rule of every audit, with the caller's wording of each verdict: VIOLATION if what the audit
+    found exceeds what the claim allows; INCONCLUSIVE if even a perfect attack's result at this many trials (the
+    ceiling) would not; else CONSISTENT."""
+    if found > allowed:
+        return Verdict.VIOLATION, violation
+    if ceiling <= allowed:
+        return Verdict.INCONCLUSIVE, inconclusive
+    return Verdict.CONSISTENT, consistent
+
+
 def verdict_for(bound: float, ceiling: float, claim: float, confidence: float) -> tuple[Verdict, str]:
     """VIOLATION if the bound exceeds the claim; INCONCLUSIVE if even a perfect attack could not; else CONSISTENT."""
     level = f"{confidence:.0%}"
-    if bound > claim:
-        return Verdict.VIOLATION, (
+    return decide(
+        bound,
+        ceiling,
+        claim,
+        violation=(
             f"With {level} confidence the mechanism's epsilon is at least {bound:.4g}, above the claimed "
             f"{claim:.4g}: the claim is violated."
-        )
-    if ceiling <= claim:
-        return Verdict.INCONCLUSIVE, (
+        ),
+        inconclusive=(
             f"With this many trials no audit could certify more than epsilon = {ceiling:.4g} "
             f"(the measurability ceiling), which does not exceed the claimed {claim:.4g}: a violation could not "
             "have been detected. Run more trials."
-        )
-    return Verdict.CONSISTENT, (
-        f"The audit found no evidence against the claim: the {level} lower bound {bound:.4g} does not exceed "
-        f"the claimed epsilon {claim:.4g} (this supports, but cannot prove, the claim)."
+        ),
+        consistent=(
+            f"The audit found no evidence against the claim: the {level} lower bound {bound:.4g} does not exceed "
+            f"the claimed epsilon {claim:.4g} (this supports, but cannot prove, the claim)."
+        ),
     )
 
 

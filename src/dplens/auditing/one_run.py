@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -250,15 +251,22 @@ def _check_delta(delta: Any) -> float:
 
 def _check_scores_labels(scores: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
     scores, labels = host_array(scores, name="scores"), host_array(labels, name="labels")  # torch/JAX/CuPy too
-    try:
-        s = np.asarray(scores, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"scores must be a 1-D array of numbers; got {scores!r}") from None
-    if s.ndim != 1 or s.size == 0:
-        raise ValueError(f"scores must be a non-empty 1-D array; got shape {s.shape}")
-    if np.isnan(s).any():
-        raise ValueError(f"scores must not contain NaN; got NaN at index {int(np.flatnonzero(np.isnan(s))[0])}")
+    s = score_array(scores, name="scores", shown=lambda: repr(scores), allow_nan=False)
     return s, bool_labels(labels, name="labels", length=s.size, meaning="1 = included", shown=repr(labels))
+
+
+def score_array(values: Any, *, name: str, shown: Callable[[], str], allow_nan: bool = True) -> np.ndarray:
+    """``values`` (on the host) as a non-empty 1-D float array, NaN refused unless ``allow_nan``; else a ValueError
+    naming ``name`` (``shown()``: how a value that is not numbers is echoed). The score checks of every score audit."""
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a 1-D array of numbers; got {shown()}") from None
+    if array.ndim != 1 or array.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array; got shape {array.shape}")
+    if not allow_nan and np.isnan(array).any():
+        raise ValueError(f"{name} must not contain NaN; got NaN at index {int(np.flatnonzero(np.isnan(array))[0])}")
+    return array
 
 
 def bool_labels(values: Any, *, name: str, length: int, meaning: str, shown: str | None = None) -> np.ndarray:

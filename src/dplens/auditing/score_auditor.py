@@ -90,12 +90,7 @@ class Explicit(ThresholdStrategy):
     threshold: float
 
     def __post_init__(self) -> None:
-        if (
-            isinstance(self.threshold, bool)
-            or not isinstance(self.threshold, int | float)
-            or math.isnan(self.threshold)
-        ):
-            raise ValueError(f"threshold must be a number; got {self.threshold!r}")
+        bd.check_threshold(self.threshold)
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,15 +319,7 @@ def _bca_quantiles(values: np.ndarray, full: float, params: BootstrapParams, jac
 
 def _check_scores(values: Any, name: str) -> np.ndarray:
     array = host_array(values, name=name)
-    try:
-        array = np.asarray(array, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a 1-D array of numbers; got {type(values).__name__}") from None
-    if array.ndim != 1 or array.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D array; got shape {array.shape}")
-    if np.isnan(array).any():
-        raise ValueError(f"{name} must not contain NaN; got NaN at index {int(np.flatnonzero(np.isnan(array))[0])}")
-    return np.sort(array)
+    return np.sort(orun.score_array(array, name=name, shown=lambda: type(values).__name__, allow_nan=False))
 
 
 def _check_delta(delta: Any, *, positive: bool = False) -> float:

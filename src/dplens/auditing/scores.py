@@ -142,12 +142,7 @@ class ThresholdGrid(ThresholdSelection):
 
 def _check_scores(scores: Any, member: Any) -> tuple[np.ndarray, np.ndarray]:
     scores, member = host_array(scores, name="scores"), host_array(member, name="member")  # torch/JAX/CuPy too
-    try:
-        s = np.asarray(scores, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"scores must be a 1-D array of numbers; got {type(scores).__name__}") from None
-    if s.ndim != 1 or s.size == 0:
-        raise ValueError(f"scores must be a non-empty 1-D array; got shape {s.shape}")
+    s = orun.score_array(scores, name="scores", shown=lambda: type(scores).__name__)
     bad = ~np.isfinite(s)
     if bad.any():
         index = int(np.flatnonzero(bad)[0])
@@ -483,6 +478,16 @@ def _fmt(value: float | None) -> str:
     return "inf" if math.isinf(value) else f"{value:.6g}"
 
 
+def _empirical_estimates(result: Any) -> dict[str, Any]:
+    """The empirical estimates (AUC, TPR at FPR, ROC, histogram), JSON-ready, as both score results write them."""
+    return {
+        "auc_estimate": result.auc_estimate,
+        "tpr_at_fpr_estimates": [dict(p) for p in result.tpr_at_fpr_estimates],
+        "roc_estimate": [dict(p) for p in result.roc_estimate],
+        "histogram": dict(result.histogram),
+    }
+
+
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class ScoresAuditResult:
     """A two-sample audit from scores: a valid lower bound on ε, labelled estimates, the verdict against the claim.
@@ -550,10 +555,7 @@ class ScoresAuditResult:
             "gdp_epsilon_estimate": _finite(self.gdp_epsilon_estimate),
             "gdp_operating_point": dict(self.gdp_operating_point),
             "gdp_assumption": _GDP_ASSUMPTION,
-            "auc_estimate": self.auc_estimate,
-            "tpr_at_fpr_estimates": [dict(p) for p in self.tpr_at_fpr_estimates],
-            "roc_estimate": [dict(p) for p in self.roc_estimate],
-            "histogram": dict(self.histogram),
+            **_empirical_estimates(self),
             "estimates_note": _ESTIMATES_NOTE,
             "verdict": self.verdict.value,
             "verdict_reason": self.verdict_reason,
@@ -684,10 +686,7 @@ class OneRunAuditResult:
             "ceiling": self.ceiling,
             "fdp_epsilon_estimate": _finite(self.fdp_epsilon_estimate),
             "fdp_assumption": orun.GDP_FAMILY_ASSUMPTION,
-            "auc_estimate": self.auc_estimate,
-            "tpr_at_fpr_estimates": [dict(p) for p in self.tpr_at_fpr_estimates],
-            "roc_estimate": [dict(p) for p in self.roc_estimate],
-            "histogram": dict(self.histogram),
+            **_empirical_estimates(self),
             "trajectory": [dict(p) for p in self.trajectory],
             "estimates_note": _ESTIMATES_NOTE,
             "verdict": self.verdict.value,

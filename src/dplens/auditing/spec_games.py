@@ -102,20 +102,9 @@ def audit_spec_game(
             return audit_spec(spec, trials=trials, delta=delta, confidence=confidence, seed=seed, **execution)
         from dplens.auditing import canaries as cn
 
-        claimed, delta, source = spec_claim(spec, delta)
+        options = _canary_game_options(spec, table, delta=delta, confidence=confidence, seed=seed)
         return cn.multi_run_canary_audit(
-            cn.DpSgdTraining.from_spec_table(training_table),
-            trials=trials,
-            canary=table.canary,
-            observe=table.observe,
-            score=table.score,
-            input_canary=table.input_canary,
-            claim=claimed,
-            delta=delta,
-            confidence=confidence,
-            seed=seed,
-            claim_source=source,
-            **execution,
+            cn.DpSgdTraining.from_spec_table(training_table), trials=trials, **options, **execution
         )
     if chosen is Game.ONE_RUN:
         training_table = _training_table(spec, chosen)
@@ -127,23 +116,31 @@ def audit_spec_game(
             )
         from dplens.auditing import canaries as cn
 
-        claimed, delta, source = spec_claim(spec, delta)
+        options = _canary_game_options(spec, table, delta=delta, confidence=confidence, seed=seed)
         return cn.one_run_canary_audit(
             cn.DpSgdTraining.from_spec_table(training_table),
             canaries=table.canaries if trials is None else trials,
-            canary=table.canary,
-            observe=table.observe,
-            score=table.score,
-            input_canary=table.input_canary,
-            claim=claimed,
-            delta=delta,
-            confidence=confidence,
-            seed=seed,
-            claim_source=source,
+            **options,
         )
     if trials is None:
         raise ValueError("trials (--trials) is required for the attribute game")
     return _attribute(spec, table, trials=trials, delta=delta, confidence=confidence, seed=seed, **execution)
+
+
+def _canary_game_options(spec: Any, table: Any, *, delta: float | None, confidence: float, seed: int) -> dict:
+    """The canary games' options from the spec's ``[audit]`` table and its claim (one-run and multi-run alike)."""
+    claimed, delta, source = spec_claim(spec, delta)
+    return dict(
+        canary=table.canary,
+        observe=table.observe,
+        score=table.score,
+        input_canary=table.input_canary,
+        claim=claimed,
+        delta=delta,
+        confidence=confidence,
+        seed=seed,
+        claim_source=source,
+    )
 
 
 def _attribute(spec: Any, table: Any, *, trials: int, delta: float | None, confidence: float, seed: int, **execution):

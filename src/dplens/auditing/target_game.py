@@ -19,8 +19,9 @@ A target (:mod:`dplens.auditing.targets`) is run N times on each of D and D′. 
   non-integral float outputs most of which are reachable from their own query value (never on integers or flags).
 
 :func:`audit_target` runs the audit as a pipeline of stages, one module each in :mod:`dplens.auditing.stages`,
-each handing the next a small frozen value: the checks before the pilot (pair search, probe, reproducibility:
-:mod:`~dplens.auditing.stages.checks`) → profile the outputs on the fitting pilot
+each handing the next a small frozen value; their order is one table, :data:`STAGES`, which it iterates: the
+checks before the pilot (pair search, probe, reproducibility: :mod:`~dplens.auditing.stages.checks`) → the memory
+plan (:mod:`~dplens.auditing.stages.memory`) → profile the outputs on the fitting pilot
 (:mod:`~dplens.auditing.stages.profile`) → choose and fit the candidate scores
 (:mod:`~dplens.auditing.stages.candidates`) → pick the operating point on the selection pilot
 (:mod:`~dplens.auditing.stages.operating_point`) → run the counted trials (:mod:`~dplens.auditing.stages.counting`)
@@ -49,6 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from typing import Any
 
 from dplens.auditing.blackbox.base import OutputKind
@@ -58,11 +60,11 @@ from dplens.auditing.blackbox.learned import BoostedTrees, LogisticRatio
 from dplens.auditing.blackbox.reachability import Reachability
 from dplens.auditing.blackbox.tables import FrequencyRatio, HistogramRatio
 from dplens.auditing.blackbox.user import UserScore, load_score
-from dplens.auditing.stages.candidates import Score, choose_candidates, default_scores, user_scores_of
-from dplens.auditing.stages.checks import SEARCH_FRACTION, check_target
-from dplens.auditing.stages.counting import count_trials
-from dplens.auditing.stages.memory import MemoryBudget, plan_audit
-from dplens.auditing.stages.operating_point import pick_operating_point
+from dplens.auditing.stages.candidates import Candidates, Score, choose_candidates, default_scores, user_scores_of
+from dplens.auditing.stages.checks import SEARCH_FRACTION, Checked, check_target
+from dplens.auditing.stages.counting import Counted, count_trials
+from dplens.auditing.stages.memory import MemoryBudget, MemoryPlan, plan_audit
+from dplens.auditing.stages.operating_point import OperatingPoint, pick_operating_point
 from dplens.auditing.stages.pilot import (
     DISCRETE_PILOT_FRACTION,
     MAX_FIT_TRIALS,
@@ -70,7 +72,7 @@ from dplens.auditing.stages.pilot import (
     PILOT_FRACTION,
     pilot_sizes,
 )
-from dplens.auditing.stages.profile import OutputProfile, profile_outputs
+from dplens.auditing.stages.profile import OutputProfile, Profiled, profile_outputs
 from dplens.auditing.stages.result import TargetAuditResult, build_result
 from dplens.auditing.stages.setting import AuditSetting
 from dplens.auditing.stages.strength import search_strength
@@ -83,6 +85,7 @@ __all__ = [
     "MAX_SELECTION_TRIALS",
     "PILOT_FRACTION",
     "SEARCH_FRACTION",
+    "STAGES",
     "BoostedTrees",
     "CoordinateScore",
     "FrequencyRatio",
@@ -193,29 +196,97 @@ def audit_target(
             f"workers={workers} needs a target that worker processes can import by path ('module:name'); "
             f"{target.name} is a lambda, a closure or defined in __main__: pass 'module:name' or use workers=1"
         )
-    budget = MemoryBudget.resolve(memory_budget)
-    checked = check_target(target, as_pair(pair), setting, strength=search_strength)
-    user_scores = user_scores_of(scores)
-    plan = plan_audit(target, checked.pair, setting, budget, sample=checked.sample, user_score=bool(user_scores))
-    checked = dataclasses.replace(checked, sample=None)  # the sizing draws: not held through the audit
-    if plan.reduced:
-        profiled, fit = profile_wide(target, checked, setting, plan, user_scores=user_scores)
-    else:
-        profiled, fit = profile_outputs(target, checked, setting, plan)
-    candidates = choose_candidates(scores, profiled, fit, setting, plan)
-    del fit  # the fitting draws: the scores are frozen, only counts go on
-    point = pick_operating_point(target, profiled, candidates, setting, batch=plan.batch_rows)
-    counted = count_trials(
-        target, profiled.pair, point.binners, setting, batch=plan.batch_rows, reduction=profiled.reduction
-    )
+    run = _Run(target=target, pair=pair, setting=setting, budget=MemoryBudget.resolve(memory_budget), scores=scores)
+    for _name, stage in STAGES:
+        run = stage(run)
     return build_result(
         setting=setting,
         target=target.describe(),
-        checked=checked,
-        profiled=profiled,
-        notes=candidates.notes,
-        point=point,
-        counted=counted,
+        checked=run.checked,
+        profiled=run.profiled,
+        notes=run.candidates.notes,
+        point=run.point,
+        counted=run.counted,
         start=start,
-        memory=plan.to_dict(),
+        memory=run.plan.to_dict(),
     )
+
+
+# --------------------------------------------------------------------------------------------
+# The stages, in the order audit_target runs them (docs/guides/blackbox-internals.md)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Run:
+    """What the stages have handed on so far: each stage reads it and returns it with its own value added."""
+
+    target: Any
+    pair: Any
+    setting: AuditSetting
+    budget: MemoryBudget
+    scores: Any
+    user_scores: tuple[UserScore, ...] = ()
+    checked: Checked | None = None
+    plan: MemoryPlan | None = None
+    profiled: Profiled | None = None
+    fit: tuple[Any, Any] | None = None
+    candidates: Candidates | None = None
+    point: OperatingPoint | None = None
+    counted: Counted | None = None
+
+
+def _check(run: _Run) -> _Run:
+    """0. The checks before the pilot (pair search, probe, reproducibility)."""
+    checked = check_target(run.target, as_pair(run.pair), run.setting, strength=search_strength)
+    return dataclasses.replace(run, checked=checked, user_scores=user_scores_of(run.scores))
+
+
+def _plan(run: _Run) -> _Run:
+    """The memory plan (batch size, held or reduced outputs), from the checks' sizing draws, which it lets go."""
+    plan = plan_audit(
+        run.target, run.checked.pair, run.setting, run.budget, sample=run.checked.sample,
+        user_score=bool(run.user_scores),
+    )  # fmt: skip
+    return dataclasses.replace(run, plan=plan, checked=dataclasses.replace(run.checked, sample=None))
+
+
+def _profile(run: _Run) -> _Run:
+    """1. Profile the outputs on the fitting half of the pilot (wide outputs reduced as they arrive)."""
+    if run.plan.reduced:
+        profiled, fit = profile_wide(run.target, run.checked, run.setting, run.plan, user_scores=run.user_scores)
+    else:
+        profiled, fit = profile_outputs(run.target, run.checked, run.setting, run.plan)
+    return dataclasses.replace(run, profiled=profiled, fit=fit)
+
+
+def _candidates(run: _Run) -> _Run:
+    """2. Choose and fit the candidate scores; the fitting draws are let go (the scores are frozen)."""
+    candidates = choose_candidates(run.scores, run.profiled, run.fit, run.setting, run.plan)
+    return dataclasses.replace(run, candidates=candidates, fit=None)
+
+
+def _operating_point(run: _Run) -> _Run:
+    """3. Pick the operating point on the selection half of the pilot."""
+    point = pick_operating_point(run.target, run.profiled, run.candidates, run.setting, batch=run.plan.batch_rows)
+    return dataclasses.replace(run, point=point)
+
+
+def _count(run: _Run) -> _Run:
+    """4. Run the counted trials (5, the result, is :func:`build_result`)."""
+    counted = count_trials(
+        run.target, run.profiled.pair, run.point.binners, run.setting, batch=run.plan.batch_rows,
+        reduction=run.profiled.reduction,
+    )  # fmt: skip
+    return dataclasses.replace(run, counted=counted)
+
+
+#: The stages :func:`audit_target` runs, in order; the result is then built from what they handed on.
+STAGES: tuple[tuple[str, Callable[[_Run], _Run]], ...] = (
+    ("checks before the pilot", _check),
+    ("memory plan", _plan),
+    ("profile the outputs", _profile),
+    ("choose the candidate scores", _candidates),
+    ("pick the operating point", _operating_point),
+    ("run the counted trials", _count),
+)

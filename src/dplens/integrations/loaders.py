@@ -126,14 +126,7 @@ def _torch_loader(loader: Any, *, poisson_sampling: bool | None, original: Any) 
     if _is(batch_sampler, "opacus", "UniformWithReplacementSampler") or _is(loader, "opacus", "DPDataLoader"):
         rate = float(getattr(batch_sampler, "sample_rate", 1.0 / batches))
         notes = _replaced_loader_notes(original) if original is not None else ()
-        return LoaderSampler(
-            sampling="poisson",
-            dataset_size=n,
-            batch_size=max(1, round(rate * n)),
-            steps_per_epoch=batches,
-            found=f"Opacus DPDataLoader (Poisson sampling, q = {rate:.6g})",
-            warnings=notes,
-        )
+        return _poisson(rate, n, batches, f"Opacus DPDataLoader (Poisson sampling, q = {rate:.6g})", warnings=notes)
     if poisson_sampling:
         raise ValueError(
             f"poisson_sampling=True but the loader is {_type_name(loader)} with batch sampler "
@@ -141,13 +134,7 @@ def _torch_loader(loader: Any, *, poisson_sampling: bool | None, original: Any) 
         )
     if _is(batch_sampler, "opacus", "DistributedUniformWithReplacementSampler"):
         rate = float(batch_sampler.sample_rate)
-        return LoaderSampler(
-            sampling="poisson",
-            dataset_size=n,
-            batch_size=max(1, round(rate * n)),
-            steps_per_epoch=batches,
-            found=f"Opacus distributed Poisson sampler (q = {rate:.6g})",
-        )
+        return _poisson(rate, n, batches, f"Opacus distributed Poisson sampler (q = {rate:.6g})")
     if not _is(batch_sampler, "torch.utils.data", "BatchSampler"):
         raise ValueError(
             f"the loader's batch sampler is {_type_name(batch_sampler)}: dplens recognises Opacus's Poisson samplers "
@@ -155,6 +142,18 @@ def _torch_loader(loader: Any, *, poisson_sampling: bool | None, original: Any) 
             "explicit sampling= instead"
         )
     return _batches(loader, batch_sampler, n, batches)
+
+
+def _poisson(rate: float, n: int, batches: int, found: str, *, warnings: tuple[str, ...] = ()) -> LoaderSampler:
+    """An Opacus Poisson sampler at rate q over n records: its expected batch size ``round(q n)``, at least 1."""
+    return LoaderSampler(
+        sampling="poisson",
+        dataset_size=n,
+        batch_size=max(1, round(rate * n)),
+        steps_per_epoch=batches,
+        found=found,
+        warnings=warnings,
+    )
 
 
 def _replaced_loader_notes(original: Any) -> tuple[str, ...]:

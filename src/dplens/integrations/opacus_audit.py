@@ -70,6 +70,7 @@ from typing import Any
 
 import numpy as np
 
+from dplens.auditing import canaries as cn
 from dplens.auditing import games
 from dplens.auditing import scores as sc
 from dplens.auditing.canaries import (
@@ -1075,18 +1076,6 @@ def one_run_opacus_audit(
     values, what = _one_run_scores(
         training, canary, input_canary, score, norm, given, included, training_seed, canary_stream
     )
-    result = sc.audit_scores(
-        values,
-        included,
-        claim=claimed,
-        delta=delta,
-        confidence=confidence,
-        one_run=True,
-        rule=rule,
-        correction=correction,
-        seed=seed,
-        claim_source=source,
-    )
     observed = "every step (white-box)" if canary is CanaryKind.GRADIENT else "the final model"
     game = {
         "game": "one_run",
@@ -1111,7 +1100,8 @@ def one_run_opacus_audit(
         game["input_canary"] = input_canary.value
     if accounting is not None:
         game["accounting"] = accounting
-    return sc.with_game(result, game, elapsed_seconds=time.perf_counter() - start)
+    options = dict(claim=claimed, delta=delta, confidence=confidence, rule=rule, correction=correction)
+    return cn.one_run_game_audit(values, included, game, start=start, seed=seed, claim_source=source, **options)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1298,7 +1288,8 @@ def multi_run_opacus_audit(
         claim: the claimed ε (default: dplens's accountant ε of the training at ``delta``).
         delta: δ of the (ε, δ) statement under test.
         confidence, seed, workers, scheduler, checkpoint, progress, pilot_trials, chunk_size: as
-            :func:`dplens.auditing.games.audit` (pilot default: max(8, trials // 4) trainings per side; chunks: 8).
+            :func:`dplens.auditing.games.audit`; their defaults, those of every training game:
+            :func:`dplens.auditing.canaries.training_game_plan`.
         others: ``"data"`` (the records' own gradients) or ``"opposite"`` — a gradient canary on a shuffled loader
             with every other record's per-sample gradient replaced by −C on the canary's coordinate (zeros on the
             model), the construction of Chua et al. (ICML 2024) under which shuffled batches leak far more than
@@ -1337,25 +1328,20 @@ def multi_run_opacus_audit(
     if score is OpacusScore.REFERENCE_LIKELIHOOD_RATIO:
         fit = _fit_reference(game, reference_trainings, seed)
         game = OpacusCanaryGame(**options, canary_seed=seed, record=record, reference_fit=fit)
-    if pilot_trials is None:
-        pilot_trials = max(8, trials // 4)
-    if chunk_size is None:
-        chunk_size = max(1, math.ceil(trials / 8))
-    return games.audit(
+    return cn.training_game_audit(
         game,
+        score=games.BlackBoxScore(_identity, name=f"canary score per training: {score.value.replace('_', ' ')}"),
         trials=trials,
         delta=delta,
         claimed_epsilon=claimed,
-        score=games.BlackBoxScore(_identity, name=f"canary score per training: {score.value.replace('_', ' ')}"),
+        claim_source=source,
+        plan=cn.training_game_plan(trials, pilot_trials=pilot_trials, chunk_size=chunk_size),
         confidence=confidence,
         seed=seed,
         workers=workers,
         scheduler=scheduler,
         checkpoint=checkpoint,
         progress=progress,
-        pilot_trials=pilot_trials,
-        chunk_size=chunk_size,
-        claim_source=source,
     )
 
 

@@ -33,6 +33,7 @@ PLUGINS = (
         spec_types=("feature_dp_sgd",),
         audit_mechanisms={"FeatureDpSgd": "dplens.research.feature_dp.mechanism:audit_mechanism"},
         reproduction=("feature-dp", "dplens.research.feature_dp.reproduction"),
+        attribute_inference="dplens.research.feature_dp.accounting",
     ),
     Plugin(
         name="corrdp",
