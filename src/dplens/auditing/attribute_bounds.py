@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, sparse, special
 
+from dplens._numbers import finite_or_none as _finite
 from dplens.accountant import conversions
 from dplens.auditing import bounds as bd
 
@@ -44,10 +45,6 @@ LP_MAX_VALUES = 16
 _LP_MARGIN = 1e-8
 #: Above this ε every bound is within e^−30 of 1; the linear programme is not solved there (ill-conditioned).
 _LP_MAX_EPSILON = 30.0
-
-
-def _finite(value: float | None) -> float | None:
-    return float(value) if value is not None and math.isfinite(value) else None
 
 
 def attack_fields(result: Any) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
+from dplens._numbers import finite_or_none as _finite
 from dplens.auditing import bounds as bd
 from dplens.auditing import runner
 from dplens.auditing.host import host_value
@@ -221,10 +222,6 @@ class _CountTask:
 # --------------------------------------------------------------------------------------------
 # The result
 # --------------------------------------------------------------------------------------------
-
-
-def _finite(value: float) -> float | None:
-    return float(value) if value is not None and math.isfinite(value) else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

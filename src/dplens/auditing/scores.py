@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from dplens._numbers import finite_or_none as _finite
 from dplens.accountant import conversions
 from dplens.auditing import bounds as bd
 from dplens.auditing import one_run as orun
@@ -444,10 +445,6 @@ def _check_targets(fpr_targets: Any) -> tuple[float, ...]:
 # --------------------------------------------------------------------------------------------
 # Results
 # --------------------------------------------------------------------------------------------
-
-
-def _finite(value: float | None) -> float | None:
-    return float(value) if value is not None and math.isfinite(value) else None
 
 
 def _infinite_if_none(value: Any) -> float:
