@@ -22,7 +22,7 @@ from typing import Any
 
 from dplens.auditing.games import spec_claim
 
-__all__ = ["Game", "attribute_summary", "audit_spec_game", "resolve_game", "spec_claim"]
+__all__ = ["GAMES", "Game", "attribute_summary", "audit_spec_game", "resolve_game", "spec_claim"]
 
 
 class Game(enum.Enum):
@@ -92,39 +92,47 @@ def audit_spec_game(
     chosen = resolve_game(spec, game)
     table = spec.audit if spec.audit is not None else AuditTable()
     execution = dict(workers=workers, scheduler=scheduler, checkpoint=checkpoint, progress=progress)
-    if chosen is Game.DISTINGUISH:
-        if trials is None:
-            raise ValueError("trials (--trials) is required for the distinguish game (trials per side)")
-        training_table = _training_table(spec, chosen)
-        if training_table is None:
-            from dplens.auditing.games import audit_spec
+    run_game = GAMES[chosen]
+    return run_game(spec, table, trials=trials, delta=delta, confidence=confidence, seed=seed, **execution)
 
-            return audit_spec(spec, trials=trials, delta=delta, confidence=confidence, seed=seed, **execution)
-        from dplens.auditing import canaries as cn
 
-        options = _canary_game_options(spec, table, delta=delta, confidence=confidence, seed=seed)
-        return cn.multi_run_canary_audit(
-            cn.DpSgdTraining.from_spec_table(training_table), trials=trials, **options, **execution
-        )
-    if chosen is Game.ONE_RUN:
-        training_table = _training_table(spec, chosen)
-        if training_table is None:
-            raise ValueError("the one-run game needs a dp_sgd_training mechanism in the spec")
-        if workers != 1 or scheduler is not None or checkpoint is not None:
-            raise ValueError(
-                "the one-run game is a single training: --workers, --scheduler and --checkpoint do not apply"
-            )
-        from dplens.auditing import canaries as cn
-
-        options = _canary_game_options(spec, table, delta=delta, confidence=confidence, seed=seed)
-        return cn.one_run_canary_audit(
-            cn.DpSgdTraining.from_spec_table(training_table),
-            canaries=table.canaries if trials is None else trials,
-            **options,
-        )
+def _distinguish(
+    spec: Any, table: Any, *, trials: int | None, delta: float | None, confidence: float, seed: int, **execution: Any
+) -> Any:
+    """The distinguishing game: a ``dp_sgd_training`` spec's multi-run canary game, else the game on the spec's
+    mechanisms (:func:`dplens.auditing.games.audit_spec`)."""
     if trials is None:
-        raise ValueError("trials (--trials) is required for the attribute game")
-    return _attribute(spec, table, trials=trials, delta=delta, confidence=confidence, seed=seed, **execution)
+        raise ValueError("trials (--trials) is required for the distinguish game (trials per side)")
+    training_table = _training_table(spec, Game.DISTINGUISH)
+    if training_table is None:
+        from dplens.auditing.games import audit_spec
+
+        return audit_spec(spec, trials=trials, delta=delta, confidence=confidence, seed=seed, **execution)
+    from dplens.auditing import canaries as cn
+
+    options = _canary_game_options(spec, table, delta=delta, confidence=confidence, seed=seed)
+    return cn.multi_run_canary_audit(
+        cn.DpSgdTraining.from_spec_table(training_table), trials=trials, **options, **execution
+    )
+
+
+def _one_run(
+    spec: Any, table: Any, *, trials: int | None, delta: float | None, confidence: float, seed: int, **execution: Any
+) -> Any:
+    """The one-run game: one DP-SGD training with ``trials`` canaries (default the table's ``canaries``)."""
+    training_table = _training_table(spec, Game.ONE_RUN)
+    if training_table is None:
+        raise ValueError("the one-run game needs a dp_sgd_training mechanism in the spec")
+    if execution["workers"] != 1 or execution["scheduler"] is not None or execution["checkpoint"] is not None:
+        raise ValueError("the one-run game is a single training: --workers, --scheduler and --checkpoint do not apply")
+    from dplens.auditing import canaries as cn
+
+    options = _canary_game_options(spec, table, delta=delta, confidence=confidence, seed=seed)
+    return cn.one_run_canary_audit(
+        cn.DpSgdTraining.from_spec_table(training_table),
+        canaries=table.canaries if trials is None else trials,
+        **options,
+    )
 
 
 def _canary_game_options(spec: Any, table: Any, *, delta: float | None, confidence: float, seed: int) -> dict:
@@ -143,7 +151,12 @@ def _canary_game_options(spec: Any, table: Any, *, delta: float | None, confiden
     )
 
 
-def _attribute(spec: Any, table: Any, *, trials: int, delta: float | None, confidence: float, seed: int, **execution):
+def _attribute(
+    spec: Any, table: Any, *, trials: int | None, delta: float | None, confidence: float, seed: int, **execution: Any
+) -> Any:
+    """The attribute-inference game on the spec's one mechanism, ``prior`` and ``values`` from ``[audit]``."""
+    if trials is None:
+        raise ValueError("trials (--trials) is required for the attribute game")
     from dplens.auditing import attribute as at
     from dplens.mechanisms.registry import mechanism_from_spec
 
@@ -177,6 +190,10 @@ def _attribute(spec: Any, table: Any, *, trials: int, delta: float | None, confi
         claim_source=source,
         **execution,
     )
+
+
+#: Each game of ``dplens audit SPEC``, by name: the one table :func:`audit_spec_game` reads.
+GAMES = {Game.DISTINGUISH: _distinguish, Game.ONE_RUN: _one_run, Game.ATTRIBUTE: _attribute}
 
 
 def attribute_summary(result: Any) -> str:
