@@ -402,10 +402,8 @@ def make_feature_split_data(
     nn = check_count(n, name="n")
     dp_, dq = check_count(num_public, name="num_public"), check_count(num_private, name="num_private")
     d = dp_ + dq
-    signals = {"public_signal": public_signal, "private_signal": private_signal}
-    for name, value in signals.items():
-        if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value >= 0):
-            raise ValueError(f"{name} must be a finite number >= 0; got {value!r}")
+    _check_nonnegative("public_signal", public_signal)
+    _check_nonnegative("private_signal", private_signal)
     if not isinstance(model, LossModel):
         raise ValueError(f"model must be a LossModel; got {model!r}")
     x = rng.standard_normal((nn, d)) / math.sqrt(d)
