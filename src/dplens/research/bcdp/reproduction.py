@@ -10,7 +10,6 @@ Carlo ranges (§5.3) and the paper's qualitative claims; (iii) a small Algorithm
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import pathlib
@@ -18,6 +17,7 @@ import time
 
 import numpy as np
 
+from dplens.research import _reproduction_common as common
 from dplens.research.bcdp import accounting as acc
 from dplens.research.bcdp import mechanism as mb
 
@@ -177,6 +177,19 @@ def _fig3(q_grid: list[float], trials: int) -> tuple[list[dict], dict[float, flo
     return rows, zetas
 
 
+def _mechanism_vs_baseline(key: str, value, index: int, stream: int, mech, base, d: int, trials: int) -> list[dict]:
+    """``trials`` seeded runs of Fig. 4's comparison: n = 5000 users from the q = 0.1 prior in dimension ``d``, the
+    clipped MSE of ``mech`` and of the baseline ``base``; run t draws from the generator seeded (stream, index, t)."""
+    rows = []
+    for t in range(trials):
+        rng = np.random.default_rng([stream, index, t])
+        x = _signs(5000, d, 0.1, rng)
+        truth = x.mean(axis=0)
+        rows.append({key: value, "trial": t, "mmean": _mse(mech.estimate_mean(x, rng), truth),
+                     "baseline": _mse(base.estimate_mean(x, rng), truth)})  # fmt: skip
+    return rows
+
+
 def _fig4a(d_grid: list[int], trials: int) -> list[dict]:
     rows = []
     for di, d in enumerate(d_grid):
@@ -185,12 +198,7 @@ def _fig4a(d_grid: list[int], trials: int) -> list[dict]:
             acc.theorem2_allocation((0.8,) * k + (8.0,) * (d - k), epsilon=8.0, q=0.1)
         )
         base = mb.BcdpMeanMechanism.ldp_baseline(epsilon=0.8, dimension=d)
-        for t in range(trials):
-            rng = np.random.default_rng([4, di, t])
-            x = _signs(5000, d, 0.1, rng)
-            truth = x.mean(axis=0)
-            rows.append({"d": d, "trial": t, "mmean": _mse(mech.estimate_mean(x, rng), truth),
-                         "baseline": _mse(base.estimate_mean(x, rng), truth)})  # fmt: skip
+        rows += _mechanism_vs_baseline("d", d, di, 4, mech, base, d, trials)
     return rows
 
 
@@ -201,12 +209,7 @@ def _fig4b(f_grid: list[float], trials: int) -> list[dict]:
         delta = (0.2,) * k + (2.0,) * (d - k)
         mech = mb.BcdpMeanMechanism.from_allocation(acc.theorem2_allocation(delta, epsilon=2.0, q=0.1))
         base = mb.BcdpMeanMechanism.ldp_baseline(epsilon=min(delta), dimension=d)
-        for t in range(trials):
-            rng = np.random.default_rng([5, fi, t])
-            x = _signs(5000, d, 0.1, rng)
-            truth = x.mean(axis=0)
-            rows.append({"f": f, "trial": t, "mmean": _mse(mech.estimate_mean(x, rng), truth),
-                         "baseline": _mse(base.estimate_mean(x, rng), truth)})  # fmt: skip
+        rows += _mechanism_vs_baseline("f", f, fi, 5, mech, base, d, trials)
     return rows
 
 
@@ -246,59 +249,45 @@ def _quantiles(rows: list[dict], key: str, value, column: str) -> tuple[float, f
     return tuple(float(v) for v in np.quantile(x, [0.25, 0.5, 0.75]))  # type: ignore[return-value]
 
 
-def _write_csv(path: pathlib.Path, rows: list[dict]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def _fmt_vec(values: list[float]) -> str:
     parts = ["inf" if math.isinf(v) else f"{v:.6g}" for v in values]
     return parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"
 
 
-def run(out_dir: pathlib.Path, *, quick: bool = False) -> list[pathlib.Path]:
-    """Write the BCDP reproduction (figures, CSV, JSON, README.md) into ``out_dir``; returns the paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    start = time.time()
-    out_dir = pathlib.Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+def _grids(quick: bool) -> dict:
+    """The experiments' grids and trial counts (``quick``: the smoke-test subset)."""
     if quick:
-        q_grid, trials3 = [0.0, 0.01, 0.05, 0.1, 0.3, 0.5, 1.0], 30
-        d_grid, f_grid, trials4 = [10, 50], [0.0, 0.2, 0.6, 1.0], 8
-        n_grid, trials_reg = [1000, 10_000], 4
-    else:
-        q_grid, trials3 = [0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.0], 300
-        d_grid, f_grid, trials4 = [10, 50, 100, 200, 500], [0.0, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0], 30
-        n_grid, trials_reg = [1000, 10_000, 100_000, 1_000_000], 12
+        return {"q": [0.0, 0.01, 0.05, 0.1, 0.3, 0.5, 1.0], "trials3": 30, "d": [10, 50], "f": [0.0, 0.2, 0.6, 1.0],
+                "trials4": 8, "n": [1000, 10_000], "trials_reg": 4}  # fmt: skip
+    return {"q": [0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.0], "trials3": 300,
+            "d": [10, 50, 100, 200, 500], "f": [0.0, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0], "trials4": 30,
+            "n": [1000, 10_000, 100_000, 1_000_000], "trials_reg": 12}  # fmt: skip
 
-    refs = _reference_values()
-    rows3, zetas = _fig3(q_grid, trials3)
-    rows4a = _fig4a(d_grid, trials4)
-    rows4b = _fig4b(f_grid, trials4)
-    rows_reg = _regression(n_grid, trials_reg)
 
-    # exact unclipped MSE curves (±1 data)
+def _exact_unclipped(q_grid: list[float], zetas: dict[float, float]) -> tuple[dict, dict, float]:
+    """Exact unclipped MSE curves on ±1 data: Mechanism 1 with ζ = (1+q)/2 and with the tuned ζ, and the baseline."""
     ones = np.ones((FIG3_N, 10))
     exact_heur = {q: mb.BcdpMeanMechanism.from_allocation(acc.theorem2_allocation(FIG3_DELTA, epsilon=2.0, q=q))
                   .unclipped_mse(ones) for q in q_grid}  # fmt: skip
     exact_tuned = {q: mb.BcdpMeanMechanism.from_allocation(acc.theorem2_allocation(FIG3_DELTA, epsilon=2.0, q=q,
                    zeta=zetas[q])).unclipped_mse(ones) for q in q_grid}  # fmt: skip
     exact_base = mb.BcdpMeanMechanism.ldp_baseline(epsilon=0.2, dimension=10).unclipped_mse(ones)
+    return exact_heur, exact_tuned, exact_base
 
+
+def _errorbars(ax, xs, rows: list[dict], key: str, grid: list, column: str, label: str) -> None:
+    """Median and 25–75 % quantiles of ``column`` at each ``key`` value of ``grid``, plotted at ``xs``."""
+    qs = np.array([_quantiles(rows, key, v, column) for v in grid])
+    ax.errorbar(xs, qs[:, 1], yerr=[qs[:, 1] - qs[:, 0], qs[:, 2] - qs[:, 1]], marker="o", capsize=3, label=label)
+
+
+def _plot_fig3(ax, rows3: list[dict], q_grid: list[float], trials3: int, exact: tuple[dict, dict, float]) -> None:
+    """Fig. 3's panel: the clipped medians, the exact unclipped curves and the note's medians against q."""
+    exact_heur, exact_tuned, exact_base = exact
     labels = {"mmean": "Mechanism 1, ζ=(1+q)/2", "mmean_tuned": "Mechanism 1, tuned ζ", "baseline": "0.2-LDP baseline"}
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
-    ax = axes[0]
     for j, meth in enumerate(("mmean", "mmean_tuned", "baseline")):
-        qs = np.array([_quantiles(rows3, "q", q, meth) for q in q_grid])
         xs = np.array(q_grid) * (1 + 0.03 * (j - 1))  # small offsets so the bars do not overlap
-        ax.errorbar(xs, qs[:, 1], yerr=[qs[:, 1] - qs[:, 0], qs[:, 2] - qs[:, 1]], marker="o", capsize=3,
-                    label=labels[meth] + " (clipped)")  # fmt: skip
+        _errorbars(ax, xs, rows3, "q", q_grid, meth, labels[meth] + " (clipped)")
     ax.plot(q_grid, [exact_heur[q] for q in q_grid], "C0--", lw=1, label="exact unclipped, ζ=(1+q)/2")
     ax.plot(q_grid, [exact_tuned[q] for q in q_grid], "C1--", lw=1, label="exact unclipped, tuned ζ")
     ax.axhline(exact_base, color="C2", ls="--", lw=1, label="exact unclipped baseline")
@@ -311,80 +300,108 @@ def run(out_dir: pathlib.Path, *, quick: bool = False) -> list[pathlib.Path]:
     ax.set_xlim(-0.001, 1.2)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3, which="both")
-    for ax, rows, key, grid, title, xlabel in (
-        (axes[1], rows4a, "d", d_grid, "Fig. 4a: n=5000, f=0.2, δ=0.8 / ε=8, q=0.1", "d"),
-        (axes[2], rows4b, "f", f_grid, "Fig. 4b: n=5000, d=50, δ=0.2 / ε=2, q=0.1", "fraction f of sensitive coords"),
-    ):
-        for meth, lab in (("mmean", "Mechanism 1, ζ=0.55"), ("baseline", "min-δ LDP baseline")):
-            qs = np.array([_quantiles(rows, key, v, meth) for v in grid])
-            ax.errorbar(grid, qs[:, 1], yerr=[qs[:, 1] - qs[:, 0], qs[:, 2] - qs[:, 1]], marker="o", capsize=3,
-                        label=lab + " (clipped)")  # fmt: skip
-        note = NOTE_FIG4A if key == "d" else NOTE_FIG4B
-        pts = [v for v in grid if v in note]
-        ax.plot(pts, [note[v][0] for v in pts], "kx", label="note §5.3 (M_mean)")
-        ax.plot(pts, [note[v][1] for v in pts], "k+", label="note §5.3 (baseline)")
-        ax.set(yscale="log", xlabel=xlabel, ylabel="‖x̄ − estimate‖²", title=f"{title} ({trials4} trials)")
-        if key == "d":
-            ax.set_xscale("log")
-            ax.minorticks_off()
-            ax.set_xticks(grid, [str(v) for v in grid])
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3, which="both")
+
+
+def _plot_fig4(ax, rows: list[dict], key: str, grid: list, title: str, xlabel: str, trials4: int) -> None:
+    """One Fig. 4 panel (``key`` "d" or "f"): clipped medians of both mechanisms and the note's medians."""
+    for meth, lab in (("mmean", "Mechanism 1, ζ=0.55"), ("baseline", "min-δ LDP baseline")):
+        _errorbars(ax, grid, rows, key, grid, meth, lab + " (clipped)")
+    note = NOTE_FIG4A if key == "d" else NOTE_FIG4B
+    pts = [v for v in grid if v in note]
+    ax.plot(pts, [note[v][0] for v in pts], "kx", label="note §5.3 (M_mean)")
+    ax.plot(pts, [note[v][1] for v in pts], "k+", label="note §5.3 (baseline)")
+    ax.set(yscale="log", xlabel=xlabel, ylabel="‖x̄ − estimate‖²", title=f"{title} ({trials4} trials)")
+    if key == "d":
+        ax.set_xscale("log")
+        ax.minorticks_off()
+        ax.set_xticks(grid, [str(v) for v in grid])
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, which="both")
+
+
+def _plot_mean_estimation(
+    out_dir: pathlib.Path, rows: dict[str, list[dict]], grids: dict, exact: tuple
+) -> pathlib.Path:
+    """``bcdp_mean_estimation.png``: Fig. 3 and Fig. 4a/4b side by side."""
+    plt = common.pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
+    _plot_fig3(axes[0], rows["fig3"], grids["q"], grids["trials3"], exact)
+    _plot_fig4(axes[1], rows["fig4a"], "d", grids["d"], "Fig. 4a: n=5000, f=0.2, δ=0.8 / ε=8, q=0.1", "d",
+               grids["trials4"])  # fmt: skip
+    _plot_fig4(axes[2], rows["fig4b"], "f", grids["f"], "Fig. 4b: n=5000, d=50, δ=0.2 / ε=2, q=0.1",
+               "fraction f of sensitive coords", grids["trials4"])  # fmt: skip
     fig.suptitle("BCDP mean estimation (seed 002): median and 25–75% quantiles over seeded trials")
     fig.tight_layout()
-    fig_path = out_dir / "bcdp_mean_estimation.png"
-    fig.savefig(fig_path, dpi=110)
-    plt.close(fig)
+    return common.save_figure(fig, out_dir / "bcdp_mean_estimation.png", dpi=110)
 
-    fig, ax = plt.subplots(figsize=(6, 4.2))
+
+def _plot_regression(out_dir: pathlib.Path, rows_reg: list[dict], n_grid: list[int]) -> pathlib.Path:
+    """``bcdp_regression.png``: Algorithm 2's and the baseline's excess empirical risk against n."""
+    fig, ax = common.pyplot().subplots(figsize=(6, 4.2))
     for meth, lab in (("algorithm2", "Algorithm 2 (BCDP)"), ("baseline", f"min-δ LDP ({min(REG_FEATURE_DELTA)})")):
-        qs = np.array([_quantiles(rows_reg, "n", n, meth) for n in n_grid])
-        ax.errorbar(n_grid, qs[:, 1], yerr=[qs[:, 1] - qs[:, 0], qs[:, 2] - qs[:, 1]], marker="o", capsize=3,
-                    label=lab)  # fmt: skip
+        _errorbars(ax, n_grid, rows_reg, "n", n_grid, meth, lab)
     ax.set(xscale="log", yscale="log", xlabel="n", ylabel="excess empirical risk f(θ̂) − f*",
            title=f"Least squares, d=5, feature δ={REG_FEATURE_DELTA}, ε={REG_EPSILON:g}")  # fmt: skip
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
-    reg_path = out_dir / "bcdp_regression.png"
-    fig.savefig(reg_path, dpi=110)
-    plt.close(fig)
+    return common.save_figure(fig, out_dir / "bcdp_regression.png", dpi=110)
 
-    paths = [fig_path, reg_path]
-    for name, rows in (("fig3_runs.csv", rows3), ("fig4a_runs.csv", rows4a), ("fig4b_runs.csv", rows4b),
-                       ("regression_runs.csv", rows_reg)):  # fmt: skip
-        _write_csv(out_dir / name, rows)
-        paths.append(out_dir / name)
 
-    med3 = {q: {m: _quantiles(rows3, "q", q, m)[1] for m in ("mmean", "mmean_tuned", "baseline",
-                                                               "mmean_unclipped", "baseline_unclipped")}
-            for q in q_grid}  # fmt: skip
-    med4a = {d: {m: _quantiles(rows4a, "d", d, m)[1] for m in ("mmean", "baseline")} for d in d_grid}
-    med4b = {f: {m: _quantiles(rows4b, "f", f, m)[1] for m in ("mmean", "baseline")} for f in f_grid}
-    medreg = {n: {m: _quantiles(rows_reg, "n", n, m)[1] for m in ("algorithm2", "baseline", "theta_zero")}
-              for n in n_grid}  # fmt: skip
-    indefinite = float(np.mean([r["algorithm2_indefinite"] for r in rows_reg]))
-    summary = {
+def _medians(rows: dict[str, list[dict]], grids: dict) -> dict[str, dict]:
+    """The median of every reported column at every grid point (fig3, fig4a, fig4b, regression)."""
+    fig3_columns = ("mmean", "mmean_tuned", "baseline", "mmean_unclipped", "baseline_unclipped")
+    return {
+        "fig3": {q: {m: _quantiles(rows["fig3"], "q", q, m)[1] for m in fig3_columns} for q in grids["q"]},
+        "fig4a": {d: {m: _quantiles(rows["fig4a"], "d", d, m)[1] for m in ("mmean", "baseline")} for d in grids["d"]},
+        "fig4b": {f: {m: _quantiles(rows["fig4b"], "f", f, m)[1] for m in ("mmean", "baseline")} for f in grids["f"]},
+        "regression": {n: {m: _quantiles(rows["regression"], "n", n, m)[1]
+                           for m in ("algorithm2", "baseline", "theta_zero")} for n in grids["n"]},
+    }  # fmt: skip
+
+
+def _summary(quick: bool, grids: dict, refs: list[dict], rows: dict, med: dict, zetas: dict, exact: tuple,
+             start: float) -> dict:  # fmt: skip
+    """``summary.json``'s content (``runtime_s`` measured now, from ``start``)."""
+    exact_heur, exact_tuned, exact_base = exact
+    indefinite = float(np.mean([r["algorithm2_indefinite"] for r in rows["regression"]]))
+    return {
         "quick": quick,
-        "trials": {"fig3": trials3, "fig4": trials4, "regression": trials_reg},
+        "trials": {"fig3": grids["trials3"], "fig4": grids["trials4"], "regression": grids["trials_reg"]},
         "reference_values": refs,
-        "fig3_median_mse": {str(q): v for q, v in med3.items()},
+        "fig3_median_mse": {str(q): v for q, v in med["fig3"].items()},
         "fig3_tuned_zeta": {str(q): z for q, z in zetas.items()},
         "fig3_exact_unclipped_mse": {"heuristic": {str(q): v for q, v in exact_heur.items()},
                                      "tuned": {str(q): v for q, v in exact_tuned.items()}, "baseline": exact_base},
-        "fig4a_median_mse": {str(d): v for d, v in med4a.items()},
-        "fig4b_median_mse": {str(f): v for f, v in med4b.items()},
-        "regression_median_excess_risk": {str(n): v for n, v in medreg.items()},
+        "fig4a_median_mse": {str(d): v for d, v in med["fig4a"].items()},
+        "fig4b_median_mse": {str(f): v for f, v in med["fig4b"].items()},
+        "regression_median_excess_risk": {str(n): v for n, v in med["regression"].items()},
         "regression_fraction_indefinite": indefinite,
         "runtime_s": round(time.time() - start, 1),
     }  # fmt: skip
-    json_path = out_dir / "summary.json"
-    json_path.write_text(json.dumps(summary, indent=2, allow_nan=True), encoding="utf-8")
-    paths.append(json_path)
 
-    readme_path = out_dir / "README.md"
-    readme_path.write_text(_readme(summary, refs, med3, med4a, med4b, medreg, zetas, quick), encoding="utf-8")
-    paths.append(readme_path)
+
+def run(out_dir: pathlib.Path, *, quick: bool = False) -> list[pathlib.Path]:
+    """Write the BCDP reproduction (figures, CSV, JSON, README.md) into ``out_dir``; returns the paths."""
+    start = time.time()
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    grids = _grids(quick)
+    refs = _reference_values()
+    rows3, zetas = _fig3(grids["q"], grids["trials3"])
+    rows = {"fig3": rows3, "fig4a": _fig4a(grids["d"], grids["trials4"]), "fig4b": _fig4b(grids["f"], grids["trials4"]),
+            "regression": _regression(grids["n"], grids["trials_reg"])}  # fmt: skip
+    exact = _exact_unclipped(grids["q"], zetas)
+    paths = [_plot_mean_estimation(out_dir, rows, grids, exact)]
+    paths.append(_plot_regression(out_dir, rows["regression"], grids["n"]))
+    for name, key in (("fig3_runs.csv", "fig3"), ("fig4a_runs.csv", "fig4a"), ("fig4b_runs.csv", "fig4b"),
+                      ("regression_runs.csv", "regression")):  # fmt: skip
+        paths.append(common.write_csv(out_dir / name, rows[key]))
+    med = _medians(rows, grids)
+    summary = _summary(quick, grids, refs, rows, med, zetas, exact, start)
+    paths.append(common.write_atomic(out_dir / "summary.json", json.dumps(summary, indent=2, allow_nan=True)))
+    readme = _readme(summary, refs, med["fig3"], med["fig4a"], med["fig4b"], med["regression"], zetas, quick)
+    paths.append(common.write_atomic(out_dir / "README.md", readme))
     return paths
 
 
@@ -397,148 +414,44 @@ def _within(value: float, note: float, rel: float = 0.2) -> str:
 
 
 def _readme(summary, refs, med3, med4a, med4b, medreg, zetas, quick) -> str:
-    ref_lines = "\n".join(
-        f"| {r['test']} | {_fmt_vec(r['dplens'])} | {_fmt_vec(r['note'])} | {r['max_abs_diff']:.1e} | "
-        f"{r['tolerance']:g} | {'yes' if r['match'] else 'NO'} | {r['comment']} |"
-        for r in refs
-    )
-    n_ok = sum(r["match"] for r in refs)
-    f3 = "\n".join(
-        f"| {q:g} | {zetas[q]:.3f} | {v['mmean']:.4g} | {v['mmean_tuned']:.4g} | {v['baseline']:.4g} | "
-        f"{v['mmean_unclipped']:.4g} | "
-        + (f"{NOTE_FIG3[q][0]:g} / {NOTE_FIG3[q][1]:g} | {_within(v['mmean'], NOTE_FIG3[q][0])} / "
-           f"{_within(v['baseline'], NOTE_FIG3[q][1])} |" if q in NOTE_FIG3 else "– | – |")
-        for q, v in med3.items()
-    )  # fmt: skip
-    f4a = "\n".join(
-        f"| {d} | {v['mmean']:.4g} | {v['baseline']:.4g} | "
-        + (f"{NOTE_FIG4A[d][0]:g} / {NOTE_FIG4A[d][1]:g} |" if d in NOTE_FIG4A else "– |")
-        for d, v in med4a.items()
-    )
-    f4b = "\n".join(
-        f"| {f:g} | {v['mmean']:.4g} | {v['baseline']:.4g} | "
-        + (f"{NOTE_FIG4B[f][0]:g} / {NOTE_FIG4B[f][1]:g} |" if f in NOTE_FIG4B else "– |")
-        for f, v in med4b.items()
-    )
-    reg = "\n".join(
-        f"| {n} | {v['algorithm2']:.3g} | {v['baseline']:.3g} | {v['theta_zero']:.3g} |" for n, v in medreg.items()
-    )
+    """README.md from ``templates/README.md.j2``: the tables, and the comparisons the text states."""
     # q = 1 is excluded: there Theorem 2 gives c = min δ · 1, i.e. exactly the baseline mechanism
-    wins_small = _fmt_list(q for q, v in med3.items() if q < 1 and v["mmean"] < v["baseline"])
-    wins_tuned = _fmt_list(q for q, v in med3.items() if q < 1 and v["mmean_tuned"] < v["baseline"])
-    loses = _fmt_list(q for q, v in med3.items() if q < 1 and v["mmean"] > v["baseline"])
-    wins_4a = _fmt_list(d for d, v in med4a.items() if v["mmean"] < v["baseline"])
-    loses_4a = _fmt_list(d for d, v in med4a.items() if v["mmean"] >= v["baseline"])
-    wins_4b = _fmt_list(f for f, v in med4b.items() if 0 < f < 1 and v["mmean"] < v["baseline"])
     matched3 = sum(
         _within(v["mmean"], NOTE_FIG3[q][0]) == "yes" and _within(v["baseline"], NOTE_FIG3[q][1]) == "yes"
         for q, v in med3.items()
         if q in NOTE_FIG3
     )
-    n_note3 = sum(q in NOTE_FIG3 for q in med3)
-    big_d = max(med4a)
     reg_ratio = {n: v["algorithm2"] / v["baseline"] for n, v in medreg.items()}
-    reg_useful = _fmt_list(n for n, v in medreg.items() if v["algorithm2"] < v["theta_zero"])
-    return f"""# BCDP (seed 002): exact reference values, mean estimation and regression
-
-Aliakbarpour, Fallah, Chaudhuri, Courtade, Jordan, *Enhancing Feature-Specific Data Protection via Bayesian
-Coordinate Differential Privacy* (notes, errata and reference values in `research/bcdp.md`). Regenerate with
-`dplens reproduce bcdp`{" (this run: --quick)" if quick else ""}. Runtime {summary["runtime_s"]} s.
-
-The paper's figures exist only as captions (no plotted numbers, no tables), so the comparison targets are the
-note's exact values (§5.2) and its Monte Carlo medians (§5.3, "loose ranges"), plus the paper's qualitative claims.
-
-## 1. Exact reference values (note §4.1, §5.2), recomputed by dplens
-
-{n_ok}/{len(refs)} match. Exact BCDP is computed by enumeration (`exact_bcdp`) over the prior and an explicit
-channel; "Theorem 2 end-to-end" uses Mechanism 1's query structure with k-ary randomized response as the
-black-box LDP channel (`mechanism1_randomized_response_channel`), checked exactly against the targets.
-
-| quantity | dplens | note | max abs diff | tolerance | match | comment |
-|---|---|---|---|---|---|---|
-{ref_lines}
-
-## 2. Mean estimation (Fig. 3 and Fig. 4 settings)
-
-![figure](bcdp_mean_estimation.png)
-
-Users' data are ±1 vectors drawn from the experiments' prior (eqs. 57–59) with the stated q. Mechanism 1 uses the
-Theorem-2 budget and the **corrected** ℓ2-ball radius; the server clips the mean to [−1, 1]^d (Π of Theorem 2).
-The baseline is the same channel at min δ on the whole vector (Prop. 3). Medians over seeded trials; the error
-bars are the 25–75% quantiles, as in the paper. "Tuned ζ" minimises the exact variance over ζ (public quantities
-only, no privacy cost; `tune_zeta`).
-
-Fig. 3 (d = 10, δ = (0.2, 0.2, 2×8), ε = 2, n = 10⁴, {summary["trials"]["fig3"]} trials per q): median MSE.
-
-| q | tuned ζ | M_mean ζ=(1+q)/2 | M_mean tuned ζ | baseline | M_mean unclipped | note §5.3 (M_mean/baseline) | ±20% |
-|---|---|---|---|---|---|---|---|
-{f3}
-
-Fig. 4a (n = 5000, f = 0.2, δ = 0.8 on the first d·f coordinates and ε = 8 elsewhere, q = 0.1, ζ = 0.55):
-
-| d | M_mean | baseline (0.8-LDP) | note §5.3 |
-|---|---|---|---|
-{f4a}
-
-Fig. 4b (n = 5000, d = 50, δ = 0.2 on a fraction f and ε = 2 elsewhere, q = 0.1, ζ = 0.55):
-
-| f | M_mean | baseline (min-δ LDP) | note §5.3 |
-|---|---|---|---|
-{f4b}
-
-## 3. Least squares (Algorithm 2, Theorem 3)
-
-![figure](bcdp_regression.png)
-
-Features z ∈ {{±1}}⁴ from the q-prior (q = {REG_Q}), label l = clip(θ*ᵀz + 0.1·N(0,1)), θ* = {REG_THETA.tolist()},
-Θ = unit ball; feature δ = {REG_FEATURE_DELTA}, label δ = {REG_LABEL_DELTA} (processed last, exempt from
-Assumption 1), ε = {REG_EPSILON:g}. Each user sends two independent M_mean copies at c/2; the server minimises the
-unbiased plug-in objective **globally** over Θ (trust-region subproblem): its symmetrised Hessian was indefinite in
-{100 * summary["regression_fraction_indefinite"]:.0f}% of the runs (note §6.9), so the paper's "any convex
-optimisation algorithm" (L334) would not apply. Baseline: the same algorithm with the min-δ LDP channel.
-Median excess empirical risk over {summary["trials"]["regression"]} trials:
-
-| n | Algorithm 2 | baseline | θ = 0 (ignores the data) |
-|---|---|---|---|
-{reg}
-
-## What matched the paper (and the note)
-
-- Every exact value of the note (§4.1 radius test vectors, §5.2 Examples 1–2, Prop. 4 vs exact BCDP, the
-  Theorem-2 end-to-end table, the Fig. 3 c vectors and exact MSEs, the tuned-ζ values) is reproduced
-  ({n_ok}/{len(refs)}; 1e-6 wherever the note prints 6 decimals).
-- Proposition 4 (corrected) is an upper bound on exact BCDP on every tested prior/channel (also a hypothesis
-  property in `tests/accountant/test_bcdp.py`), tight at q = 0 and q = 1; Example 2 confirms that BCDP does not
-  compose (δ₁: 0 → ∞), which is why the API composes (ε_LDP, c) and converts once.
-- Fig. 3: with clipping, Mechanism 1 beats the LDP baseline at small q (median MSE lower at q ∈ {{{wins_small}}};
-  at q = 1 Theorem 2 returns the baseline itself). Both medians are within 20% of the note's §5.3 medians at
-  {matched3}/{n_note3} of the note's q values (the medians of these skewed distributions are noisy; the slow test
-  `test_fig3_medians_match_note_monte_carlo` checks 300 trials per q against the note at 15%).
-- Fig. 4a: with clipping, Mechanism 1's median is below the baseline's at d ∈ {{{wins_4a}}} (largest d = {big_d}:
-  {med4a[big_d]["mmean"]:.3g} vs {med4a[big_d]["baseline"]:.3g}), the paper's "better scaling in d".
-- Fig. 4b: Mechanism 1 beats the flat baseline at f ∈ {{{wins_4b}}} and degrades gracefully as f grows; at f = 0
-  and f = 1 the two mechanisms coincide (all δᵢ equal).
-
-## What did not match / caveats
-
-- The paper's claim that Mechanism 1 performs better "for other values of q" (L708) holds only for small q with
-  the heuristic ζ = (1+q)/2: the median is **worse** than the baseline at q ∈ {{{loses}}} (the note's §5.3
-  finding). Tuning ζ on public quantities helps (wins at q ∈ {{{wins_tuned}}}), but for q ≳ 0.3 the gain over
-  min-δ LDP is small or nil in this setting.
-- Fig. 4a at d ∈ {{{loses_4a}}}: Mechanism 1 is not better than the baseline (the note's 30-trial medians at
-  d = 10 are 0.176 vs 0.222; the interquartile ranges overlap widely at small d).
-- The advantage is a clipping effect: unclipped, Mechanism 1's MSE is dominated by the two sensitive coordinates
-  (e.g. q = 0.1: exact unclipped {summary["fig3_exact_unclipped_mse"]["heuristic"].get("0.1", float("nan")):.3g}
-  vs {summary["fig3_exact_unclipped_mse"]["baseline"]:.3g} for the baseline); Theorem 2's bound (17) is for the
-  clipped estimate. In Fig. 4a, unclipped with ζ = 0.55, it is worse than the baseline for every d (note §5.2(e)).
-- Mechanism 3's printed radius is 2× too large (erratum, note §4.1): with it the channel is biased (E[Z] = 2v);
-  we use the corrected radius, which the paper's experiments (x̄ ≈ 0) could not distinguish.
-- The q, d and f grids, the use of clipping and ζ in Fig. 4 are not stated in the paper; we use the note's
-  reading (clipped, ζ = (1+q)/2, data from the q-prior). Figure values are therefore not comparable to a printed
-  curve, only to the qualitative description.
-- Regression: Algorithm 2 vs the min-δ baseline, median ratio of excess risk by n:
-  {", ".join(f"n={n}: {r:.2f}" for n, r in reg_ratio.items())}. Theorem 3 is an upper bound up to constants and
-  log factors; we do not check its rate. At these budgets both private estimators are worse than the trivial
-  θ = 0 unless n is large (Algorithm 2 beats θ = 0 at n ∈ {{{reg_useful}}}): the plug-in Hessian's noise scales
-  with the channel's B²/dim, large at small per-query budgets.
-"""
+    return common.render_readme(
+        "dplens.research.bcdp",
+        filters={"vec": _fmt_vec, "within": _within},
+        summary=summary,
+        refs=refs,
+        n_ok=sum(r["match"] for r in refs),
+        med3=med3,
+        med4a=med4a,
+        med4b=med4b,
+        medreg=medreg,
+        zetas=zetas,
+        quick=quick,
+        note3=NOTE_FIG3,
+        note4a=NOTE_FIG4A,
+        note4b=NOTE_FIG4B,
+        reg_q=REG_Q,
+        reg_theta=REG_THETA.tolist(),
+        reg_feature_delta=REG_FEATURE_DELTA,
+        reg_label_delta=REG_LABEL_DELTA,
+        reg_epsilon=REG_EPSILON,
+        wins_small=_fmt_list(q for q, v in med3.items() if q < 1 and v["mmean"] < v["baseline"]),
+        wins_tuned=_fmt_list(q for q, v in med3.items() if q < 1 and v["mmean_tuned"] < v["baseline"]),
+        loses=_fmt_list(q for q, v in med3.items() if q < 1 and v["mmean"] > v["baseline"]),
+        wins_4a=_fmt_list(d for d, v in med4a.items() if v["mmean"] < v["baseline"]),
+        loses_4a=_fmt_list(d for d, v in med4a.items() if v["mmean"] >= v["baseline"]),
+        wins_4b=_fmt_list(f for f, v in med4b.items() if 0 < f < 1 and v["mmean"] < v["baseline"]),
+        matched3=matched3,
+        n_note3=sum(q in NOTE_FIG3 for q in med3),
+        big_d=max(med4a),
+        unclipped_heuristic_q01=summary["fig3_exact_unclipped_mse"]["heuristic"].get("0.1", float("nan")),
+        reg_ratios=", ".join(f"n={n}: {r:.2f}" for n, r in reg_ratio.items()),
+        reg_useful=_fmt_list(n for n, v in medreg.items() if v["algorithm2"] < v["theta_zero"]),
+    )

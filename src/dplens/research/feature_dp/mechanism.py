@@ -229,6 +229,60 @@ def feature_dp_sgd_simulator(
     )
 
 
+def _check_public(public: Any, public_batch: Any, public_batch_size: int | None, num_features: int) -> int | None:
+    """Validate the public part of a run (Ψ's columns against ``num_features``); returns ``public_batch_size``."""
+    if not isinstance(public, PublicFeatures):
+        raise ValueError(f"public must be a PublicFeatures; got {public!r}")
+    public.mask(num_features)  # validates the columns
+    if not isinstance(public_batch, PublicBatch):
+        raise ValueError(f"public_batch must be a PublicBatch; got {public_batch!r}")
+    if public_batch_size is not None:
+        public_batch_size = check_count(public_batch_size, name="public_batch_size")
+    return public_batch_size
+
+
+def _with_public_record(
+    x: np.ndarray, y: np.ndarray, record: tuple[Any, Any], model: LossModel, public: PublicFeatures
+) -> tuple[np.ndarray, np.ndarray]:
+    """The simulator's public pool S ∪ {x′}: the data and x′ reduced to Ψ(x′) (private columns imputed, a private
+    label hidden) before it is used."""
+    xr = np.asarray(record[0], dtype=float).reshape(1, -1)
+    yr = np.asarray([record[1]], dtype=float)
+    xr, yr = check_data(xr, yr, model)
+    if xr.shape[1] != x.shape[1]:
+        raise ValueError(f"public_record must have {x.shape[1]} features; got {xr.shape[1]}")
+    xr = public.impute(xr)
+    if not public.label_public:
+        yr = np.zeros_like(yr)
+    return np.vstack([x, xr]), np.concatenate([y, yr])
+
+
+def _public_step(
+    public_x: np.ndarray,
+    public_y: np.ndarray,
+    model: LossModel,
+    public: PublicFeatures,
+    public_batch: PublicBatch,
+    public_batch_size: int | None,
+    expected: float,
+) -> Any:
+    """Algorithm 1's public gradient g_pub as :func:`noisy_sgd`'s ``public_step(theta, xb, yb, rng)``."""
+    n_pub = public_x.shape[0]
+
+    def public_step(theta: np.ndarray, xb: np.ndarray, yb: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if public_batch is PublicBatch.SHARED:
+            # The same batch: reveals the sampling coins (Prop. 3), accounted without amplification (P2).
+            return _public_gradients(theta, xb, yb, model, public).sum(axis=0) / expected
+        # An independent uniform batch of fixed size m′ (Algorithm 1, step 2.3), or all records.
+        if public_batch_size is None or public_batch_size >= n_pub:
+            pidx = np.arange(n_pub)
+        else:
+            pidx = rng.choice(n_pub, size=public_batch_size, replace=False)
+        return _public_gradients(theta, public_x[pidx], public_y[pidx], model, public).mean(axis=0)
+
+    return public_step
+
+
 def _feature_dp_sgd(
     features: Any,
     labels: Any,
@@ -250,6 +304,7 @@ def _feature_dp_sgd(
     radius: Any,
     private_weight: Any,
 ) -> NoisySgdResult:
+    """The body of :func:`feature_dp_sgd` (``public_only_record`` None) and of :func:`feature_dp_sgd_simulator`."""
     x, y, kw = common_checks(
         features,
         labels,
@@ -265,27 +320,12 @@ def _feature_dp_sgd(
         radius,
         private_weight,
     )
-    if not isinstance(public, PublicFeatures):
-        raise ValueError(f"public must be a PublicFeatures; got {public!r}")
-    public.mask(x.shape[1])  # validates the columns
-    if not isinstance(public_batch, PublicBatch):
-        raise ValueError(f"public_batch must be a PublicBatch; got {public_batch!r}")
-    if public_batch_size is not None:
-        public_batch_size = check_count(public_batch_size, name="public_batch_size")
-    n = x.shape[0]
+    public_batch_size = _check_public(public, public_batch, public_batch_size, x.shape[1])
     public_x, public_y = x, y
+    n = x.shape[0]
     variant = FeatureSgdVariant.FEATURE_DP_SGD
     if public_only_record is not None:
-        xr = np.asarray(public_only_record[0], dtype=float).reshape(1, -1)
-        yr = np.asarray([public_only_record[1]], dtype=float)
-        xr, yr = check_data(xr, yr, model)
-        if xr.shape[1] != x.shape[1]:
-            raise ValueError(f"public_record must have {x.shape[1]} features; got {xr.shape[1]}")
-        # Only Ψ(x′) may enter: impute its private columns (and hide a private label) before it is used.
-        xr = public.impute(xr)
-        if not public.label_public:
-            yr = np.zeros_like(yr)
-        public_x, public_y = np.vstack([x, xr]), np.concatenate([y, yr])
+        public_x, public_y = _with_public_record(x, y, public_only_record, model, public)
         n += 1  # the real run's data set S ∪ {x} has one more record
         variant = FeatureSgdVariant.FEATURE_DP_SGD_SIMULATOR
     expected = kw["sampling_rate"] * n
@@ -294,19 +334,7 @@ def _feature_dp_sgd(
         # The private residual ∇ℓ − ∇ℓ_pub is what is clipped and noised (P3).
         return link_residual(theta, xb, yb, model)[:, None] * xb - _public_gradients(theta, xb, yb, model, public)
 
-    n_pub = public_x.shape[0]
-
-    def public_step(theta: np.ndarray, xb: np.ndarray, yb: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        if public_batch is PublicBatch.SHARED:
-            # The same batch: reveals the sampling coins (Prop. 3), accounted without amplification (P2).
-            return _public_gradients(theta, xb, yb, model, public).sum(axis=0) / expected
-        # An independent uniform batch of fixed size m′ (Algorithm 1, step 2.3), or all records.
-        if public_batch_size is None or public_batch_size >= n_pub:
-            pidx = np.arange(n_pub)
-        else:
-            pidx = rng.choice(n_pub, size=public_batch_size, replace=False)
-        return _public_gradients(theta, public_x[pidx], public_y[pidx], model, public).mean(axis=0)
-
+    public_step = _public_step(public_x, public_y, model, public, public_batch, public_batch_size, expected)
     theta, mean_batch, clipped = noisy_sgd(
         x,
         y,
@@ -374,10 +402,8 @@ def make_feature_split_data(
     nn = check_count(n, name="n")
     dp_, dq = check_count(num_public, name="num_public"), check_count(num_private, name="num_private")
     d = dp_ + dq
-    signals = {"public_signal": public_signal, "private_signal": private_signal}
-    for name, value in signals.items():
-        if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value >= 0):
-            raise ValueError(f"{name} must be a finite number >= 0; got {value!r}")
+    _check_nonnegative("public_signal", public_signal)
+    _check_nonnegative("private_signal", private_signal)
     if not isinstance(model, LossModel):
         raise ValueError(f"model must be a LossModel; got {model!r}")
     x = rng.standard_normal((nn, d)) / math.sqrt(d)

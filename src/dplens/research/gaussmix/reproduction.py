@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 from dplens.accountant import conversions
+from dplens.research import _reproduction_common as common
 from dplens.research.gaussmix import accounting as gm
 from dplens.research.gaussmix import mechanism as mech
 
@@ -40,11 +41,7 @@ NOTES_EXACT = {3: 5.1053686, 4: 2.4385341, 6: 0.59980601, 8: 0.15229142, 10: 0.0
 
 
 def _figure1(out_dir: pathlib.Path) -> tuple[list[pathlib.Path], dict]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = common.pyplot()
     gammas = (10 ** np.linspace(np.log10(4 / 3), 3.5, 25)) ** 2
     rows = []
     for i, gamma in enumerate(gammas):
@@ -64,11 +61,7 @@ def _figure1(out_dir: pathlib.Path) -> tuple[list[pathlib.Path], dict]:
                 "ratio_sheffet_over_exact": sheffet / eps_exact,
             }
         )
-    csv_path = out_dir / "figure1.csv"
-    with csv_path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    csv_path = common.write_csv(out_dir / "figure1.csv", rows)
 
     g = np.array([r["gamma"] for r in rows])
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -91,9 +84,7 @@ def _figure1(out_dir: pathlib.Path) -> tuple[list[pathlib.Path], dict]:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    png = out_dir / "figure1.png"
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
+    png = common.save_figure(fig, out_dir / "figure1.png", dpi=120)
 
     rel_prop1 = max(abs(rows[i]["eps_prop1"] / v - 1) for i, v in NOTES_FIG1_PROP1.items())
     rel_exact = max(abs(rows[i]["eps_exact"] / v - 1) for i, v in NOTES_EXACT.items())
@@ -177,197 +168,120 @@ def _ssp(x, y, eps, delta, rng):
     return np.linalg.lstsq(x.T @ x + s * sym, x.T @ y + s * rng.standard_normal(d), rcond=None)[0]
 
 
+METHODS = ("LinearMixing (RDP, paper)", "LinearMixing (exact route)", "AdaSSP", "Gaussian SSP")
+
+
+def _mse(theta: np.ndarray, x_te: np.ndarray, y_te: np.ndarray) -> float:
+    return float(np.mean((x_te @ theta - y_te) ** 2))
+
+
+def _epsilon_trials(train: tuple, test: tuple, eps: float, delta: float, k: int, trials: int) -> tuple[dict, dict]:
+    """``trials`` releases of every method at ``eps`` from one generator seeded (52, ⌊ε·10⁶⌋), the methods in turn
+    within each trial; per method the mean, 95 % half-width and median test MSE, and the two LinearMixing γ."""
+    x, y = train
+    lm_rdp = mech.LinearMixing(epsilon=float(eps), delta=delta, k=k, x_bound=1.0, y_bound=1.0)
+    lm_exact = mech.LinearMixing(
+        epsilon=float(eps), delta=delta, k=k, x_bound=1.0, y_bound=1.0, route=gm.AccountingRoute.EXACT
+    )
+    rng = np.random.default_rng([52, int(eps * 1e6)])
+    per: dict[str, list[float]] = {name: [] for name in METHODS}
+    for _ in range(trials):
+        per["LinearMixing (RDP, paper)"].append(_mse(lm_rdp.release((x, y), rng), *test))
+        per["LinearMixing (exact route)"].append(_mse(lm_exact.release((x, y), rng), *test))
+        per["AdaSSP"].append(_mse(_adassp(x, y, float(eps), delta, rng), *test))
+        per["Gaussian SSP"].append(_mse(_ssp(x, y, float(eps), delta, rng), *test))
+    stats = {}
+    for name, values in per.items():
+        mean, half = common.mean_ci95(values)
+        stats[name] = {"epsilon": float(eps), "mean": mean, "ci95": half, "median": float(np.median(values))}
+    return stats, {"rdp": lm_rdp.gamma, "exact": lm_exact.gamma}
+
+
+def _plot_study(ax, epsilons: np.ndarray, result: dict, label: str) -> None:
+    """One panel of ``dp_ols.png``: each method's mean test MSE ± 95 % CI against ε, non-private OLS and θ = 0."""
+    for name, stats_ in result["methods"].items():
+        means = np.array([s["mean"] for s in stats_])
+        ci = np.array([s["ci95"] for s in stats_])
+        ax.errorbar(epsilons, means, yerr=ci, marker="o", capsize=3, label=name)
+    ax.axhline(result["ols_mse"], color="k", ls="--", lw=1, label="non-private OLS")
+    ax.axhline(result["zero_mse"], color="grey", ls=":", lw=1, label="θ = 0")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("ε")
+    ax.set_ylabel("test MSE (normalised units)")
+    n, d, k = result["n_train"], result["d"], result["k"]
+    ax.set_title(f"{label.split(':')[0]} (n={n}, d={d}, k={k}, δ=1/n²)", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def _study(dataset: tuple, split_rng: np.random.Generator, epsilons: np.ndarray, trials: int) -> dict:
+    """One data set's DP-OLS study: the 80/20 split (drawn from ``split_rng``), δ = 1/n², k = max(2.5 d, 57), and
+    every method at every ε."""
+    x_all, y_all, _ = dataset
+    x, y, x_te, y_te = _split_normalise(x_all, y_all, split_rng)
+    n, d = x.shape
+    delta = 1.0 / n**2
+    k = max(int(2.5 * d), 57)
+    ols = np.linalg.lstsq(x, y, rcond=None)[0]
+    methods: dict[str, list[dict]] = {name: [] for name in METHODS}
+    gammas: dict[str, list[float]] = {"rdp": [], "exact": []}
+    for eps in epsilons:
+        stats, gamma = _epsilon_trials((x, y), (x_te, y_te), eps, delta, k, trials)
+        for route in gammas:
+            gammas[route].append(gamma[route])
+        for name in METHODS:
+            methods[name].append(stats[name])
+    return {
+        "n_train": n,
+        "d": d,
+        "k": k,
+        "delta": delta,
+        "trials": trials,
+        "ols_mse": _mse(ols, x_te, y_te),
+        "zero_mse": _mse(np.zeros(d), x_te, y_te),
+        "gamma_rdp": gammas["rdp"],
+        "gamma_exact": gammas["exact"],
+        "methods": methods,
+    }
+
+
 def _utility(out_dir: pathlib.Path, quick: bool) -> tuple[list[pathlib.Path], dict]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """The DP-OLS utility study on the stock returns and the synthetic set: ``dp_ols.png`` and ``dp_ols.json``."""
     epsilons = np.logspace(-1.2, 1.5, 4 if quick else 6)
     trials = 8 if quick else 60
     split_rng = np.random.default_rng(50)
     datasets = [_stocks_data(), _synthetic_data(np.random.default_rng(51), n=4096 if quick else 8192)]
     results: dict = {}
-    paths: list[pathlib.Path] = []
-    fig, axes = plt.subplots(1, len(datasets), figsize=(11, 4.2))
-    for ax, (x_all, y_all, label) in zip(axes, datasets, strict=True):
-        x, y, x_te, y_te = _split_normalise(x_all, y_all, split_rng)
-        n, d = x.shape
-        delta = 1.0 / n**2
-        k = max(int(2.5 * d), 57)
-        ols = np.linalg.lstsq(x, y, rcond=None)[0]
-
-        def mse(theta, x_te=x_te, y_te=y_te):
-            return float(np.mean((x_te @ theta - y_te) ** 2))
-
-        methods = {
-            "LinearMixing (RDP, paper)": [],
-            "LinearMixing (exact route)": [],
-            "AdaSSP": [],
-            "Gaussian SSP": [],
-        }
-        gammas = {"rdp": [], "exact": []}
-        for eps in epsilons:
-            lm_rdp = mech.LinearMixing(epsilon=float(eps), delta=delta, k=k, x_bound=1.0, y_bound=1.0)
-            lm_exact = mech.LinearMixing(
-                epsilon=float(eps), delta=delta, k=k, x_bound=1.0, y_bound=1.0, route=gm.AccountingRoute.EXACT
-            )
-            gammas["rdp"].append(lm_rdp.gamma)
-            gammas["exact"].append(lm_exact.gamma)
-            rng = np.random.default_rng([52, int(eps * 1e6)])
-            per = {name: [] for name in methods}
-            for _ in range(trials):
-                per["LinearMixing (RDP, paper)"].append(mse(lm_rdp.release((x, y), rng)))
-                per["LinearMixing (exact route)"].append(mse(lm_exact.release((x, y), rng)))
-                per["AdaSSP"].append(mse(_adassp(x, y, float(eps), delta, rng)))
-                per["Gaussian SSP"].append(mse(_ssp(x, y, float(eps), delta, rng)))
-            for name, values in per.items():
-                v = np.array(values)
-                methods[name].append(
-                    {
-                        "epsilon": float(eps),
-                        "mean": float(v.mean()),
-                        "ci95": float(1.96 * v.std(ddof=1) / math.sqrt(v.size)),
-                        "median": float(np.median(v)),
-                    }
-                )
-        for name, stats_ in methods.items():
-            means = np.array([s["mean"] for s in stats_])
-            ci = np.array([s["ci95"] for s in stats_])
-            ax.errorbar(epsilons, means, yerr=ci, marker="o", capsize=3, label=name)
-        ax.axhline(mse(ols), color="k", ls="--", lw=1, label="non-private OLS")
-        ax.axhline(mse(np.zeros(d)), color="grey", ls=":", lw=1, label="θ = 0")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("ε")
-        ax.set_ylabel("test MSE (normalised units)")
-        ax.set_title(f"{label.split(':')[0]} (n={n}, d={d}, k={k}, δ=1/n²)", fontsize=9)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-        results[label] = {
-            "n_train": n,
-            "d": d,
-            "k": k,
-            "delta": delta,
-            "trials": trials,
-            "ols_mse": mse(ols),
-            "zero_mse": mse(np.zeros(d)),
-            "gamma_rdp": gammas["rdp"],
-            "gamma_exact": gammas["exact"],
-            "methods": methods,
-        }
+    fig, axes = common.pyplot().subplots(1, len(datasets), figsize=(11, 4.2))
+    for ax, dataset in zip(axes, datasets, strict=True):
+        label = dataset[2]
+        results[label] = _study(dataset, split_rng, epsilons, trials)
+        _plot_study(ax, epsilons, results[label], label)
     fig.tight_layout()
-    png = out_dir / "dp_ols.png"
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
-    js = out_dir / "dp_ols.json"
-    js.write_text(json.dumps(results, indent=2))
-    paths += [png, js]
-    return paths, results
-
-
-def _fmt(v: float) -> str:
-    return f"{v:.3g}"
+    png = common.save_figure(fig, out_dir / "dp_ols.png", dpi=120)
+    js = common.write_atomic(out_dir / "dp_ols.json", json.dumps(results, indent=2))
+    return [png, js], results
 
 
 def _readme(out_dir: pathlib.Path, fig1: dict, ols: dict, seconds: float, quick: bool) -> pathlib.Path:
-    lines = [
-        "# Seed 004 — The Gaussian Mixing Mechanism (GaussMix): reproduction",
-        "",
-        f"Generated by `dplens reproduce gaussmix`{' (quick mode)' if quick else ''} in {seconds:.0f} s.",
-        "Paper: Lev et al., arXiv 2505.24603. Notes: `research/gaussmix.md`.",
-        "",
-        "## Figure 1 (`figure1.png`, `figure1.csv`)",
-        "",
-        "k = 150, δ = 1e-8, γ = σ² for σ ∈ logspace(log10(4/3), 3.5, 25) (C_X = 1, λ̄_min = 0).",
-        "",
-        f"- Lemma 1 + Proposition 1 with α optimised continuously matches the notes' table §7 D "
-        f"(recomputed from the paper's formulas; the paper prints no numbers) to a maximum relative "
-        f"difference of {fig1['max_rel_diff_prop1_vs_notes']:.1e} (the notes print 10 digits).",
-        f"- The paper's qualitative claim holds: GaussMix beats Sheffet 2019 (as the paper quotes it) "
-        f"from γ ≈ {fig1['first_gamma_beating_sheffet']:.3g} on; at γ < 2.5 (first grid point) Sheffet's "
-        f"bound is smaller. The ratio grows to {fig1['ratio_at_largest_gamma']:.2f} at γ = 1e7 "
-        f"(notes: 8.79016).",
-        f"- **Added (not in the paper):** the exact chi-square privacy profile gives "
-        f"{100 * fig1['exact_saving_min']:.1f}–{100 * fig1['exact_saving_max']:.1f} % smaller ε than "
-        f"Lemma 1 + Prop. 1 on this grid (ratio to Sheffet {fig1['ratio_exact_at_largest_gamma']:.2f} at "
-        f"γ = 1e7); it agrees with the notes' §7 I to {fig1['max_rel_diff_exact_vs_notes']:.1e} "
-        f"(8 printed digits).",
-        "- Not reproduced: the notebook's α grid (we optimise continuously; the notes show the two agree to",
-        "  9–10 digits).",
-        "",
-        "## DP-OLS utility (`dp_ols.png`, `dp_ols.json`)",
-        "",
-        "LinearMixing = Algorithm 2 (γ calibrated by Theorem 1 with η = γ/√k, the paper's units; the public",
-        "code's η = 2γ/√k and its under-noised λ_min release are not reproduced, see notes §6).",
-        "AdaSSP = paper Algorithm 3 (Wang 2018) without the repo's parse bug; Gaussian SSP = (XᵀX, Xᵀy)",
-        "perturbed by one analytic Gaussian mechanism. k = max(2.5 d, 57), δ = 1/n², 80/20 split, rows",
-        "normalised to max norm 1 on the training set, ε ∈ logspace(−1.2, 1.5, n) as in the public code.",
-        "Error bars: 95 % CI of the mean test MSE over the trials (the mechanisms' randomness; one split).",
-        "",
-    ]
+    """``README.md`` from ``templates/README.md.j2``, with the lowest-MSE method per ε of each data set."""
+    winners_by_dataset = {}
     for label, res in ols.items():
-        lines += [
-            f"### {label}",
-            "",
-            f"n_train = {res['n_train']}, d = {res['d']}, k = {res['k']}, trials = {res['trials']}; "
-            f"OLS test MSE {_fmt(res['ols_mse'])}, θ = 0 test MSE {_fmt(res['zero_mse'])}.",
-            "",
-            "| ε | γ (RDP) | γ (exact) | " + " | ".join(res["methods"]) + " |",
-            "|---|---|---|" + "---|" * len(res["methods"]),
-        ]
-        for i, row in enumerate(next(iter(res["methods"].values()))):
-            cells = [f"{_fmt(m[i]['mean'])} ± {_fmt(m[i]['ci95'])}" for m in res["methods"].values()]
-            lines.append(
-                f"| {row['epsilon']:.3g} | {res['gamma_rdp'][i]:.4g} | {res['gamma_exact'][i]:.4g} | "
-                + " | ".join(cells)
-                + " |"
-            )
-        lines.append("")
-    lines += [
-        "## What matched and what did not",
-        "",
-        "- Matched: Figure 1's curves and ratios (exactly, against the notes' mpmath recomputation);",
-        "  Theorem 1 / Algorithm 2 calibration values (tested in `tests/accountant/test_gaussmix.py`).",
-        "- The paper's real data sets (Tecator, Communities & Crime, Boston, Wine, Bike) are not shipped by",
-        "  any installed package and nothing is downloaded, so the utility study uses matplotlib's bundled",
-        "  monthly stock prices (a small, real regression: n ≈ 310 training rows, d = 5) and a clearly",
-        "  labelled synthetic Gaussian set. The paper's figures are therefore not reproduced number for",
-        "  number; compare the ordering of the methods, not the values.",
-        "- The paper (Fig. 2/4) reports LinearMixing beating AdaSSP. Observed here (lowest mean test MSE",
-        "  per ε, from the tables above):",
-    ]
-    for label, res in ols.items():
-        winners = []
         names = list(res["methods"])
-        for i, row in enumerate(res["methods"][names[0]]):
-            best = min(names, key=lambda name, i=i: res["methods"][name][i]["mean"])
-            winners.append(f"ε={row['epsilon']:.3g}: {best}")
-        lines.append(f"  - {label.split(':')[0]}: " + "; ".join(winners) + ".")
-    lines += [
-        "  Where LinearMixing loses, a plausible cause is the small sketch (k = 57 for d ≤ 10: the",
-        "  sketching error of Theorem 3 scales like 1/√k, and the paper's own runs use k = 2.5 d with",
-        "  d = 512); this was not investigated further. The exact route calibrates a smaller γ (less",
-        "  noise) at every ε, but with few trials its MSE gain is within the error bars.",
-    ]
-    lines += [
-        "",
-        "## Errata and choices applied (research/gaussmix.md §3, §5, §6)",
-        "",
-        "- Algorithm 1 line 2: noise std √γ·C (the paper prints γ·C); line 5: γ − λ̃/C² (the paper prints",
-        "  γ − λ̃, which mixes normalised and raw units).",
-        "- Algorithm 2: η = γ/√k as in the paper (the public code effectively uses 2γ/√k and releases",
-        "  λ_min with std √(σ_matrix/√k), under-noised relative to its own accounting).",
-        "- Theorem 1's Gaussian term √(2 log(3.75/δ))/η is only proven for values ≤ 1 (Dwork–Roth A.1);",
-        "  dplens uses max(that, exact analytic Gaussian ε), identical to the paper whenever it is valid.",
-        "- Proposition 1 is optimised continuously over α ∈ (1, γ) (α* ≈ 0.26–0.45 γ, in the millions",
-        "  for γ = 1e7), never on a capped integer grid.",
-        "- The exact profile uses removal leverage t = 1/γ (Lemma 1's bound) and addition leverage",
-        "  s = 1/γ; δ(ε) is monotone in the leverage (checked numerically in the tests).",
-    ]
-    path = out_dir / "README.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+        winners_by_dataset[label] = [
+            f"ε={row['epsilon']:.3g}: {min(names, key=lambda name, i=i: res['methods'][name][i]['mean'])}"
+            for i, row in enumerate(res["methods"][names[0]])
+        ]
+    text = common.render_readme(
+        "dplens.research.gaussmix",
+        fig1=fig1,
+        ols=ols,
+        seconds=seconds,
+        quick=quick,
+        winners_by_dataset=winners_by_dataset,
+    )
+    return common.write_atomic(out_dir / "README.md", text)
 
 
 def run(out_dir: pathlib.Path, *, quick: bool = False) -> list[pathlib.Path]:
