@@ -23,7 +23,7 @@ import math
 import os
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from dplens.accountant import events as ev
@@ -601,20 +601,18 @@ def _spent(db: storage.Store, budget: Budget, rule: Rule, state: PeriodState | N
 
 
 def _budget_charge(plan: _Plan, decision: Decision, *, duplicate: bool = False) -> BudgetCharge:
+    """The budget's line of a charge's result: the budget and period, and the rule's decision (all but its cache)."""
+    decided = {f.name: getattr(decision, f.name) for f in fields(Decision) if f.name != "cache"}
+    budget = plan.budget
     return BudgetCharge(
-        budget=plan.budget.name,
+        budget=budget.name,
         period=plan.period,
-        mode=plan.budget.mode,
+        mode=budget.mode,
         rule=plan.rule.kind,
-        target_epsilon=plan.budget.target.epsilon,
-        delta=plan.budget.target.delta,
-        spent_epsilon=decision.spent_epsilon,
-        spent_epsilon_before=decision.spent_epsilon_before,
-        spent_method=decision.spent_method,
-        remaining_epsilon=decision.remaining_epsilon,
-        accepted=decision.accepted,
+        target_epsilon=budget.target.epsilon,
+        delta=budget.target.delta,
         duplicate=duplicate,
-        filter=decision.filter,
+        **decided,
     )
 
 

@@ -56,18 +56,14 @@ def status_risk(ledger: Any, status: Any, *, fprs: Sequence[float] | None = None
     fprs = tuple(DEFAULT_FPRS if fprs is None else fprs)
     budgets = []
     for item in status.budgets:
-        budget = item.budget
-        rule = budget_rule(budget)
-        periods = []
-        for period in item.periods:
-            spent, source = rule.spent_risk(ledger, budget.name, period, fprs)
-            periods.append({"period": period.period, "spent": _compact(spent), "source": source})
+        rule = budget_rule(item.budget)
+        risks = [(period.period, *rule.spent_risk(ledger, item.budget.name, period, fprs)) for period in item.periods]
         budgets.append(
             {
-                "name": budget.name,
+                "name": item.budget.name,
                 "current_period": item.current_period,
-                "budget": _compact(_ceiling(budget.target, fprs)),
-                "periods": periods,
+                "budget": _compact(_ceiling(item.budget.target, fprs)),
+                "periods": [{"period": p, "spent": _compact(spent), "source": src} for p, spent, src in risks],
             }
         )
     return {"fprs": list(fprs), "budgets": budgets}
