@@ -88,6 +88,7 @@ def redact(location: str) -> str:
 
 
 def is_url(location: str) -> bool:
+    """Whether ``location`` names a PostgreSQL server (a ``postgresql://`` URL) rather than a SQLite file."""
     return str(location).startswith(("postgresql://", "postgres://"))
 
 

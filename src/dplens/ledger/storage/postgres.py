@@ -14,6 +14,9 @@ _PG_SCHEMA_LOCK = 0x64706C656E73  # pg_advisory_xact_lock key: "dplens" in hex, 
 
 
 class PostgresStore(Store):
+    """A ledger on a PostgreSQL server: how it connects, begins, locks and names its errors (the SQL is the
+    :class:`~dplens.ledger.storage.base.Store`'s)."""
+
     kind = "postgresql"
 
     def __init__(self, url: str, *, timeout: float) -> None:

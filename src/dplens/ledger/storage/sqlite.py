@@ -18,6 +18,9 @@ _SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 class SqliteStore(Store):
+    """A ledger in a SQLite file: how it connects, begins, locks and names its errors (the SQL is the
+    :class:`~dplens.ledger.storage.base.Store`'s)."""
+
     kind = "sqlite"
 
     def __init__(self, path: Path, *, create: bool, read_only: bool, timeout: float) -> None:
