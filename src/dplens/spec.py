@@ -316,32 +316,27 @@ def _truncated_subsampled_gaussian(table: dict) -> tuple[ev.Event, int]:
     return _counted(table, event, name, steps=True)
 
 
-def _sampled_without_replacement_gaussian(table: dict) -> tuple[ev.Event, int]:
-    name = "sampled_without_replacement_gaussian"
+def _fixed_size_gaussian(table: dict, name: str, sampled: type) -> tuple[ev.Event, int]:
+    """A Gaussian step on a fixed-size batch (``sampled``: with or without replacement), replace-one by default."""
     relation = _relation(table, ev.NeighboringRelation.REPLACE_ONE)
     inner = ev.Gaussian(noise_multiplier=_number(table, "noise_multiplier", type_name=name), neighboring=relation)
-    event = ev.SampledWithoutReplacement(
+    event = sampled(
         sample_size=_number(table, "sample_size", type_name=name, integer=True),
         dataset_size=_number(table, "dataset_size", type_name=name, integer=True),
         event=inner,
         neighboring=relation,
     )
     return _counted(table, event, name, steps=True)
+
+
+def _sampled_without_replacement_gaussian(table: dict) -> tuple[ev.Event, int]:
+    return _fixed_size_gaussian(table, "sampled_without_replacement_gaussian", ev.SampledWithoutReplacement)
 
 
 def _sampled_with_replacement_gaussian(table: dict) -> tuple[ev.Event, int]:
     from dplens.accountant.with_replacement import SampledWithReplacement
 
-    name = "sampled_with_replacement_gaussian"
-    relation = _relation(table, ev.NeighboringRelation.REPLACE_ONE)
-    inner = ev.Gaussian(noise_multiplier=_number(table, "noise_multiplier", type_name=name), neighboring=relation)
-    event = SampledWithReplacement(
-        sample_size=_number(table, "sample_size", type_name=name, integer=True),
-        dataset_size=_number(table, "dataset_size", type_name=name, integer=True),
-        event=inner,
-        neighboring=relation,
-    )
-    return _counted(table, event, name, steps=True)
+    return _fixed_size_gaussian(table, "sampled_with_replacement_gaussian", SampledWithReplacement)
 
 
 def _discrete_laplace(table: dict) -> tuple[ev.Event, int]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -778,20 +780,22 @@ def _(event: ev.NonPrivate) -> RdpCurve:
     return RdpCurve.infinite()
 
 
+def _additive_noise_curve(function: Callable[..., Any], name: str, noise_multiplier: float) -> RdpCurve:
+    """The RDP curve of an additive-noise mechanism whose RDP ``function`` takes only the noise multiplier."""
+    return RdpCurve.from_function(
+        functools.partial(function, noise_multiplier=noise_multiplier),
+        description=f"{name}(noise_multiplier={noise_multiplier:g})",
+    )
+
+
 @rdp_curve.register
 def _(event: ev.Gaussian) -> RdpCurve:
-    return RdpCurve.from_function(
-        functools.partial(gaussian_rdp, noise_multiplier=event.noise_multiplier),
-        description=f"Gaussian(noise_multiplier={event.noise_multiplier:g})",
-    )
+    return _additive_noise_curve(gaussian_rdp, "Gaussian", event.noise_multiplier)
 
 
 @rdp_curve.register
 def _(event: ev.Laplace) -> RdpCurve:
-    return RdpCurve.from_function(
-        functools.partial(laplace_rdp, noise_multiplier=event.noise_multiplier),
-        description=f"Laplace(noise_multiplier={event.noise_multiplier:g})",
-    )
+    return _additive_noise_curve(laplace_rdp, "Laplace", event.noise_multiplier)
 
 
 @rdp_curve.register
