@@ -461,6 +461,13 @@ def _require(data: Any, names: list[str], what: str) -> None:
         raise ValueError(f"{what} is missing required field {missing[0]!r}")
 
 
+def _required_fields(cls: type, data: Any, optional: tuple[str, ...], what: str) -> dict[str, Any]:
+    """The fields of ``cls`` but ``optional`` read from ``data`` as they stand (after :func:`_require` checks them)."""
+    names = [n for n in cls.__dataclass_fields__ if n not in optional]
+    _require(data, names, what)
+    return {name: data[name] for name in names}
+
+
 def _html_table(title: str, rows: list[tuple[str, str]]) -> str:
     body = "".join(
         f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>{html.escape(v)}</td></tr>"
@@ -473,6 +480,16 @@ def _fmt(value: float | None) -> str:
     if value is None:
         return "undefined"
     return "inf" if math.isinf(value) else f"{value:.6g}"
+
+
+def _claim_fields(result: Any) -> dict[str, Any]:
+    """The claim audited and the level of the bound, JSON-ready, in the order both score results write them."""
+    return {
+        "epsilon_claimed": result.epsilon_claimed,
+        "delta": result.delta,
+        "confidence": result.confidence,
+        "claim_source": result.claim_source,
+    }
 
 
 def _empirical_estimates(result: Any) -> dict[str, Any]:
@@ -537,10 +554,7 @@ class ScoresAuditResult:
             "epsilon_lower_bound": self.epsilon_lower_bound,
             "is_estimate": False,
             "bound_direction": self.bound_direction,
-            "epsilon_claimed": self.epsilon_claimed,
-            "delta": self.delta,
-            "confidence": self.confidence,
-            "claim_source": self.claim_source,
+            **_claim_fields(self),
             "members": self.members,
             "non_members": self.non_members,
             "trials": min(self.members, self.non_members),
@@ -563,9 +577,7 @@ class ScoresAuditResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ScoresAuditResult:
         """Inverse of :meth:`to_dict` (a missing field raises ``ValueError`` naming it)."""
-        names = [n for n in cls.__dataclass_fields__ if n not in ("format_version", "elapsed_seconds")]
-        _require(data, names, "scores audit result")
-        kwargs = {name: data[name] for name in names}
+        kwargs = _required_fields(cls, data, ("format_version", "elapsed_seconds"), "scores audit result")
         kwargs["verdict"] = Verdict(data["verdict"])
         kwargs["gdp_epsilon_estimate"] = _infinite_if_none(data["gdp_epsilon_estimate"])
         kwargs["tpr_at_fpr_estimates"] = tuple(data["tpr_at_fpr_estimates"])
@@ -672,10 +684,7 @@ class OneRunAuditResult:
             "route": self.route,
             "epsilon_lower_bound": self.epsilon_lower_bound,
             "is_estimate": False,
-            "epsilon_claimed": self.epsilon_claimed,
-            "delta": self.delta,
-            "confidence": self.confidence,
-            "claim_source": self.claim_source,
+            **_claim_fields(self),
             "canaries": self.canaries,
             "included": self.included,
             "trials": self.canaries,
@@ -695,9 +704,7 @@ class OneRunAuditResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> OneRunAuditResult:
         """Inverse of :meth:`to_dict` (a missing field raises ``ValueError`` naming it)."""
-        names = [n for n in cls.__dataclass_fields__ if n not in ("format_version", "elapsed_seconds", "game")]
-        _require(data, names, "one-run audit result")
-        kwargs = {name: data[name] for name in names}
+        kwargs = _required_fields(cls, data, ("format_version", "elapsed_seconds", "game"), "one-run audit result")
         kwargs["analysis"] = orun.OneRunResult.from_dict(data["analysis"])
         kwargs["verdict"] = Verdict(data["verdict"])
         kwargs["fdp_epsilon_estimate"] = _infinite_if_none(data["fdp_epsilon_estimate"])
