@@ -276,10 +276,7 @@ class AuditResult:
             "epsilon_lower_bound": self.epsilon_lower_bound,
             "is_estimate": False,
             "bound_direction": self.bound_direction,
-            "epsilon_claimed": self.epsilon_claimed,
-            "delta": self.delta,
-            "confidence": self.confidence,
-            "claim_source": self.claim_source,
+            **claim_fields(self),
             "trials": self.trials,
             "method": self.method,
             "threshold_strategy": dict(self.threshold_strategy),
@@ -343,6 +340,17 @@ class AuditResult:
         ]
         rows += [(f"ESTIMATE {e['name']} ε (not a bound)", e.get("epsilon")) for e in self.estimates]
         return html_table(f"Audit: {self.mechanism}", rows)
+
+
+def claim_fields(result: Any) -> dict[str, Any]:
+    """The claim audited and the level of the bound, JSON-ready, in the order every audit result writes them (after
+    the bound)."""
+    return {
+        "epsilon_claimed": result.epsilon_claimed,
+        "delta": result.delta,
+        "confidence": result.confidence,
+        "claim_source": result.claim_source,
+    }
 
 
 def bound_region(epsilon: float, delta: float, points: int = 200) -> list[dict[str, float]]:

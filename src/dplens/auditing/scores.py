@@ -55,7 +55,7 @@ from dplens._numbers import finite_or_none as _finite
 from dplens.accountant import conversions
 from dplens.auditing import bounds as bd
 from dplens.auditing import one_run as orun
-from dplens.auditing.games import Verdict, bound_region, verdict_for
+from dplens.auditing.games import Verdict, bound_region, claim_fields, verdict_for
 from dplens.auditing.host import host_array
 
 __all__ = [
@@ -482,16 +482,6 @@ def _fmt(value: float | None) -> str:
     return "inf" if math.isinf(value) else f"{value:.6g}"
 
 
-def _claim_fields(result: Any) -> dict[str, Any]:
-    """The claim audited and the level of the bound, JSON-ready, in the order both score results write them."""
-    return {
-        "epsilon_claimed": result.epsilon_claimed,
-        "delta": result.delta,
-        "confidence": result.confidence,
-        "claim_source": result.claim_source,
-    }
-
-
 def _empirical_estimates(result: Any) -> dict[str, Any]:
     """The empirical estimates (AUC, TPR at FPR, ROC, histogram), JSON-ready, as both score results write them."""
     return {
@@ -554,7 +544,7 @@ class ScoresAuditResult:
             "epsilon_lower_bound": self.epsilon_lower_bound,
             "is_estimate": False,
             "bound_direction": self.bound_direction,
-            **_claim_fields(self),
+            **claim_fields(self),
             "members": self.members,
             "non_members": self.non_members,
             "trials": min(self.members, self.non_members),
@@ -684,7 +674,7 @@ class OneRunAuditResult:
             "route": self.route,
             "epsilon_lower_bound": self.epsilon_lower_bound,
             "is_estimate": False,
-            **_claim_fields(self),
+            **claim_fields(self),
             "canaries": self.canaries,
             "included": self.included,
             "trials": self.canaries,
