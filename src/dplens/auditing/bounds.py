@@ -193,6 +193,12 @@ class BonferroniGrid(ThresholdStrategy):
             raise ValueError(f"focus must be in [0, 1); got {self.focus!r}")
 
 
+def check_fraction(fraction: Any) -> None:
+    """The fraction of a split (a number in (0, 1), not a bool), else ``ValueError``."""
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction < 1:
+        raise ValueError(f"fraction must be in (0, 1); got {fraction!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class Split(ThresholdStrategy):
     """Choose one (threshold, direction) on the first ``fraction`` of the chunks, bound on the rest at α."""
@@ -201,8 +207,7 @@ class Split(ThresholdStrategy):
     size: int = 201
 
     def __post_init__(self) -> None:
-        if isinstance(self.fraction, bool) or not isinstance(self.fraction, int | float) or not 0 < self.fraction < 1:
-            raise ValueError(f"fraction must be in (0, 1); got {self.fraction!r}")
+        check_fraction(self.fraction)
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1:
             raise ValueError(f"size must be an integer >= 1; got {self.size!r}")
 

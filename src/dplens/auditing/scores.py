@@ -57,6 +57,7 @@ from dplens.auditing import bounds as bd
 from dplens.auditing import one_run as orun
 from dplens.auditing.games import Verdict, bound_region, claim_fields, verdict_for
 from dplens.auditing.host import host_array
+from dplens.auditing.runner import check_seed
 
 __all__ = [
     "OneRunAuditResult",
@@ -110,10 +111,8 @@ class SplitSelection(ThresholdSelection):
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if isinstance(self.fraction, bool) or not isinstance(self.fraction, int | float) or not 0 < self.fraction < 1:
-            raise ValueError(f"fraction must be in (0, 1); got {self.fraction!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int | np.integer) or self.seed < 0:
-            raise ValueError(f"seed must be an integer >= 0; got {self.seed!r}")
+        bd.check_fraction(self.fraction)
+        check_seed(self.seed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1108,8 +1107,7 @@ def audit_scores(
     if one_run:
         if selection is not None:
             raise ValueError("selection applies to the two-sample audit; the one-run audit takes rule and correction")
-        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-            raise ValueError(f"seed must be an integer >= 0; got {seed!r}")
+        check_seed(seed)
         return _one_run(
             s,
             lab,
