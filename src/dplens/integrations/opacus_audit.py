@@ -77,6 +77,7 @@ from dplens.auditing.canaries import (
     NASR_2023,
     CanaryKind,
     InputCanary,
+    _check_delta,
     _function,
     _name,
     _option,
@@ -944,12 +945,6 @@ def _resolve_score(canary: CanaryKind, score: Any, *, multi_run: bool) -> Opacus
             f"{' in the multi-run game' if multi_run else ' in one run'}; allowed: {[s.value for s in allowed]}"
         )
     return score
-
-
-def _check_delta(delta: Any) -> float:
-    if isinstance(delta, bool):
-        raise ValueError(f"delta must be in [0, 1); got {delta!r}")
-    return sc.conversions.check_delta(delta, allow_zero=True)
 
 
 def _claim(
