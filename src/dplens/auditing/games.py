@@ -30,6 +30,8 @@ from scipy import special
 from dplens._numbers import finite_or_none as _finite
 from dplens.auditing import bounds as bd
 from dplens.auditing import runner
+from dplens.auditing.bounds import check_confidence as _check_confidence
+from dplens.auditing.bounds import check_int as _check_int
 from dplens.auditing.host import host_value
 from dplens.mechanisms.base import NeighbouringPair, output_size
 
@@ -405,18 +407,6 @@ def verdict_for(bound: float, ceiling: float, claim: float, confidence: float) -
 # --------------------------------------------------------------------------------------------
 # The game
 # --------------------------------------------------------------------------------------------
-
-
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
-    return int(value)
-
-
-def _check_confidence(confidence: Any) -> float:
-    if isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0.5 <= confidence < 1:
-        raise ValueError(f"confidence must be in [0.5, 1); got {confidence!r}")
-    return float(confidence)
 
 
 def _default_chunk_size(trials: int, output_size: int) -> int:

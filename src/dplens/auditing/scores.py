@@ -55,6 +55,7 @@ from dplens._numbers import finite_or_none as _finite
 from dplens.accountant import conversions
 from dplens.auditing import bounds as bd
 from dplens.auditing import one_run as orun
+from dplens.auditing.bounds import check_confidence as _check_confidence
 from dplens.auditing.games import Verdict, bound_region, claim_fields, verdict_for
 from dplens.auditing.host import host_array
 from dplens.auditing.runner import check_seed
@@ -162,12 +163,6 @@ def _check_claim(claim: Any) -> float:
     if not (math.isfinite(value) and value >= 0):
         raise ValueError(f"claim must be a finite epsilon >= 0; got {claim!r}")
     return value
-
-
-def _check_confidence(confidence: Any) -> float:
-    if isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0.5 <= confidence < 1:
-        raise ValueError(f"confidence must be in [0.5, 1); got {confidence!r}")
-    return float(confidence)
 
 
 _TRUE = frozenset({"1", "true", "yes", "in", "t", "y"})
