@@ -21,6 +21,8 @@ from scipy import optimize, sparse, special
 from dplens._numbers import finite_or_none as _finite
 from dplens.accountant import conversions
 from dplens.auditing import bounds as bd
+from dplens.auditing.bounds import check_confidence as _check_confidence
+from dplens.auditing.bounds import check_int as _check_int
 
 __all__ = [
     "ADJACENCY",
@@ -243,18 +245,6 @@ def epsilon_lower_bound(success_lower_bound: float, *, delta: float, prior: Sequ
 # --------------------------------------------------------------------------------------------
 # Counts → statistics
 # --------------------------------------------------------------------------------------------
-
-
-def _check_confidence(confidence: Any) -> float:
-    if isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0.5 <= confidence < 1:
-        raise ValueError(f"confidence must be in [0.5, 1); got {confidence!r}")
-    return float(confidence)
-
-
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
-    return int(value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

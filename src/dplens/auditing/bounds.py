@@ -193,6 +193,35 @@ class BonferroniGrid(ThresholdStrategy):
             raise ValueError(f"focus must be in [0, 1); got {self.focus!r}")
 
 
+def check_int(name: str, value: Any, minimum: int) -> int:
+    """``value`` as an int, or a ``ValueError`` naming ``name`` when it is not an integer ≥ ``minimum``.
+
+    Example:
+        >>> check_int("trials", 10, 1)
+        10
+        >>> check_int("trials", 0, 1)
+        Traceback (most recent call last):
+        ...
+        ValueError: trials must be an integer >= 1; got 0
+    """
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
+    return int(value)
+
+
+def check_confidence(confidence: Any) -> float:
+    """``confidence`` as a float, or a ``ValueError`` when it is not a number in [0.5, 1)."""
+    if isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0.5 <= confidence < 1:
+        raise ValueError(f"confidence must be in [0.5, 1); got {confidence!r}")
+    return float(confidence)
+
+
+def check_fraction(fraction: Any) -> None:
+    """The fraction of a split (a number in (0, 1), not a bool), else ``ValueError``."""
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction < 1:
+        raise ValueError(f"fraction must be in (0, 1); got {fraction!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class Split(ThresholdStrategy):
     """Choose one (threshold, direction) on the first ``fraction`` of the chunks, bound on the rest at α."""
@@ -201,8 +230,7 @@ class Split(ThresholdStrategy):
     size: int = 201
 
     def __post_init__(self) -> None:
-        if isinstance(self.fraction, bool) or not isinstance(self.fraction, int | float) or not 0 < self.fraction < 1:
-            raise ValueError(f"fraction must be in (0, 1); got {self.fraction!r}")
+        check_fraction(self.fraction)
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1:
             raise ValueError(f"size must be an integer >= 1; got {self.size!r}")
 

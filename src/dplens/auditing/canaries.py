@@ -58,6 +58,7 @@ from dplens.accountant import events as ev
 from dplens.auditing import games
 from dplens.auditing import scores as sc
 from dplens.auditing.host import host_value
+from dplens.auditing.runner import check_seed
 from dplens.mechanisms.additive import SubsampledGaussianMechanism
 from dplens.mechanisms.base import NeighbouringPair, check_count, check_rng
 from dplens.mechanisms.dpsgd import LearningRateSchedule, LossModel, link_residual, noisy_sgd
@@ -839,8 +840,7 @@ def one_run_canary_audit(
     canary = _option(canary, CanaryKind, "canary")
     observe = _option(observe, Observation, "observe")
     input_canary = _option(input_canary, InputCanary, "input_canary")
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0; got {seed!r}")
+    check_seed(seed)
     delta = _check_delta(delta)
     if isinstance(training, DpSgdTraining):  # every option is checked before the accountant runs
         m = check_count(canaries, name="canaries")

@@ -30,6 +30,8 @@ from scipy import special
 from dplens._numbers import finite_or_none as _finite
 from dplens.auditing import bounds as bd
 from dplens.auditing import runner
+from dplens.auditing.bounds import check_confidence as _check_confidence
+from dplens.auditing.bounds import check_int as _check_int
 from dplens.auditing.host import host_value
 from dplens.mechanisms.base import NeighbouringPair, output_size
 
@@ -276,10 +278,7 @@ class AuditResult:
             "epsilon_lower_bound": self.epsilon_lower_bound,
             "is_estimate": False,
             "bound_direction": self.bound_direction,
-            "epsilon_claimed": self.epsilon_claimed,
-            "delta": self.delta,
-            "confidence": self.confidence,
-            "claim_source": self.claim_source,
+            **claim_fields(self),
             "trials": self.trials,
             "method": self.method,
             "threshold_strategy": dict(self.threshold_strategy),
@@ -345,6 +344,17 @@ class AuditResult:
         return html_table(f"Audit: {self.mechanism}", rows)
 
 
+def claim_fields(result: Any) -> dict[str, Any]:
+    """The claim audited and the level of the bound, JSON-ready, in the order every audit result writes them (after
+    the bound)."""
+    return {
+        "epsilon_claimed": result.epsilon_claimed,
+        "delta": result.delta,
+        "confidence": result.confidence,
+        "claim_source": result.claim_source,
+    }
+
+
 def bound_region(epsilon: float, delta: float, points: int = 200) -> list[dict[str, float]]:
     """Samples of the trade-off curve f_{ε,δ} (Dong, Roth, Su 2022 Prop. 2.5) at an audit's bound or claim: any
     mechanism whose (FPR, FNR) points fall below it is not (ε, δ)-DP; the report draws it (1 − f is the largest TPR
@@ -397,18 +407,6 @@ def verdict_for(bound: float, ceiling: float, claim: float, confidence: float) -
 # --------------------------------------------------------------------------------------------
 # The game
 # --------------------------------------------------------------------------------------------
-
-
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
-    return int(value)
-
-
-def _check_confidence(confidence: Any) -> float:
-    if isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0.5 <= confidence < 1:
-        raise ValueError(f"confidence must be in [0.5, 1); got {confidence!r}")
-    return float(confidence)
 
 
 def _default_chunk_size(trials: int, output_size: int) -> int:

@@ -128,6 +128,13 @@ def _positive_int(name: str, value: Any) -> int:
     return int(value)
 
 
+def check_seed(seed: Any) -> int:
+    """``seed`` as an int (a root seed of an audit: an integer >= 0, not a bool), else ``ValueError``."""
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0; got {seed!r}")
+    return int(seed)
+
+
 def check_trials(trials: Any) -> int:
     """``trials`` as an int in [1, :data:`MAX_TRIALS`] (a game checks it before its pilot), else ``ValueError``."""
     trials = _positive_int("trials", trials)
@@ -755,9 +762,7 @@ def run_chunks(
     workers = _positive_int("workers", workers)
     if workers > MAX_WORKERS:
         raise ValueError(f"workers = {workers} is out of the supported range [1, {MAX_WORKERS}]")
-    if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0; got {seed!r}")
-    seed = int(seed)
+    seed = check_seed(seed)
     path = Path(checkpoint) if checkpoint is not None else None
     writer, done = None, {}
     if path is not None:

@@ -48,6 +48,7 @@ from dplens.accountant import conversions
 from dplens.auditing import bounds as bd
 from dplens.auditing import one_run as orun
 from dplens.auditing.host import host_array
+from dplens.auditing.runner import check_seed
 
 __all__ = [
     "AuditNumber",
@@ -115,16 +116,6 @@ class ParetoBonferroni(ThresholdStrategy):
     the data)."""
 
 
-def _check_fraction(fraction: Any) -> None:
-    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction < 1:
-        raise ValueError(f"fraction must be in (0, 1); got {fraction!r}")
-
-
-def _check_seed(seed: Any) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0; got {seed!r}")
-
-
 @dataclass(frozen=True, slots=True)
 class Split(ThresholdStrategy):
     """Choose the threshold on a random ``fraction`` of each class, bound on the rest at α (a bound)."""
@@ -133,8 +124,8 @@ class Split(ThresholdStrategy):
     seed: int = 0
 
     def __post_init__(self) -> None:
-        _check_fraction(self.fraction)
-        _check_seed(self.seed)
+        bd.check_fraction(self.fraction)
+        check_seed(self.seed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,8 +140,8 @@ class MultiSplit(ThresholdStrategy):
     def __post_init__(self) -> None:
         if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 1:
             raise ValueError(f"samples must be an integer >= 1; got {self.samples!r}")
-        _check_fraction(self.fraction)
-        _check_seed(self.seed)
+        bd.check_fraction(self.fraction)
+        check_seed(self.seed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +168,7 @@ class BootstrapParams:
             raise ValueError(f"quantiles must be a non-empty sequence of numbers in (0, 1); got {self.quantiles!r}")
         if self.acceleration and not self.bias_correction:
             raise ValueError("acceleration needs bias_correction=True (BCa)")
-        _check_seed(self.seed)
+        check_seed(self.seed)
         object.__setattr__(self, "quantiles", quantiles)
 
     @classmethod

@@ -55,8 +55,10 @@ from dplens._numbers import finite_or_none as _finite
 from dplens.accountant import conversions
 from dplens.auditing import bounds as bd
 from dplens.auditing import one_run as orun
-from dplens.auditing.games import Verdict, bound_region, verdict_for
+from dplens.auditing.bounds import check_confidence as _check_confidence
+from dplens.auditing.games import Verdict, bound_region, claim_fields, verdict_for
 from dplens.auditing.host import host_array
+from dplens.auditing.runner import check_seed
 
 __all__ = [
     "OneRunAuditResult",
@@ -110,10 +112,8 @@ class SplitSelection(ThresholdSelection):
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if isinstance(self.fraction, bool) or not isinstance(self.fraction, int | float) or not 0 < self.fraction < 1:
-            raise ValueError(f"fraction must be in (0, 1); got {self.fraction!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int | np.integer) or self.seed < 0:
-            raise ValueError(f"seed must be an integer >= 0; got {self.seed!r}")
+        bd.check_fraction(self.fraction)
+        check_seed(self.seed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,12 +163,6 @@ def _check_claim(claim: Any) -> float:
     if not (math.isfinite(value) and value >= 0):
         raise ValueError(f"claim must be a finite epsilon >= 0; got {claim!r}")
     return value
-
-
-def _check_confidence(confidence: Any) -> float:
-    if isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0.5 <= confidence < 1:
-        raise ValueError(f"confidence must be in [0.5, 1); got {confidence!r}")
-    return float(confidence)
 
 
 _TRUE = frozenset({"1", "true", "yes", "in", "t", "y"})
@@ -461,6 +455,13 @@ def _require(data: Any, names: list[str], what: str) -> None:
         raise ValueError(f"{what} is missing required field {missing[0]!r}")
 
 
+def _required_fields(cls: type, data: Any, optional: tuple[str, ...], what: str) -> dict[str, Any]:
+    """The fields of ``cls`` but ``optional`` read from ``data`` as they stand (after :func:`_require` checks them)."""
+    names = [n for n in cls.__dataclass_fields__ if n not in optional]
+    _require(data, names, what)
+    return {name: data[name] for name in names}
+
+
 def _html_table(title: str, rows: list[tuple[str, str]]) -> str:
     body = "".join(
         f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>{html.escape(v)}</td></tr>"
@@ -537,10 +538,7 @@ class ScoresAuditResult:
             "epsilon_lower_bound": self.epsilon_lower_bound,
             "is_estimate": False,
             "bound_direction": self.bound_direction,
-            "epsilon_claimed": self.epsilon_claimed,
-            "delta": self.delta,
-            "confidence": self.confidence,
-            "claim_source": self.claim_source,
+            **claim_fields(self),
             "members": self.members,
             "non_members": self.non_members,
             "trials": min(self.members, self.non_members),
@@ -563,9 +561,7 @@ class ScoresAuditResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ScoresAuditResult:
         """Inverse of :meth:`to_dict` (a missing field raises ``ValueError`` naming it)."""
-        names = [n for n in cls.__dataclass_fields__ if n not in ("format_version", "elapsed_seconds")]
-        _require(data, names, "scores audit result")
-        kwargs = {name: data[name] for name in names}
+        kwargs = _required_fields(cls, data, ("format_version", "elapsed_seconds"), "scores audit result")
         kwargs["verdict"] = Verdict(data["verdict"])
         kwargs["gdp_epsilon_estimate"] = _infinite_if_none(data["gdp_epsilon_estimate"])
         kwargs["tpr_at_fpr_estimates"] = tuple(data["tpr_at_fpr_estimates"])
@@ -672,10 +668,7 @@ class OneRunAuditResult:
             "route": self.route,
             "epsilon_lower_bound": self.epsilon_lower_bound,
             "is_estimate": False,
-            "epsilon_claimed": self.epsilon_claimed,
-            "delta": self.delta,
-            "confidence": self.confidence,
-            "claim_source": self.claim_source,
+            **claim_fields(self),
             "canaries": self.canaries,
             "included": self.included,
             "trials": self.canaries,
@@ -695,9 +688,7 @@ class OneRunAuditResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> OneRunAuditResult:
         """Inverse of :meth:`to_dict` (a missing field raises ``ValueError`` naming it)."""
-        names = [n for n in cls.__dataclass_fields__ if n not in ("format_version", "elapsed_seconds", "game")]
-        _require(data, names, "one-run audit result")
-        kwargs = {name: data[name] for name in names}
+        kwargs = _required_fields(cls, data, ("format_version", "elapsed_seconds", "game"), "one-run audit result")
         kwargs["analysis"] = orun.OneRunResult.from_dict(data["analysis"])
         kwargs["verdict"] = Verdict(data["verdict"])
         kwargs["fdp_epsilon_estimate"] = _infinite_if_none(data["fdp_epsilon_estimate"])
@@ -1111,8 +1102,7 @@ def audit_scores(
     if one_run:
         if selection is not None:
             raise ValueError("selection applies to the two-sample audit; the one-run audit takes rule and correction")
-        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-            raise ValueError(f"seed must be an integer >= 0; got {seed!r}")
+        check_seed(seed)
         return _one_run(
             s,
             lab,

@@ -77,6 +77,7 @@ from dplens.auditing.canaries import (
     NASR_2023,
     CanaryKind,
     InputCanary,
+    _check_delta,
     _function,
     _name,
     _option,
@@ -85,6 +86,7 @@ from dplens.auditing.canaries import (
     _step_llr,
 )
 from dplens.auditing.host import host_array, host_value
+from dplens.auditing.runner import check_seed
 from dplens.mechanisms.base import NeighbouringPair, check_count, check_rng
 
 __all__ = [
@@ -945,18 +947,6 @@ def _resolve_score(canary: CanaryKind, score: Any, *, multi_run: bool) -> Opacus
     return score
 
 
-def _check_seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0; got {seed!r}")
-    return int(seed)
-
-
-def _check_delta(delta: Any) -> float:
-    if isinstance(delta, bool):
-        raise ValueError(f"delta must be in [0, 1); got {delta!r}")
-    return sc.conversions.check_delta(delta, allow_zero=True)
-
-
 def _claim(
     training: OpacusTraining, claim: Any, delta: float, *, slots: int = 0
 ) -> tuple[float, str, dict[str, Any] | None]:
@@ -1062,7 +1052,7 @@ def one_run_opacus_audit(
     input_canary = _option(input_canary, InputCanary, "input_canary")
     score = _resolve_score(canary, score, multi_run=False)
     norm = _check_norm(gradient_norm)
-    seed = _check_seed(seed)
+    seed = check_seed(seed)
     delta = _check_delta(delta)
     given = _check_records(canary_records, training, m)
     if given is not None and canary is CanaryKind.GRADIENT:
@@ -1308,7 +1298,7 @@ def multi_run_opacus_audit(
     score = _resolve_score(canary, score, multi_run=True)
     norm = _check_norm(gradient_norm)
     reference_trainings = _check_int("reference_trainings", reference_trainings, 2)
-    seed = _check_seed(seed)
+    seed = check_seed(seed)
     delta = _check_delta(delta)
     record = _check_records(canary_records, training, 1)
     if record is not None and canary is CanaryKind.GRADIENT:

@@ -11,27 +11,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from dplens.auditing import bounds as bd
+from dplens.auditing.bounds import check_int
 
 __all__ = ["AuditSetting", "check_int"]
-
-
-def check_int(name: str, value: Any, minimum: int) -> int:
-    """``value`` as an int, or a ``ValueError`` naming ``name`` when it is not an integer ≥ ``minimum``.
-
-    Example:
-        >>> check_int("trials", 10, 1)
-        10
-        >>> check_int("trials", 0, 1)
-        Traceback (most recent call last):
-        ...
-        ValueError: trials must be an integer >= 1; got 0
-    """
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
-    return int(value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
