@@ -171,8 +171,9 @@ def test_write_report_files(audited_report, tmp_path):
 
 
 def test_templates_ship_as_package_data(tmp_path):
-    # What a non-editable `pip install .` installs is what setuptools' build_py collects from pyproject.toml
-    # (packages + package-data). Run it on a copy of the project so the checkout is untouched.
+    # The report's and the reproductions' templates. What a non-editable `pip install .` installs is what
+    # setuptools' build_py collects from pyproject.toml (packages + package-data). Run it on a copy of the project
+    # so the checkout is untouched.
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, tmp_path / name)
     shutil.copytree(ROOT / "src", tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
@@ -188,3 +189,5 @@ def test_templates_ship_as_package_data(tmp_path):
     assert (built / "reports" / "templates" / "report.html.j2").is_file()
     assert (built / "reports" / "templates" / "reproductions_index.html.j2").is_file()
     assert (built / "reports" / "render.py").is_file()
+    for mechanism in ("bcdp", "corrdp", "dp_ftrl", "feature_dp", "gaussmix"):  # the reproductions' README templates
+        assert (built / "research" / mechanism / "templates" / "README.md.j2").is_file()

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import jinja2
@@ -66,20 +63,3 @@ def test_render_readme_formats_like_python_and_keeps_the_last_newline(tmp_path, 
     monkeypatch.syspath_prepend(str(tmp_path))
     text = common.render_readme("fake_repro", x=math.pi, s="0.1, 1", rows=[1.0, -2.5])
     assert text == f"x = {math.pi:.3g}, set {{0.1, 1}}\n| +1.00 |\n| -2.50 |\nend\n"
-
-
-def test_readme_templates_ship_as_package_data(tmp_path):
-    # What a non-editable install gets is what setuptools' build_py collects (packages + package-data).
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, tmp_path / name)
-    shutil.copytree(ROOT / "src", tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    proc = subprocess.run(
-        [sys.executable, "-c", "import setuptools; setuptools.setup()", "-q", "build_py", "--build-lib", "built"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    for mechanism in MECHANISMS:
-        assert (tmp_path / "built" / "dplens" / "research" / mechanism / "templates" / "README.md.j2").is_file()
