@@ -120,6 +120,17 @@ def _risk_target(max_tpr: float | None, at_fpr: float | None, max_advantage: flo
     return RiskTarget(max_tpr=max_tpr, at_fpr=at_fpr, max_advantage=max_advantage)
 
 
+def _check_target(risk: Any, target_epsilon: float | None, delta: float | None, risk_words: str) -> None:
+    """One target: a risk target (``risk_words`` name it in the error), or ``target_epsilon`` with ``delta``."""
+    if risk is not None and target_epsilon is not None:
+        raise ValueError(f"give either target_epsilon or {risk_words}, not both")
+    if risk is None and (target_epsilon is None or delta is None):
+        raise ValueError(
+            f"calibration needs target_epsilon with delta, or a risk target; got target_epsilon={target_epsilon!r}, "
+            f"delta={delta!r}"
+        )
+
+
 def calibrate_spec(
     spec: Any,
     *,
@@ -146,17 +157,8 @@ def calibrate_spec(
     RDP evaluations, not PLD ones (the PLD engine runs only next to the answer).
     """
     risk = _risk_target(max_tpr, at_fpr, max_advantage)
-    if risk is not None and target_epsilon is not None:
-        raise ValueError(
-            "give either target_epsilon or a risk target (max_tpr with at_fpr, or max_advantage), not both"
-        )
-    if risk is None and (target_epsilon is None or delta is None):
-        raise ValueError(
-            f"calibration needs target_epsilon with delta, or a risk target; got target_epsilon={target_epsilon!r}, "
-            f"delta={delta!r}"
-        )
+    _check_target(risk, target_epsilon, delta, "a risk target (max_tpr with at_fpr, or max_advantage)")
     from dplens.accountant.calibrate import Direction
-    from dplens.accountant.calibrate import calibrate as solve
     from dplens.accountant.compose import Method
     from dplens.accountant.routes import as_method
 
@@ -179,33 +181,50 @@ def calibrate_spec(
     if bracket is None and not integer:
         lower = _first_valid(make, lower, upper)
     spec.with_param(param, int(lower) if integer else lower)  # a bad name or value fails here, before the search
-    if risk is not None:
-        from dplens.accountant.calibrate import calibrate_risk
-
-        return calibrate_risk(
-            make,
-            target=risk,
-            lower=lower,
-            upper=upper,
-            direction=direction,
-            integer=integer,
-            param=param,
-            delta=delta,
-            method=method,
-            tolerance=tolerance,
-        )
-    return solve(
+    return _solve(
         make,
+        risk=risk,
         target_epsilon=target_epsilon,
-        target_delta=delta,
-        lower=lower,
-        upper=upper,
+        delta=delta,
+        bracket=(lower, upper),
         method=method,
         direction=direction,
         integer=integer,
         param=param,
         tolerance=tolerance,
     )
+
+
+def _solve(
+    make: Callable[[float], Any],
+    *,
+    risk: Any,
+    target_epsilon: float | None,
+    delta: float | None,
+    bracket: tuple[float, float],
+    method: Any,
+    direction: Any,
+    integer: bool,
+    param: str,
+    tolerance: float | None,
+) -> Any:
+    """The calibration of ``make`` over ``bracket``: to the attack-risk target ``risk``, else to ``target_epsilon``
+    at ``delta`` (the arguments checked by the caller; ``direction`` None: found from the bracket's ends)."""
+    from dplens.accountant.calibrate import calibrate, calibrate_risk
+
+    lower, upper = bracket
+    common = {
+        "lower": lower,
+        "upper": upper,
+        "method": method,
+        "direction": direction,
+        "integer": integer,
+        "param": param,
+        "tolerance": tolerance,
+    }
+    if risk is not None:
+        return calibrate_risk(make, target=risk, delta=delta, **common)
+    return calibrate(make, target_epsilon=target_epsilon, target_delta=delta, **common)
 
 
 def _accountant_of(function: Callable[[float], Any], integer: bool) -> Callable[[float], Any]:
@@ -301,40 +320,20 @@ def calibrate(
         raise ValueError(f"subject must be a spec, a spec path or a function of the parameter; got {subject!r}")
     if lower is None or upper is None:
         raise ValueError(f"calibrating a function needs lower and upper; got lower={lower!r}, upper={upper!r}")
-    from dplens.accountant.calibrate import calibrate as solve
     from dplens.accountant.compose import Method
     from dplens.accountant.routes import as_method
 
     method = (Method.BEST if risk is not None else Method.PLD) if method is None else as_method(method)
     make = _accountant_of(subject, integer)
-    if risk is not None:
-        if target_epsilon is not None:
-            raise ValueError("give either target_epsilon or a risk target, not both")
-        from dplens.accountant.calibrate import calibrate_risk
-
-        return calibrate_risk(
-            make,
-            target=risk,
-            lower=lower,
-            upper=upper,
-            integer=integer,
-            param=param or "param",
-            delta=delta,
-            method=method,
-            tolerance=tolerance,
-        )
-    if target_epsilon is None or delta is None:
-        raise ValueError(
-            f"calibration needs target_epsilon with delta, or a risk target; got target_epsilon={target_epsilon!r}, "
-            f"delta={delta!r}"
-        )
-    return solve(
+    _check_target(risk, target_epsilon, delta, "a risk target")
+    return _solve(
         make,
+        risk=risk,
         target_epsilon=target_epsilon,
-        target_delta=delta,
-        lower=lower,
-        upper=upper,
+        delta=delta,
+        bracket=(lower, upper),
         method=method,
+        direction=None,
         integer=integer,
         param=param or "param",
         tolerance=tolerance,
