@@ -133,45 +133,6 @@ def choose_trials(target: Any, data: Any, seconds: float, *, search: bool = Fals
     return int(min(max(_round_down(trials), MIN_TRIALS), MAX_TRIALS))
 
 
-def _calibrated_trials(
-    target: Any,
-    pair: Any,
-    *,
-    start: float,
-    seconds: float,
-    epsilon: float,
-    delta: float,
-    seed: int,
-    float_check: bool,
-    estimate: int,
-) -> int:
-    """Trials from the measured cost of a small audit of the same target and pair, on this machine under its present
-    load (its result is discarded: only its duration is used, so the real audit's validity is untouched).
-
-    A fast target's audit costs mostly the audit's own work on the outputs, which the target's timing does not see:
-    an audit of 5 000 trials per side (its pilot as large) gives a cost per trial that includes its fixed overheads
-    (so it errs towards fewer trials); 70 % of what is left of the budget buys the trials, never more than the
-    call-based estimate allows.
-    """
-    import dplens
-
-    tick = time.perf_counter()
-    dplens.audit(
-        target,
-        pair,
-        trials=_CALIBRATION_TRIALS,
-        claim=(epsilon, delta),
-        confidence=0.5,
-        seed=seed ^ 0x5EED,
-        float_checks=float_check,
-        pilot_trials=_CALIBRATION_TRIALS,
-    )
-    per_trial = (time.perf_counter() - tick) / _CALIBRATION_TRIALS
-    left = seconds - (time.perf_counter() - start)
-    trials = _round_down(max(left, 0.0) * 0.7 / per_trial)
-    return int(min(max(trials, MIN_TRIALS), estimate, MAX_TRIALS))
-
-
 def _scoring_seconds(outputs: Any) -> float:
     """The audit's own work per counted trial (both sides, pilot included), by the kind of output: measured on this
     project's benchmark machine for integer scalars (table scores), real scalars (histogram, logistic and the float
@@ -378,23 +339,38 @@ def _budgeted_trials(
     seed: int,
     float_check: bool,
 ) -> int:
-    """The trials per side that fit the call's time budget (calibrated on the target where it is fast)."""
+    """The trials per side that fit the call's time budget: from the target's measured speed
+    (:func:`choose_trials`), calibrated on the target where it is fast.
+
+    A fast target's audit costs mostly the audit's own work on the outputs, which the target's timing does not see:
+    where the estimate is at least 20 000 (and no pair is searched), a small audit of the same target and pair
+    (5 000 trials per side, its pilot as large) is timed on this machine under its present load (its result is
+    discarded: only its duration is used, so the real audit's validity is untouched). It gives a cost per trial that
+    includes its fixed overheads (so it errs towards fewer trials); 70 % of what is left of the budget buys the
+    trials, never more than the speed-based estimate allows.
+    """
     # What this call has spent already (imports on a first call) comes out of its budget.
     left = max(seconds - (time.perf_counter() - start), 0.25 * seconds)
     chosen = choose_trials(target, data, left, search=relation is not None, seed=seed)
-    if relation is None and chosen >= _CALIBRATE_ABOVE:
-        chosen = _calibrated_trials(
-            target,
-            pair_argument,
-            start=start,
-            seconds=seconds,
-            epsilon=epsilon,
-            delta=delta,
-            seed=seed,
-            float_check=float_check,
-            estimate=chosen,
-        )
-    return chosen
+    if relation is not None or chosen < _CALIBRATE_ABOVE:
+        return chosen
+    import dplens
+
+    tick = time.perf_counter()
+    dplens.audit(
+        target,
+        pair_argument,
+        trials=_CALIBRATION_TRIALS,
+        claim=(epsilon, delta),
+        confidence=0.5,
+        seed=seed ^ 0x5EED,
+        float_checks=float_check,
+        pilot_trials=_CALIBRATION_TRIALS,
+    )
+    per_trial = (time.perf_counter() - tick) / _CALIBRATION_TRIALS
+    left = seconds - (time.perf_counter() - start)
+    trials = _round_down(max(left, 0.0) * 0.7 / per_trial)
+    return int(min(max(trials, MIN_TRIALS), chosen, MAX_TRIALS))
 
 
 def _checked_nothing(
