@@ -46,7 +46,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -947,14 +947,7 @@ def one_run_audit(
         significance=alpha,
         delta=delta,
         canaries=m,
-        guesses=best.guesses,
-        correct=best.correct,
-        in_guesses=best.in_guesses,
-        in_correct=best.in_correct,
-        out_guesses=best.out_guesses,
-        out_correct=best.out_correct,
-        in_threshold=best.in_threshold,
-        out_threshold=best.out_threshold,
+        **asdict(best),  # the counts and thresholds of the cut-off that gave the bound
         rule="top_k" if isinstance(rule, TopK) else "symmetric",
         correction=correction_name,
         hypotheses=hypotheses,
