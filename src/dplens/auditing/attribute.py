@@ -76,20 +76,28 @@ from dplens.auditing import bounds as bd
 from dplens.auditing import runner
 from dplens.auditing.attribute_bounds import (
     ADJACENCY,
+    AttackCounts,
     AttributeBound,
     _check_confidence,
     _check_int,
     _check_prior,
     _finite,
     _support,
-    attack_fields,
     bound_from_counts,
     epsilon_lower_bound,
     max_success,
     max_success_from_profile,
     max_success_prior_bound,
 )
-from dplens.auditing.games import Verdict, decide
+from dplens.auditing.games import (
+    Verdict,
+    batch_trials,
+    check_result_dict,
+    decide,
+    default_chunk_size,
+    infinite_if_none,
+    result_kwargs,
+)
 
 __all__ = [
     "ADJACENCY",
@@ -111,12 +119,7 @@ __all__ = [
 
 RESULT_FORMAT_VERSION = 1
 
-_MAX_CHUNK_VALUES = 1 << 21
-_MAX_CHUNKS = 1024
-_MIN_CHUNKS = 8
-_BATCH_VALUES = 1 << 15
 _MIN_BATCH_TRIALS = 1024
-_MAX_BATCH_VALUES = 1 << 22  # at most this many output values in one sample() call (memory)
 _MAX_CATEGORIES = 64
 
 
@@ -471,7 +474,7 @@ class _AttributeTask:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AttributeAuditResult:
+class AttributeAuditResult(AttackCounts):
     """The outcome of an attribute-inference audit (a bound, the baseline, Theorem 4 side by side, the verdict).
 
     ``epsilon_lower_bound`` is a valid (``confidence``) lower bound on ε in the game's adjacency (:data:`ADJACENCY`)
@@ -480,15 +483,6 @@ class AttributeAuditResult:
     verdict compares ``success_lower_bound`` with; both readings' maxima are reported.
     """
 
-    successes: int
-    trials: int
-    success_rate: float
-    success_lower_bound: float
-    confidence_interval: tuple[float, float]
-    baseline: float
-    advantage: float
-    advantage_lower_bound: float
-    epsilon_lower_bound: float
     feature_dp_epsilon_lower_bound: float
     ceiling_success: float
     ceiling_epsilon: float
@@ -521,7 +515,7 @@ class AttributeAuditResult:
         return {
             "format_version": self.format_version,
             "game": "attribute-inference",
-            **attack_fields(self),
+            **self.attack_fields(),
             "feature_dp_epsilon_lower_bound": _finite(self.feature_dp_epsilon_lower_bound),
             "ceiling": {"success": self.ceiling_success, "epsilon": _finite(self.ceiling_epsilon)},
             "epsilon_claimed": _finite(self.epsilon_claimed),
@@ -552,29 +546,26 @@ class AttributeAuditResult:
     def from_dict(cls, data: dict[str, Any]) -> AttributeAuditResult:
         """Inverse of :meth:`to_dict` (None for an infinite ε comes back as inf; a missing field raises
         ``ValueError`` naming it)."""
-        if not isinstance(data, dict):
-            raise ValueError(f"attribute audit result must be a dict; got {type(data).__name__}")
-        if data.get("format_version", RESULT_FORMAT_VERSION) != RESULT_FORMAT_VERSION:
-            raise ValueError(f"unsupported attribute audit result format_version {data.get('format_version')!r}")
+        what = "attribute audit result"
+        check_result_dict(data, what, RESULT_FORMAT_VERSION)
         ceiling = data.get("ceiling")
         if not isinstance(ceiling, dict) or "success" not in ceiling or "epsilon" not in ceiling:
             raise ValueError("attribute audit result is missing required field 'ceiling'")
+        convert = {
+            "epsilon_lower_bound": infinite_if_none,
+            "feature_dp_epsilon_lower_bound": infinite_if_none,
+            "epsilon_claimed": infinite_if_none,
+            "confidence_interval": tuple,
+            "prior": tuple,
+            "reading": ClaimReading,
+            "verdict": Verdict,
+        }
         skip = ("ceiling_success", "ceiling_epsilon", "confusion", "format_version")
-        names = [name for name in cls.__dataclass_fields__ if name not in skip]
-        missing = [name for name in names if name not in data]
-        if missing:
-            raise ValueError(f"attribute audit result is missing required field {missing[0]!r}")
-        kwargs = {name: data[name] for name in names}
-        for name in ("epsilon_lower_bound", "feature_dp_epsilon_lower_bound", "epsilon_claimed"):
-            kwargs[name] = math.inf if data[name] is None else float(data[name])
-        kwargs["confidence_interval"] = tuple(data["confidence_interval"])
-        kwargs["prior"] = tuple(data["prior"])
-        kwargs["reading"] = ClaimReading(data["reading"])
-        kwargs["verdict"] = Verdict(data["verdict"])
+        kwargs = result_kwargs(cls, data, what, convert, optional=skip, version=RESULT_FORMAT_VERSION)
         return cls(
             **kwargs,
             ceiling_success=ceiling["success"],
-            ceiling_epsilon=math.inf if ceiling["epsilon"] is None else float(ceiling["epsilon"]),
+            ceiling_epsilon=infinite_if_none(ceiling["epsilon"]),
             confusion=tuple(tuple(row) for row in data.get("confusion", ())),
         )
 
@@ -783,12 +774,9 @@ def _count_confusion(
     """The counted trials in chunks (memory flat in the trials) and their confusion counts (true × guessed)."""
     support_value = int(np.flatnonzero(prior > 0)[0])
     output_size = _output_size(mechanism, datasets[support_value])
-    batch = max(1, min(max(_BATCH_VALUES // output_size, _MIN_BATCH_TRIALS), _MAX_BATCH_VALUES // output_size))
+    batch = batch_trials(output_size)
     if chunk_size is None:
-        by_memory = max(1, _MAX_CHUNK_VALUES // output_size)
-        chunk_size = min(by_memory, max(math.ceil(trials / _MIN_CHUNKS), min(trials, 4096)))
-        # at most _MAX_CHUNKS chunks (their confusion counts are all kept): memory flat in the trials
-        chunk_size = max(chunk_size, math.ceil(trials / _MAX_CHUNKS))
+        chunk_size = default_chunk_size(trials, output_size)  # at most 1024 chunks: their confusion counts are kept
     plan = runner.ChunkPlan(trials, _check_int("chunk_size", chunk_size, 1))
     key = runner.fingerprint(
         {
@@ -933,15 +921,7 @@ def audit(
     stats = bound_from_counts(successes, trials, prior=prior, delta=delta, confidence=confidence)
     judged = _judged(stats, claim, prior=prior, delta=delta, reading=reading, trials=trials, confidence=confidence)
     return AttributeAuditResult(
-        successes=successes,
-        trials=trials,
-        success_rate=stats.success_rate,
-        success_lower_bound=stats.success_lower_bound,
-        confidence_interval=stats.confidence_interval,
-        baseline=stats.baseline,
-        advantage=stats.advantage,
-        advantage_lower_bound=stats.advantage_lower_bound,
-        epsilon_lower_bound=stats.epsilon_lower_bound,
+        **stats.attack_counts(),
         delta=delta,
         claim=_claim_dict(claim),
         claim_source=claim_source,

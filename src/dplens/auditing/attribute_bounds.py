@@ -49,21 +49,40 @@ _LP_MARGIN = 1e-8
 _LP_MAX_EPSILON = 30.0
 
 
-def attack_fields(result: Any) -> dict[str, Any]:
-    """The attack's counts and the bounds they give, JSON-ready, as every attribute result writes them first
-    (:class:`AttributeBound`, :class:`~dplens.auditing.attribute.AttributeAuditResult`)."""
-    return {
-        "successes": result.successes,
-        "trials": result.trials,
-        "success_rate": result.success_rate,
-        "success_lower_bound": result.success_lower_bound,
-        "confidence_interval": list(result.confidence_interval),
-        "baseline": result.baseline,
-        "advantage": result.advantage,
-        "advantage_lower_bound": result.advantage_lower_bound,
-        "epsilon_lower_bound": _finite(result.epsilon_lower_bound),
-        "is_estimate": False,
-    }
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttackCounts:
+    """An attribute-inference attack's successes in its trials and the bounds they give (a bound, not an
+    estimate): the fields every attribute result holds first (:class:`AttributeBound`,
+    :class:`~dplens.auditing.attribute.AttributeAuditResult`)."""
+
+    successes: int
+    trials: int
+    success_rate: float
+    success_lower_bound: float
+    confidence_interval: tuple[float, float]
+    baseline: float
+    advantage: float
+    advantage_lower_bound: float
+    epsilon_lower_bound: float
+
+    def attack_counts(self) -> dict[str, Any]:
+        """These fields as they stand (to build a result that carries them)."""
+        return {name: getattr(self, name) for name in AttackCounts.__dataclass_fields__}
+
+    def attack_fields(self) -> dict[str, Any]:
+        """These fields JSON-ready, as every attribute result writes them first."""
+        return {
+            "successes": self.successes,
+            "trials": self.trials,
+            "success_rate": self.success_rate,
+            "success_lower_bound": self.success_lower_bound,
+            "confidence_interval": list(self.confidence_interval),
+            "baseline": self.baseline,
+            "advantage": self.advantage,
+            "advantage_lower_bound": self.advantage_lower_bound,
+            "epsilon_lower_bound": _finite(self.epsilon_lower_bound),
+            "is_estimate": False,
+        }
 
 
 # --------------------------------------------------------------------------------------------
@@ -248,24 +267,15 @@ def epsilon_lower_bound(success_lower_bound: float, *, delta: float, prior: Sequ
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AttributeBound:
+class AttributeBound(AttackCounts):
     """The statistics of S successes in n trials of an attribute-inference attack (a bound, not an estimate)."""
 
-    successes: int
-    trials: int
-    success_rate: float
-    success_lower_bound: float
-    confidence_interval: tuple[float, float]
-    baseline: float
-    advantage: float
-    advantage_lower_bound: float
-    epsilon_lower_bound: float
     delta: float
     confidence: float
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            **attack_fields(self),
+            **self.attack_fields(),
             "delta": self.delta,
             "confidence": self.confidence,
             "adjacency": ADJACENCY,

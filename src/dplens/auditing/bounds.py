@@ -19,6 +19,7 @@ never as a bound.
 
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ import numpy as np
 from scipy import special, stats
 
 from dplens.accountant import conversions
+from dplens.auditing.runner import check_seed
 
 __all__ = [
     "BonferroniGrid",
@@ -209,6 +211,17 @@ def check_int(name: str, value: Any, minimum: int) -> int:
     return int(value)
 
 
+def check_option(value: Any, kind: type[enum.Enum], name: str) -> Any:
+    """``value`` as a member of the enum ``kind`` (a member or its value), or a ``ValueError`` naming ``name`` and
+    listing the values."""
+    if isinstance(value, kind):
+        return value
+    try:
+        return kind(value)
+    except ValueError:
+        raise ValueError(f"{name} must be one of {[k.value for k in kind]}; got {value!r}") from None
+
+
 def check_confidence(confidence: Any) -> float:
     """``confidence`` as a float, or a ``ValueError`` when it is not a number in [0.5, 1)."""
     if isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0.5 <= confidence < 1:
@@ -220,6 +233,20 @@ def check_fraction(fraction: Any) -> None:
     """The fraction of a split (a number in (0, 1), not a bool), else ``ValueError``."""
     if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction < 1:
         raise ValueError(f"fraction must be in (0, 1); got {fraction!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class SeededSplit:
+    """The options of a random split of each class (checked): the ``fraction`` of the scores that chooses, the
+    ``seed`` of the independent draws that assign each score to a part (the base of the two score audits' splits,
+    :class:`~dplens.auditing.score_auditor.Split` and :class:`~dplens.auditing.scores.SplitSelection`)."""
+
+    fraction: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_fraction(self.fraction)
+        check_seed(self.seed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,7 @@ from scipy import special, stats
 from dplens.accountant import events as ev
 from dplens.auditing import games
 from dplens.auditing import scores as sc
+from dplens.auditing.bounds import check_option as _option
 from dplens.auditing.host import host_value
 from dplens.auditing.runner import check_seed
 from dplens.mechanisms.additive import SubsampledGaussianMechanism
@@ -132,15 +133,6 @@ _ALLOWED_SCORES = {
     (CanaryKind.INPUT, Observation.FINAL): (CanaryScore.LOSS,),
     (CanaryKind.INPUT, Observation.ALL_STEPS): (CanaryScore.DOT_PRODUCT,),
 }
-
-
-def _option(value: Any, kind: type[enum.Enum], name: str) -> Any:
-    if isinstance(value, kind):
-        return value
-    try:
-        return kind(value)
-    except ValueError:
-        raise ValueError(f"{name} must be one of {[k.value for k in kind]}; got {value!r}") from None
 
 
 def _resolve_score(canary: CanaryKind, observe: Observation, score: Any) -> CanaryScore:

@@ -192,12 +192,10 @@ class UniformGrid:
         return np.bincount(self.index(scores), weights=weights, minlength=self.size + 1)
 
 
-def _side_seed(seed: np.random.SeedSequence, side: int) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, side)))
-
-
-def _batch_trials(output_size: int) -> int:
-    # ... but never more than _MAX_BATCH_VALUES values in one call: 1024 trials of 10⁵ releases would be 800 MB.
+def batch_trials(output_size: int) -> int:
+    """Trials per ``sample()`` call for outputs of ``output_size`` values (the distinguishing and attribute games):
+    about ``_BATCH_VALUES`` values, at least ``_MIN_BATCH_TRIALS`` trials, but never more than ``_MAX_BATCH_VALUES``
+    values in one call (1024 trials of 10⁵ releases would be 800 MB)."""
     return max(1, min(max(_BATCH_VALUES // output_size, _MIN_BATCH_TRIALS), _MAX_BATCH_VALUES // output_size))
 
 
@@ -214,7 +212,7 @@ class _CountTask:
     def __call__(self, index: int, trials: int, seed: np.random.SeedSequence) -> np.ndarray:
         counts = np.zeros((2, self.grid.size + 1), dtype=np.int64)
         for side, data in enumerate((self.pair.data, self.pair.neighbour)):
-            rng = _side_seed(seed, side)
+            rng = runner.side_rng(seed, side)
             for start in range(0, trials, self.batch):
                 outputs = self.mechanism.sample(data, min(self.batch, trials - start), rng)
                 counts[side] += self.grid.counts(self.scorer(self.mechanism, outputs, self.pair))
@@ -227,7 +225,29 @@ class _CountTask:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AuditResult:
+class DirectedBound:
+    """The head of a two-sample audit's result: the bound, the test direction that gave it, the claim it is read
+    against (the base of :class:`AuditResult` and :class:`~dplens.auditing.scores.ScoresAuditResult`)."""
+
+    epsilon_lower_bound: float
+    bound_direction: str
+    epsilon_claimed: float
+    delta: float
+    confidence: float
+    claim_source: str
+
+    def bound_fields(self) -> dict[str, Any]:
+        """The bound, its direction and the claim, JSON-ready, in the order the results write them."""
+        return {
+            "epsilon_lower_bound": self.epsilon_lower_bound,
+            "is_estimate": False,
+            "bound_direction": self.bound_direction,
+            **claim_fields(self),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditResult(DirectedBound):
     """The outcome of a distinguishing game (a bound, labelled estimates, the raw counts, the verdict).
 
     ``epsilon_lower_bound`` is a valid (``confidence``) lower bound on the ε of the audited pair at ``delta``;
@@ -244,12 +264,6 @@ class AuditResult:
         True
     """
 
-    epsilon_lower_bound: float
-    bound_direction: str
-    epsilon_claimed: float
-    delta: float
-    confidence: float
-    claim_source: str
     trials: int
     method: str
     threshold_strategy: dict[str, Any]
@@ -275,10 +289,7 @@ class AuditResult:
         """JSON-ready (no ±inf: undefined values are None); stable keys, read by the report layer."""
         return {
             "format_version": self.format_version,
-            "epsilon_lower_bound": self.epsilon_lower_bound,
-            "is_estimate": False,
-            "bound_direction": self.bound_direction,
-            **claim_fields(self),
+            **self.bound_fields(),
             "trials": self.trials,
             "method": self.method,
             "threshold_strategy": dict(self.threshold_strategy),
@@ -307,19 +318,9 @@ class AuditResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AuditResult:
         """Inverse of :meth:`to_dict` (a missing field raises ``ValueError`` naming it)."""
-        if not isinstance(data, dict):
-            raise ValueError(f"audit result must be a dict; got {type(data).__name__}")
-        if data.get("format_version", RESULT_FORMAT_VERSION) != RESULT_FORMAT_VERSION:
-            raise ValueError(f"unsupported audit result format_version {data.get('format_version')!r}")
-        names = [f for f in cls.__dataclass_fields__ if f not in ("format_version", "counts", "pilot_trials")]
-        missing = [name for name in names if name not in data]
-        if missing:
-            raise ValueError(f"audit result is missing required field {missing[0]!r}")
-        kwargs = {name: data[name] for name in names}
-        kwargs["verdict"] = Verdict(data["verdict"])
-        kwargs["estimates"] = tuple(data["estimates"])
-        kwargs["empirical_trade_off"] = tuple(data["empirical_trade_off"])
-        kwargs["trajectory"] = tuple(data["trajectory"])
+        convert = {"verdict": Verdict, "estimates": tuple, "empirical_trade_off": tuple, "trajectory": tuple}
+        optional = ("format_version", "counts", "pilot_trials")
+        kwargs = result_kwargs(cls, data, "audit result", convert, optional=optional)
         return cls(**kwargs, pilot_trials=data.get("pilot_trials", 0), counts=data.get("counts", {}))
 
     def __repr__(self) -> str:
@@ -342,6 +343,42 @@ class AuditResult:
         ]
         rows += [(f"ESTIMATE {e['name']} ε (not a bound)", e.get("epsilon")) for e in self.estimates]
         return html_table(f"Audit: {self.mechanism}", rows)
+
+
+def infinite_if_none(value: Any) -> float:
+    """A float read back from a result's JSON, where None stands for an infinite ε (the inverse of ``_finite``)."""
+    return math.inf if value is None else float(value)
+
+
+def check_result_dict(data: Any, what: str, version: int = RESULT_FORMAT_VERSION) -> None:
+    """``data`` is the dict form of a result of format ``version`` (``what`` names it in the ``ValueError``)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} must be a dict; got {type(data).__name__}")
+    if data.get("format_version", version) != version:
+        raise ValueError(f"unsupported {what} format_version {data.get('format_version')!r}")
+
+
+def result_kwargs(
+    cls: type,
+    data: Any,
+    what: str,
+    convert: dict[str, Callable[[Any], Any]],
+    *,
+    optional: tuple[str, ...] = (),
+    version: int = RESULT_FORMAT_VERSION,
+) -> dict[str, Any]:
+    """The keyword arguments of the result dataclass ``cls`` from its ``to_dict()`` form ``data``: every field but
+    ``optional`` as it stands, then each ``convert[name](data[name])`` in the table's order; a ``ValueError`` for a
+    non-dict, another format version or a missing field (naming the first, in field order)."""
+    check_result_dict(data, what, version)
+    names = [name for name in cls.__dataclass_fields__ if name not in optional]
+    missing = [name for name in names if name not in data]
+    if missing:
+        raise ValueError(f"{what} is missing required field {missing[0]!r}")
+    kwargs = {name: data[name] for name in names}
+    for name, to in convert.items():
+        kwargs[name] = to(data[name])
+    return kwargs
 
 
 def claim_fields(result: Any) -> dict[str, Any]:
@@ -409,7 +446,9 @@ def verdict_for(bound: float, ceiling: float, claim: float, confidence: float) -
 # --------------------------------------------------------------------------------------------
 
 
-def _default_chunk_size(trials: int, output_size: int) -> int:
+def default_chunk_size(trials: int, output_size: int) -> int:
+    """Trials per chunk for outputs of ``output_size`` values (the distinguishing and attribute games): memory flat
+    in the trials, at least _MIN_CHUNKS chunks where they fit, at most _MAX_CHUNKS."""
     by_memory = max(1, _MAX_CHUNK_VALUES // output_size)
     by_count = max(1, math.ceil(trials / _MIN_CHUNKS))
     return max(min(by_memory, max(by_count, min(trials, 4096))), math.ceil(trials / _MAX_CHUNKS))
@@ -461,7 +500,7 @@ def _place_grid(
     # memory is one batch whatever its size, and the grid is exactly the one placed from all of its scores. A small
     # one keeps its scores from the first pass (the same numbers, without drawing them twice).
     streams = runner.pilot_seed(seed).spawn(2)
-    batch = _batch_trials(output_size(mechanism, pair.data))
+    batch = batch_trials(output_size(mechanism, pair.data))
     kept: dict[int, list[np.ndarray]] | None = {0: [], 1: []} if pilot <= _KEPT_PILOT_SCORES else None
 
     def pilot_scores(side: int) -> Any:
@@ -642,7 +681,7 @@ def _count_chunks(
 ) -> tuple[runner.ChunkPlan, dict[int, np.ndarray]]:
     """The counted trials in chunks (resumable: the checkpoint key fingerprints everything that fixes the counts)."""
     values_per_output = output_size(mechanism, pair.data)
-    size = _default_chunk_size(trials, values_per_output) if chunk_size is None else chunk_size
+    size = default_chunk_size(trials, values_per_output) if chunk_size is None else chunk_size
     plan = runner.ChunkPlan(trials, _check_int("chunk_size", size, 1))
     if isinstance(strategy, bd.Split) and plan.chunks < 2:
         raise ValueError(f"strategy Split needs at least two chunks; got trials={trials}, chunk_size={size}")
@@ -654,12 +693,12 @@ def _count_chunks(
             "grid": (grid.lower, grid.step, grid.size),
             "trials": trials,
             "chunk_size": plan.chunk_size,
-            "batch": _batch_trials(values_per_output),
+            "batch": batch_trials(values_per_output),
             "seed": seed,
         }
     )
     done = runner.run_chunks(
-        _CountTask(mechanism, pair, scorer, grid, _batch_trials(values_per_output)),
+        _CountTask(mechanism, pair, scorer, grid, batch_trials(values_per_output)),
         plan,
         seed=seed,
         key=key,

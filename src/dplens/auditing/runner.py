@@ -167,6 +167,11 @@ def chunk_seed(seed: int, index: int) -> np.random.SeedSequence:
     return np.random.SeedSequence(seed, spawn_key=(1, index))
 
 
+def side_rng(seed: np.random.SeedSequence, side: int) -> np.random.Generator:
+    """The generator of one side (0: D, 1: D′) of a chunk or pilot seeded by ``seed`` (its spawn key plus ``side``)."""
+    return np.random.default_rng(np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, side)))
+
+
 def pilot_seed(seed: int) -> np.random.SeedSequence:
     """An independent stream (spawn key (0,)) for draws that choose the audit's design before the data."""
     return np.random.SeedSequence(seed, spawn_key=(0,))

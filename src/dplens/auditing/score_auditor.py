@@ -117,15 +117,8 @@ class ParetoBonferroni(ThresholdStrategy):
 
 
 @dataclass(frozen=True, slots=True)
-class Split(ThresholdStrategy):
+class Split(bd.SeededSplit, ThresholdStrategy):
     """Choose the threshold on a random ``fraction`` of each class, bound on the rest at α (a bound)."""
-
-    fraction: float = 0.5
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        bd.check_fraction(self.fraction)
-        check_seed(self.seed)
 
 
 @dataclass(frozen=True, slots=True)

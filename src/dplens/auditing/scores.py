@@ -56,7 +56,15 @@ from dplens.accountant import conversions
 from dplens.auditing import bounds as bd
 from dplens.auditing import one_run as orun
 from dplens.auditing.bounds import check_confidence as _check_confidence
-from dplens.auditing.games import Verdict, bound_region, claim_fields, verdict_for
+from dplens.auditing.games import (
+    DirectedBound,
+    Verdict,
+    bound_region,
+    claim_fields,
+    infinite_if_none,
+    result_kwargs,
+    verdict_for,
+)
 from dplens.auditing.host import host_array
 from dplens.auditing.runner import check_seed
 
@@ -101,19 +109,12 @@ class ThresholdSelection:
 
 
 @dataclass(frozen=True, slots=True)
-class SplitSelection(ThresholdSelection):
+class SplitSelection(bd.SeededSplit, ThresholdSelection):
     """Choose the threshold and direction on a random ``fraction`` of each class, bound on the rest at α.
 
     The part each score goes to is an independent Bernoulli(``fraction``) draw from ``seed`` (never a function of
     the scores or their order), so the counted part is independent of the choice: one hypothesis, no correction.
     """
-
-    fraction: float = 0.5
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        bd.check_fraction(self.fraction)
-        check_seed(self.seed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,25 +442,13 @@ def _check_targets(fpr_targets: Any) -> tuple[float, ...]:
 # --------------------------------------------------------------------------------------------
 
 
-def _infinite_if_none(value: Any) -> float:
-    return math.inf if value is None else float(value)
-
-
-def _require(data: Any, names: list[str], what: str) -> None:
-    if not isinstance(data, dict):
-        raise ValueError(f"{what} must be a dict; got {type(data).__name__}")
-    if data.get("format_version", RESULT_FORMAT_VERSION) != RESULT_FORMAT_VERSION:
-        raise ValueError(f"unsupported {what} format_version {data.get('format_version')!r}")
-    missing = [name for name in names if name not in data]
-    if missing:
-        raise ValueError(f"{what} is missing required field {missing[0]!r}")
-
-
-def _required_fields(cls: type, data: Any, optional: tuple[str, ...], what: str) -> dict[str, Any]:
-    """The fields of ``cls`` but ``optional`` read from ``data`` as they stand (after :func:`_require` checks them)."""
-    names = [n for n in cls.__dataclass_fields__ if n not in optional]
-    _require(data, names, what)
-    return {name: data[name] for name in names}
+def _result_kwargs(
+    cls: type, data: Any, what: str, convert: dict[str, Any], optional: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """A score result's fields from its dict (:func:`~dplens.auditing.games.result_kwargs`; format version and
+    elapsed time optional)."""
+    optional = ("format_version", "elapsed_seconds", *optional)
+    return result_kwargs(cls, data, what, convert, optional=optional, version=RESULT_FORMAT_VERSION)
 
 
 def _html_table(title: str, rows: list[tuple[str, str]]) -> str:
@@ -476,6 +465,24 @@ def _fmt(value: float | None) -> str:
     return "inf" if math.isinf(value) else f"{value:.6g}"
 
 
+def _claim_rows(result: Any) -> list[tuple[str, str]]:
+    """The bound, the claim and the verdict: the first rows of both score results' HTML tables."""
+    return [
+        ("epsilon lower bound", f"{result.epsilon_lower_bound:.6g} (valid {result.confidence:.0%} lower bound)"),
+        ("claimed epsilon", f"{result.epsilon_claimed:.6g} [{result.claim_source}]"),
+        ("delta", f"{result.delta:g}"),
+        ("verdict", result.verdict.value),
+    ]
+
+
+def _claim_repr(result: Any) -> str:
+    """The bound, the claim and the verdict, as both score results' reprs begin."""
+    return (
+        f"epsilon_lower_bound={result.epsilon_lower_bound:.6g} [valid {result.confidence:.0%} lower bound], "
+        f"epsilon_claimed={result.epsilon_claimed:.6g}, delta={result.delta:g}, verdict={result.verdict.value}"
+    )
+
+
 def _empirical_estimates(result: Any) -> dict[str, Any]:
     """The empirical estimates (AUC, TPR at FPR, ROC, histogram), JSON-ready, as both score results write them."""
     return {
@@ -487,7 +494,7 @@ def _empirical_estimates(result: Any) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
-class ScoresAuditResult:
+class ScoresAuditResult(DirectedBound):
     """A two-sample audit from scores: a valid lower bound on ε, labelled estimates, the verdict against the claim.
 
     ``epsilon_lower_bound`` is a valid (``confidence``) lower bound on the ε at ``delta`` of the pair "canary in"
@@ -504,12 +511,6 @@ class ScoresAuditResult:
         True
     """
 
-    epsilon_lower_bound: float
-    bound_direction: str
-    epsilon_claimed: float
-    delta: float
-    confidence: float
-    claim_source: str
     members: int
     non_members: int
     method: str
@@ -535,10 +536,7 @@ class ScoresAuditResult:
         return {
             "format_version": self.format_version,
             "route": self.route,
-            "epsilon_lower_bound": self.epsilon_lower_bound,
-            "is_estimate": False,
-            "bound_direction": self.bound_direction,
-            **claim_fields(self),
+            **self.bound_fields(),
             "members": self.members,
             "non_members": self.non_members,
             "trials": min(self.members, self.non_members),
@@ -561,11 +559,13 @@ class ScoresAuditResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ScoresAuditResult:
         """Inverse of :meth:`to_dict` (a missing field raises ``ValueError`` naming it)."""
-        kwargs = _required_fields(cls, data, ("format_version", "elapsed_seconds"), "scores audit result")
-        kwargs["verdict"] = Verdict(data["verdict"])
-        kwargs["gdp_epsilon_estimate"] = _infinite_if_none(data["gdp_epsilon_estimate"])
-        kwargs["tpr_at_fpr_estimates"] = tuple(data["tpr_at_fpr_estimates"])
-        kwargs["roc_estimate"] = tuple(data["roc_estimate"])
+        convert = {
+            "verdict": Verdict,
+            "gdp_epsilon_estimate": infinite_if_none,
+            "tpr_at_fpr_estimates": tuple,
+            "roc_estimate": tuple,
+        }
+        kwargs = _result_kwargs(cls, data, "scores audit result", convert)
         return cls(**kwargs, elapsed_seconds=data.get("elapsed_seconds", 0.0))
 
     def summary(self) -> str:
@@ -590,9 +590,7 @@ class ScoresAuditResult:
 
     def __repr__(self) -> str:
         return (
-            f"ScoresAuditResult(epsilon_lower_bound={self.epsilon_lower_bound:.6g} [valid {self.confidence:.0%} "
-            f"lower bound], epsilon_claimed={self.epsilon_claimed:.6g}, delta={self.delta:g}, "
-            f"verdict={self.verdict.value}, members={self.members}, non_members={self.non_members}, "
+            f"ScoresAuditResult({_claim_repr(self)}, members={self.members}, non_members={self.non_members}, "
             f"gdp_mu_estimate={self.gdp_mu_estimate:.4g} [estimate])"
         )
 
@@ -600,10 +598,7 @@ class ScoresAuditResult:
         return _html_table(
             "dplens audit from scores (two samples)",
             [
-                ("epsilon lower bound", f"{self.epsilon_lower_bound:.6g} (valid {self.confidence:.0%} lower bound)"),
-                ("claimed epsilon", f"{self.epsilon_claimed:.6g} [{self.claim_source}]"),
-                ("delta", f"{self.delta:g}"),
-                ("verdict", self.verdict.value),
+                *_claim_rows(self),
                 ("members / non-members", f"{self.members} / {self.non_members}"),
                 ("measurability ceiling", f"{self.ceiling:.6g}"),
                 ("GDP mu (ESTIMATE)", f"{self.gdp_mu_estimate:.6g}"),
@@ -688,12 +683,15 @@ class OneRunAuditResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> OneRunAuditResult:
         """Inverse of :meth:`to_dict` (a missing field raises ``ValueError`` naming it)."""
-        kwargs = _required_fields(cls, data, ("format_version", "elapsed_seconds", "game"), "one-run audit result")
-        kwargs["analysis"] = orun.OneRunResult.from_dict(data["analysis"])
-        kwargs["verdict"] = Verdict(data["verdict"])
-        kwargs["fdp_epsilon_estimate"] = _infinite_if_none(data["fdp_epsilon_estimate"])
-        for name in ("tpr_at_fpr_estimates", "roc_estimate", "trajectory"):
-            kwargs[name] = tuple(data[name])
+        convert = {
+            "analysis": orun.OneRunResult.from_dict,
+            "verdict": Verdict,
+            "fdp_epsilon_estimate": infinite_if_none,
+            "tpr_at_fpr_estimates": tuple,
+            "roc_estimate": tuple,
+            "trajectory": tuple,
+        }
+        kwargs = _result_kwargs(cls, data, "one-run audit result", convert, optional=("game",))
         return cls(**kwargs, game=dict(data.get("game", {})), elapsed_seconds=data.get("elapsed_seconds", 0.0))
 
     def summary(self) -> str:
@@ -725,9 +723,7 @@ class OneRunAuditResult:
 
     def __repr__(self) -> str:
         return (
-            f"OneRunAuditResult(epsilon_lower_bound={self.epsilon_lower_bound:.6g} [valid {self.confidence:.0%} "
-            f"lower bound], epsilon_claimed={self.epsilon_claimed:.6g}, delta={self.delta:g}, "
-            f"verdict={self.verdict.value}, canaries={self.canaries}, guesses={self.analysis.guesses}, "
+            f"OneRunAuditResult({_claim_repr(self)}, canaries={self.canaries}, guesses={self.analysis.guesses}, "
             f"correct={self.analysis.correct}, fdp_epsilon_estimate={_fmt(self.fdp_epsilon_estimate)} [estimate])"
         )
 
@@ -736,10 +732,7 @@ class OneRunAuditResult:
         return _html_table(
             "dplens one-run audit",
             [
-                ("epsilon lower bound", f"{self.epsilon_lower_bound:.6g} (valid {self.confidence:.0%} lower bound)"),
-                ("claimed epsilon", f"{self.epsilon_claimed:.6g} [{self.claim_source}]"),
-                ("delta", f"{self.delta:g}"),
-                ("verdict", self.verdict.value),
+                *_claim_rows(self),
                 ("canaries (included)", f"{self.canaries} ({self.included})"),
                 ("guesses / correct", f"{a.guesses} / {a.correct}"),
                 ("measurability ceiling", f"{self.ceiling:.6g}"),

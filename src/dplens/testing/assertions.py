@@ -60,15 +60,6 @@ class DpInconclusiveWarning(UserWarning):
     """The audit's budget could not have shown a violation of the claim: the assertion checked nothing."""
 
 
-def _as_enum(enum_type: type[enum.Enum], value: Any, name: str) -> Any:
-    if isinstance(value, enum_type):
-        return value
-    try:
-        return enum_type(value)
-    except ValueError:
-        raise ValueError(f"{name} must be one of {[m.value for m in enum_type]}; got {value!r}") from None
-
-
 def _check_number(name: str, value: Any, *, low: float, high: float = math.inf, low_open: bool = False) -> float:
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     ok = ok and (value > low if low_open else value >= low) and value <= high
@@ -472,6 +463,7 @@ def assert_dp(
     start = time.perf_counter()
     import dplens
     import dplens.auditing.target_game
+    from dplens.auditing.bounds import check_option
     from dplens.auditing.targets import as_target, load_target
 
     # A mechanism object with release() is audited as user code (a target), like every other target here.
@@ -480,8 +472,8 @@ def assert_dp(
     delta = _check_number("delta", delta, low=0.0, high=1.0)
     if not isinstance(float_check, bool):
         raise ValueError(f"float_check must be True or False; got {float_check!r}")
-    policy = _as_enum(Inconclusive, on_inconclusive, "on_inconclusive")
-    relation = None if search is None else _as_enum(PairSearch, search, "search")
+    policy = check_option(on_inconclusive, Inconclusive, "on_inconclusive")
+    relation = None if search is None else check_option(search, PairSearch, "search")
     context = _run.current()
     pair_argument, data = _pair_and_data(pair, relation)
     fixed = trials if trials is not None else context.trials

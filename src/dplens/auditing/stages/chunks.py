@@ -15,15 +15,12 @@ from typing import Any
 import numpy as np
 
 from dplens.auditing.blackbox.base import Binner
+from dplens.auditing.runner import side_rng
 from dplens.auditing.targets import Target
 
 __all__ = ["TargetCountTask", "batch_size"]
 
 _RESEEDED: set[int] = set()
-
-
-def _side_rng(seed: np.random.SeedSequence, side: int) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, side)))
 
 
 def batch_size(target: Target) -> int:
@@ -63,7 +60,7 @@ class TargetCountTask:
         counts = np.zeros((2, int(offsets[-1])), dtype=np.int64)
         batch = self.batch if self.batch is not None else batch_size(self.target)
         for side, data in enumerate((self.data, self.neighbour)):
-            rng = _side_rng(seed, side)
+            rng = side_rng(seed, side)
             label = "D" if side == 0 else "D'"
             side_trials = trials
             if self.limits is not None:
