@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dplens.registry.fields import (
+    BASIC_REQUIRED,
     ENUM_FIELDS,
     AccessType,
     DataProductType,
@@ -116,15 +117,7 @@ DEPLOYMENT_KEYS = frozenset((*_TEXT_KEYS, *_LIST_KEYS, *ENUM_FIELDS, *_INTEGER_K
 #: The ``[deployment]`` keys each tier needs from the author (dplens supplies the variant, the parameters, the
 #: unit's neighbouring relation, the composition, the mechanisms and their justification).
 TIER_FIELDS: dict[Tier, tuple[str, ...]] = {
-    Tier.BASIC: (
-        "name",
-        "data_curators",
-        "description",
-        "intended_use",
-        "data_product_type",
-        "data_product_region",
-        "publication_date",
-    ),
+    Tier.BASIC: BASIC_REQUIRED,
     Tier.INTERMEDIATE: ("model_name", "release_type", "data_source_type", "access_type"),
     Tier.ADVANCED: (
         "data_domain",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 
 __all__ = [
+    "BASIC_REQUIRED",
     "ENUM_FIELDS",
     "REGISTRY_COMMIT",
     "REGISTRY_COMMIT_DATE",
@@ -126,6 +127,17 @@ class AccessType(enum.Enum):
     INTERACTIVE = "Interactive"
     NON_INTERACTIVE = "Non-interactive"
 
+
+#: The fields of a record's basic section that the registry's schema requires (so a tier-1 record needs each).
+BASIC_REQUIRED = (
+    "name",
+    "data_curators",
+    "description",
+    "intended_use",
+    "data_product_type",
+    "data_product_region",
+    "publication_date",
+)
 
 #: The fields of a record (and keys of a spec's ``[deployment]`` table) that take one of the enumerations, with it:
 #: read by the ``[deployment]`` parser and by the record schema.

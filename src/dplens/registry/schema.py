@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dplens.registry.fields import ENUM_FIELDS, REGISTRY_COMMIT, Tier, choices
+from dplens.registry.fields import BASIC_REQUIRED, ENUM_FIELDS, REGISTRY_COMMIT, Tier, choices
 
 __all__ = ["MAX_SCHEMA_BYTES", "RECORD_SCHEMA", "load_schema_file", "validate_record"]
 
@@ -58,15 +58,7 @@ _BASIC = _object(
         "publication_date": {"type": "string", "format": "date"},
         "data_product_sector": _enum("data_product_sector"),
     },
-    required=(
-        "name",
-        "data_curators",
-        "description",
-        "intended_use",
-        "data_product_type",
-        "data_product_region",
-        "publication_date",
-    ),
+    required=BASIC_REQUIRED,
 )
 
 #: The project's Draft-7 schema of a registry record (see the module's docstring).
