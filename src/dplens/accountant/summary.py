@@ -88,7 +88,7 @@ class RouteEpsilon(RouteSection):
 class AccountingSummary(AccountingSection[RouteEpsilon]):
     """Everything the accountant knows about a ledger at one δ, ready to render.
 
-    The fields up to ``claim_region`` (and :attr:`tightest`, :attr:`epsilon`) are the report's accounting section's
+    The fields up to ``claim_region`` (and ``tightest``, ``epsilon``) are the report's accounting section's
     too (:class:`dplens._numbers.AccountingSection`).
 
     Args:

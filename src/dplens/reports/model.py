@@ -209,8 +209,8 @@ class Accounting(AccountingSection[AccountingRoute]):
     """Every accounting route that applies, the tightest marked, plus the curves behind the figures.
 
     The accountant computes all of it (:class:`dplens.accountant.summary.AccountingSummary`, whose ``to_dict()``
-    this reads); the report only renders it. The fields up to ``claim_region`` (and :attr:`tightest`,
-    :attr:`epsilon`) are :class:`dplens._numbers.AccountingSection`'s, shared with the summary.
+    this reads); the report only renders it. The fields up to ``claim_region`` (and ``tightest``,
+    ``epsilon``) are :class:`dplens._numbers.AccountingSection`'s, shared with the summary.
 
     Args:
         delta: the δ of the (ε, δ) statements.
