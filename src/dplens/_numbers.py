@@ -12,18 +12,20 @@ Every floor writes numbers the same way, so the helpers live once, here:
 - :func:`fmt_short`: a number in a one-line message (6 significant digits, ``inf`` for ±∞).
 - :func:`accounting_section`: the JSON form of an accounting section, written once for the accountant's summary
   (:class:`dplens.accountant.summary.AccountingSummary`) and the report that reads it back
-  (:class:`dplens.reports.model.Accounting`); the report layer imports no accounting module, so it lives here.
+  (:class:`dplens.reports.model.Accounting`), with the fields both share (:class:`AccountingSection`,
+  :class:`RouteSection`, dataclass bases of both); the report layer imports no accounting module, so they live here.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
-from typing import Any, Protocol
+from typing import Any, Generic, TypeVar
 
 __all__ = [
     "AccountingSection",
+    "RouteSection",
     "accounting_section",
     "finite_or_none",
     "fmt_estimate",
@@ -106,34 +108,64 @@ def fmt_estimate(value: float | None, digits: int = 4) -> str:
     return _rounded(value, digits, ROUND_HALF_EVEN)
 
 
-class _Route(Protocol):
-    method: str
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteSection:
+    """ε at δ by one accounting route, an upper bound: the fields (and their JSON) that the accountant's route
+    (:class:`dplens.accountant.summary.RouteEpsilon`) and the report's (:class:`dplens.reports.model.AccountingRoute`)
+    share. A frozen keyword-only dataclass base; each subclass adds its ``epsilon_lower`` (and the report's its
+    ``is_upper_bound`` flag)."""
 
-    def to_dict(self) -> dict[str, Any]: ...
+    method: str  # "rdp" | "pld" | "exact" | "pure"
+    epsilon: float
+    delta: float
+    details: str
+    is_tightest: bool = False
+    optimal_order: float | None = None
+    discretisation: str | None = None
+
+    def _route_dict(self, *, is_upper_bound: bool) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "epsilon": json_number(self.epsilon),
+            "delta": self.delta,
+            "details": self.details,
+            "is_tightest": self.is_tightest,
+            "is_upper_bound": is_upper_bound,
+            "optimal_order": json_number(self.optimal_order),
+            "discretisation": self.discretisation,
+        }
 
 
-class AccountingSection(Protocol):
-    """What :func:`accounting_section` reads: the fields the accountant's summary and the report's section share."""
+RouteT = TypeVar("RouteT", bound=RouteSection)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AccountingSection(Generic[RouteT]):
+    """The fields the accountant's summary (:class:`dplens.accountant.summary.AccountingSummary`) and the report's
+    accounting section (:class:`dplens.reports.model.Accounting`) share, with the tightest route; a frozen
+    keyword-only dataclass base. Each subclass adds its own fields after ``claim_region`` (both end with
+    ``calibration`` and ``attack_risk``, which :func:`accounting_section` reads)."""
 
     delta: float
-    routes: Sequence[_Route]
-    unsupported: Sequence[Mapping[str, str]]
-    pure_epsilon: float
-    mu: float | None
-    epsilon_at: Sequence[Mapping[str, Any]]
-    epsilon_of_delta: Sequence[Mapping[str, Any]]
-    rdp_curve: Sequence[Mapping[str, Any]]
-    trade_off: Sequence[Mapping[str, float]]
-    trade_off_source: str
-    claim_region: Sequence[Mapping[str, float]]
-    calibration: dict[str, Any] | None
-    attack_risk: dict[str, Any] | None
+    routes: tuple[RouteT, ...]
+    unsupported: tuple[dict[str, str], ...] = ()
+    pure_epsilon: float = math.inf
+    mu: float | None = None
+    epsilon_at: tuple[dict[str, float], ...] = ()
+    epsilon_of_delta: tuple[dict[str, Any], ...] = ()
+    rdp_curve: tuple[dict[str, float], ...] = ()
+    trade_off: tuple[dict[str, float], ...] = ()
+    trade_off_source: str = ""
+    claim_region: tuple[dict[str, float], ...] = ()
 
     @property
-    def tightest(self) -> _Route: ...
+    def tightest(self) -> RouteT:
+        return next(r for r in self.routes if r.is_tightest)
 
     @property
-    def epsilon(self) -> float: ...
+    def epsilon(self) -> float:
+        """The tightest upper bound on ε at :attr:`delta`."""
+        return self.tightest.epsilon
 
 
 def accounting_section(accounting: AccountingSection, **extra: Any) -> dict[str, Any]:

@@ -1151,15 +1151,20 @@ def _add_tolerance(parser: Any, help_text: str) -> None:
     parser.add_argument("--tolerance", type=_probability, default=DEFAULT_TOLERANCE, help=help_text)
 
 
+def _spec_command(sub: Any, name: str, help_text: str) -> Any:
+    """A subcommand that reads one spec (its first positional argument)."""
+    parser = sub.add_parser(name, help=help_text)
+    parser.add_argument("spec", help="TOML or JSON spec file")
+    return parser
+
+
 def _add_account_parser(sub: Any) -> None:
-    methods = list(METHODS)
-    account = sub.add_parser("account", help="epsilon for a delta, or delta for an epsilon")
-    account.add_argument("spec", help="TOML or JSON spec file")
+    account = _spec_command(sub, "account", "epsilon for a delta, or delta for an epsilon")
     target = account.add_mutually_exclusive_group(required=True)
     target.add_argument("--delta", type=_probability, help="report epsilon at this delta")
     target.add_argument("--epsilon", type=_non_negative, help="report delta at this epsilon")
     account.add_argument(
-        "--method", choices=methods, default="best", help="accounting route; best: the smallest valid epsilon"
+        "--method", choices=list(METHODS), default="best", help="accounting route; best: the smallest valid epsilon"
     )
     account.add_argument(
         "--conversion",
@@ -1175,11 +1180,9 @@ def _add_account_parser(sub: Any) -> None:
 
 
 def _add_calibrate_parser(sub: Any) -> None:
-    methods = list(METHODS)
-    cal = sub.add_parser(
-        "calibrate", help="smallest noise (or largest budget) meeting a target epsilon or an attack-risk target"
+    cal = _spec_command(
+        sub, "calibrate", "smallest noise (or largest budget) meeting a target epsilon or an attack-risk target"
     )
-    cal.add_argument("spec", help="TOML or JSON spec file")
     cal.add_argument("--param", required=True, help="parameter to calibrate, e.g. noise_multiplier, steps")
     cal.add_argument("--target-epsilon", type=_non_negative, help="the epsilon the answer must not exceed")
     cal.add_argument(
@@ -1200,7 +1203,7 @@ def _add_calibrate_parser(sub: Any) -> None:
     )
     cal.add_argument(
         "--method",
-        choices=methods,
+        choices=list(METHODS),
         help="accounting route of the calibration (default: pld; with a risk target, best: pld where it applies, "
         "else exact, else rdp)",
     )
@@ -1215,11 +1218,9 @@ def _add_calibrate_parser(sub: Any) -> None:
 
 
 def _add_risk_parser(sub: Any) -> None:
-    methods = list(METHODS)
-    rsk = sub.add_parser(
-        "risk", help="attack risk: the largest membership-attack TPR at given FPRs, advantage, Bayes success"
+    rsk = _spec_command(
+        sub, "risk", "attack risk: the largest membership-attack TPR at given FPRs, advantage, Bayes success"
     )
-    rsk.add_argument("spec", help="TOML or JSON spec file")
     rsk.add_argument(
         "--fpr",
         type=_probability,
@@ -1231,7 +1232,7 @@ def _add_risk_parser(sub: Any) -> None:
     rsk.add_argument(
         "--prior", type=_probability, help="also bound a Bayesian attacker's success, for this prior of membership"
     )
-    rsk.add_argument("--method", choices=methods, default="best", help="route; best: the tightest that apply")
+    rsk.add_argument("--method", choices=list(METHODS), default="best", help="route; best: the tightest that apply")
     _add_tolerance(
         rsk, f"PLD: refine until every bracket is within TOLERANCE (relative; default {DEFAULT_TOLERANCE:g})"
     )
@@ -1240,9 +1241,7 @@ def _add_risk_parser(sub: Any) -> None:
 
 
 def _add_sweep_parser(sub: Any) -> None:
-    methods = list(METHODS)
-    swp = sub.add_parser("sweep", help="epsilon for every configuration of a grid of spec parameters (CSV or JSON)")
-    swp.add_argument("spec", help="TOML or JSON spec file")
+    swp = _spec_command(sub, "sweep", "epsilon for every configuration of a grid of spec parameters (CSV or JSON)")
     swp.add_argument(
         "--param",
         type=_sweep_param,
@@ -1252,7 +1251,9 @@ def _add_sweep_parser(sub: Any) -> None:
         help="a swept parameter: N values from LO to HI (':log' spaces them geometrically; or NAME=V1,V2,...)",
     )
     swp.add_argument("--delta", type=_probability, required=True, help="report epsilon at this delta")
-    swp.add_argument("--method", choices=methods, default="rdp", help="rdp (vectorised, default), pld, exact or best")
+    swp.add_argument(
+        "--method", choices=list(METHODS), default="rdp", help="rdp (vectorised, default), pld, exact or best"
+    )
     _add_tolerance(swp, f"PLD: relative width of each certified epsilon bracket (default {DEFAULT_TOLERANCE:g})")
     out = swp.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print one JSON object (default: CSV on stdout)")
@@ -1263,7 +1264,6 @@ def _add_sweep_parser(sub: Any) -> None:
 
 
 def _add_dp_sgd_parser(sub: Any) -> None:
-    methods = list(METHODS)
     sgd = sub.add_parser("dp-sgd", help="epsilon of a DP-SGD run, or the noise multiplier for a target epsilon")
     sgd.add_argument("--dataset-size", type=_positive_int, required=True, help="number of training examples N")
     sgd.add_argument("--batch-size", type=_positive_int, required=True, help="(expected) batch size B")
@@ -1286,7 +1286,7 @@ def _add_dp_sgd_parser(sub: Any) -> None:
     sgd.add_argument("--at-fpr", type=_probability, metavar="A", help="the false-positive rate of --max-tpr")
     sgd.add_argument("--delta", type=_probability, required=True, help="the delta of the (epsilon, delta) statement")
     sgd.add_argument(
-        "--method", choices=methods, default="best", help="accounting route; best: the smallest valid epsilon"
+        "--method", choices=list(METHODS), default="best", help="accounting route; best: the smallest valid epsilon"
     )
     sgd.add_argument(
         "--sampling",

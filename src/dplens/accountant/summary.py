@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from dplens._numbers import accounting_section, finite_or_none, json_number
+from dplens._numbers import AccountingSection, RouteSection, accounting_section, finite_or_none, json_number
 from dplens.accountant import conversions, pld
 from dplens.accountant import events as ev
 from dplens.accountant.curves import PrivacyProfile, RdpConversion, RdpCurve, TradeOff
@@ -68,37 +68,28 @@ _TRADE_OFF_ALPHAS = (0.0, *np.geomspace(1e-6, 1e-2, 40).tolist(), *np.linspace(0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RouteEpsilon:
-    """ε at δ by one route, an upper bound; ``epsilon_lower`` is a certified lower end where the route has one."""
+class RouteEpsilon(RouteSection):
+    """ε at δ by one route, an upper bound; ``epsilon_lower`` is a certified lower end where the route has one.
 
-    method: str  # "rdp" | "pld" | "exact" | "pure"
-    epsilon: float
-    delta: float
-    details: str
-    is_tightest: bool = False
-    optimal_order: float | None = None
-    discretisation: str | None = None
+    The fields it shares with the report's route (``method``, ``epsilon``, ``delta``, ``details``, ``is_tightest``,
+    ``optimal_order``, ``discretisation``) are :class:`dplens._numbers.RouteSection`'s.
+    """
+
     epsilon_lower: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
-            "method": self.method,
-            "epsilon": json_number(self.epsilon),
-            "delta": self.delta,
-            "details": self.details,
-            "is_tightest": self.is_tightest,
-            "is_upper_bound": True,
-            "optimal_order": json_number(self.optimal_order),
-            "discretisation": self.discretisation,
-        }
+        out = self._route_dict(is_upper_bound=True)
         if self.epsilon_lower is not None:
             out["epsilon_lower"] = json_number(self.epsilon_lower)
         return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AccountingSummary:
+class AccountingSummary(AccountingSection[RouteEpsilon]):
     """Everything the accountant knows about a ledger at one δ, ready to render.
+
+    The fields up to ``claim_region`` (and ``tightest``, ``epsilon``) are the report's accounting section's
+    too (:class:`dplens._numbers.AccountingSection`).
 
     Args:
         delta: δ of the (ε, δ) statements (0: pure DP only).
@@ -122,31 +113,11 @@ class AccountingSummary:
             when no route reads a trade-off curve off the ledger.
     """
 
-    delta: float
-    routes: tuple[RouteEpsilon, ...]
-    unsupported: tuple[dict[str, str], ...] = ()
-    pure_epsilon: float = math.inf
-    mu: float | None = None
-    epsilon_at: tuple[dict[str, float], ...] = ()
-    epsilon_of_delta: tuple[dict[str, Any], ...] = ()
-    rdp_curve: tuple[dict[str, float], ...] = ()
-    trade_off: tuple[dict[str, float], ...] = ()
-    trade_off_source: str = ""
-    claim_region: tuple[dict[str, float], ...] = ()
     claim: tuple[float, float] | None = None
     neighbouring: str = ev.NeighboringRelation.ADD_OR_REMOVE_ONE.value
     ledger: dict[str, Any] = field(default_factory=dict)
     calibration: dict[str, Any] | None = None
     attack_risk: dict[str, Any] | None = None
-
-    @property
-    def tightest(self) -> RouteEpsilon:
-        return next(r for r in self.routes if r.is_tightest)
-
-    @property
-    def epsilon(self) -> float:
-        """The tightest upper bound on ε at :attr:`delta`."""
-        return self.tightest.epsilon
 
     def epsilon_for(self, delta: float) -> float:
         """The tightest upper bound at ``delta`` (the summary's δ, 0 for pure DP, or one asked for)."""

@@ -260,7 +260,9 @@ class _DplensAccountant:
             converted = self._convert(event)
         except ValueError as err:
             return _Details(invalid_event=event, error_message=f"dplens cannot interpret this event: {err}")
-        reason = self._route_refuses(converted)
+        reason = self._relation_refusal(converted)
+        if reason is None:
+            reason = self._route_refuses(converted)
         if reason is not None:
             return _Details(invalid_event=event, error_message=reason)
         return None
@@ -302,6 +304,7 @@ class _DplensAccountant:
         return None
 
     def _route_refuses(self, converted: ev.Event) -> str | None:  # pragma: no cover - subclasses define it
+        """Why this accountant's route cannot account ``converted`` (the relation already checked), else None."""
         raise NotImplementedError
 
     def _epsilon(self, delta: float) -> Any:  # pragma: no cover - subclasses define it
@@ -398,9 +401,6 @@ class PLDAccountant(_DplensAccountant, pld_privacy_accountant.PLDAccountant):
     def _route_refuses(self, converted: ev.Event) -> str | None:
         from dplens.accountant import pld
 
-        relation = self._relation_refusal(converted)
-        if relation is not None:
-            return relation
         if self._engine_models(converted):
             if all(self._engine_models(event) for event, _ in self._accountant.ledger):
                 return None  # dplens's engine models the whole ledger
@@ -514,9 +514,6 @@ class RdpAccountant(_DplensAccountant, dp_accounting.PrivacyAccountant):
     def _route_refuses(self, converted: ev.Event) -> str | None:
         from dplens.accountant import rdp
 
-        relation = self._relation_refusal(converted)
-        if relation is not None:
-            return relation
         if _contains_non_private(converted):
             return None
         try:

@@ -616,65 +616,38 @@ def make_private_with_epsilon(
         raise ValueError(f"epochs must be a finite number > 0; got {epochs!r}")
     accountant = getattr(privacy_engine, "accountant", None)
     spent = _check_history(getattr(accountant, "history", []), "privacy_engine.accountant.history")
-    if not make_private_options.get("poisson_sampling", True):
-        return _make_private_with_sampler(
-            privacy_engine,
-            module,
-            optimizer,
-            data_loader,
-            target_epsilon,
-            target_delta,
-            epochs,
-            max_grad_norm,
-            method,
-            spent,
-            make_private_options,
+    poisson = make_private_options.get("poisson_sampling", True)
+    if poisson:
+        calibration = calibrate_noise_multiplier(
+            target_epsilon=target_epsilon,
+            target_delta=target_delta,
+            sample_rate=1 / batches,
+            steps=math.ceil(epochs * batches - 1e-9),
+            history=spent,
+            method=method,
         )
-    result = calibrate_noise_multiplier(
-        target_epsilon=target_epsilon,
-        target_delta=target_delta,
-        sample_rate=1 / batches,
-        steps=math.ceil(epochs * batches - 1e-9),
-        history=spent,
-        method=method,
-    )
-    made = _calibrated_make_private(
-        privacy_engine, result, result.value, module, optimizer, data_loader, max_grad_norm, make_private_options
-    )
-    if isinstance(accountant, OpacusAccountant):  # the user's loader is known here: warn what Opacus dropped of it
-        accountant.attach(made[-1], poisson_sampling=True, original=data_loader)
-    return made
-
-
-def _calibrated_make_private(engine, calibration, sigma, module, optimizer, data_loader, clip, options):
-    """Opacus's ``make_private`` at the calibrated σ, the calibration kept on a dplens accountant."""
-    if isinstance(getattr(engine, "accountant", None), OpacusAccountant):
-        engine.accountant.calibration = calibration
-    return engine.make_private(
+        sigma = calibration.value
+    else:
+        calibration = _sampler_calibration(data_loader, target_epsilon, target_delta, epochs, method, spent)
+        sigma = calibration.noise_multiplier
+    if isinstance(accountant, OpacusAccountant):
+        accountant.calibration = calibration
+    made = privacy_engine.make_private(
         module=module,
         optimizer=optimizer,
         data_loader=data_loader,
         noise_multiplier=sigma,
-        max_grad_norm=clip,
-        **options,
+        max_grad_norm=max_grad_norm,
+        **make_private_options,
     )
+    if poisson and isinstance(accountant, OpacusAccountant):  # the user's loader is known: warn what Opacus dropped
+        accountant.attach(made[-1], poisson_sampling=True, original=data_loader)
+    return made
 
 
-def _make_private_with_sampler(
-    privacy_engine,
-    module,
-    optimizer,
-    data_loader,
-    target_epsilon,
-    target_delta,
-    epochs,
-    max_grad_norm,
-    method,
-    spent,
-    make_private_options,
-):
-    """``make_private_with_epsilon`` for ``poisson_sampling=False``: σ calibrated under the sampler the user's loader
-    runs (:func:`dplens.accountant.dp_sgd.dp_sgd_noise_multiplier`), not Poisson sampling."""
+def _sampler_calibration(data_loader, target_epsilon, target_delta, epochs, method, spent):
+    """The calibration of ``make_private_with_epsilon`` for ``poisson_sampling=False``: σ under the sampler the user's
+    loader runs (:func:`dplens.accountant.dp_sgd.dp_sgd_noise_multiplier`), not Poisson sampling."""
     from dplens.accountant.dp_sgd import dp_sgd_noise_multiplier
     from dplens.integrations import loaders
 
@@ -684,7 +657,7 @@ def _make_private_with_sampler(
             "privacy_engine.accountant has already spent budget: calibrating on top of it is supported for Poisson "
             f"sampling only (the loader runs {detected.sampling} sampling)"
         )
-    run = dp_sgd_noise_multiplier(
+    return dp_sgd_noise_multiplier(
         dataset_size=detected.dataset_size,
         batch_size=detected.batch_size,
         epochs=epochs,
@@ -693,7 +666,4 @@ def _make_private_with_sampler(
         sampling=detected.sampling,
         drop_last=detected.drop_last,
         method="pld" if method is None else method,
-    )
-    return _calibrated_make_private(
-        privacy_engine, run, run.noise_multiplier, module, optimizer, data_loader, max_grad_norm, make_private_options
     )

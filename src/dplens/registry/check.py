@@ -201,20 +201,18 @@ def _range_checks(params: Mapping[str, Any], source: str) -> list[ParameterCheck
     ]
 
 
+def _not_checkable(kind: str, source: str, message: str) -> ParameterCheck:
+    """A check the structured fields give dplens nothing to re-derive for (why in ``message``)."""
+    return ParameterCheck(kind=kind, status=CheckStatus.NOT_CHECKABLE, source=source, message=message)
+
+
 def _variant_checks(variant: str | None, params: Mapping[str, Any], details_rho: bool) -> list[ParameterCheck]:
     source = "dp_variant.variant_name + privacy_parameters"
     delta = parse_delta(params.get("delta")) if "delta" in params else None
     has = {k: k in params for k in ("epsilon", "delta", "rho")}
     problems = []
     if variant is not None and not params:
-        return [
-            ParameterCheck(
-                kind="variant",
-                status=CheckStatus.NOT_CHECKABLE,
-                source=source,
-                message=f"{variant} stated without privacy parameters",
-            )
-        ]
+        return [_not_checkable("variant", source, f"{variant} stated without privacy parameters")]
     if variant == "Pure DP":
         if delta is not None and delta > 0:
             problems.append(
@@ -362,14 +360,8 @@ def _parameter_checks(
     epsilon = _number(params.get("epsilon"))
     delta = parse_delta(params["delta"]) if "delta" in params else None
     if "delta" in params and delta is None:
-        checks.append(
-            ParameterCheck(
-                kind="delta",
-                status=CheckStatus.NOT_CHECKABLE,
-                source="privacy_parameters",
-                message=f"delta is given as an expression ({params['delta']!r}), not a number: not checked",
-            )
-        )
+        message = f"delta is given as an expression ({params['delta']!r}), not a number: not checked"
+        checks.append(_not_checkable("delta", "privacy_parameters", message))
     if rho is not None:
         checks.append(
             _zcdp_check(
@@ -416,14 +408,8 @@ def _parameter_checks(
                 )
     if not checks and params:
         what = ", ".join(f"{k} = {v!r}" for k, v in params.items())
-        checks.append(
-            ParameterCheck(
-                kind="parameters",
-                status=CheckStatus.NOT_CHECKABLE,
-                source="privacy_parameters",
-                message=f"{variant or 'no variant'} with {what}: nothing dplens can re-derive from these fields",
-            )
-        )
+        message = f"{variant or 'no variant'} with {what}: nothing dplens can re-derive from these fields"
+        checks.append(_not_checkable("parameters", "privacy_parameters", message))
     return checks
 
 

@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dplens.registry.fields import (
+    BASIC_REQUIRED,
+    ENUM_FIELDS,
     AccessType,
     DataProductType,
     DataSourceType,
@@ -108,32 +110,14 @@ _TEXT_KEYS = (
     "data_collection",
 )
 _LIST_KEYS = ("data_curators", "registry_authors")
-_ENUM_KEYS: dict[str, type[enum.Enum]] = {
-    "data_product_type": DataProductType,
-    "data_product_sector": Sector,
-    "variant_name": VariantName,
-    "model_name": ModelName,
-    "release_type": ReleaseType,
-    "data_source_type": DataSourceType,
-    "access_type": AccessType,
-    "status": RecordStatus,
-}
 _INTEGER_KEYS = ("dataset_size", "records_per_person")
 #: Every key a ``[deployment]`` table may hold.
-DEPLOYMENT_KEYS = frozenset((*_TEXT_KEYS, *_LIST_KEYS, *_ENUM_KEYS, *_INTEGER_KEYS, "publication_date"))
+DEPLOYMENT_KEYS = frozenset((*_TEXT_KEYS, *_LIST_KEYS, *ENUM_FIELDS, *_INTEGER_KEYS, "publication_date"))
 
 #: The ``[deployment]`` keys each tier needs from the author (dplens supplies the variant, the parameters, the
 #: unit's neighbouring relation, the composition, the mechanisms and their justification).
 TIER_FIELDS: dict[Tier, tuple[str, ...]] = {
-    Tier.BASIC: (
-        "name",
-        "data_curators",
-        "description",
-        "intended_use",
-        "data_product_type",
-        "data_product_region",
-        "publication_date",
-    ),
+    Tier.BASIC: BASIC_REQUIRED,
     Tier.INTERMEDIATE: ("model_name", "release_type", "data_source_type", "access_type"),
     Tier.ADVANCED: (
         "data_domain",
@@ -289,8 +273,8 @@ def parse_deployment(raw: Any, *, where: str = "[deployment]", defaults: Mapping
     for key in table:
         if key in _LIST_KEYS:
             values[key] = _texts(table, key, where)
-        elif key in _ENUM_KEYS:
-            values[key] = _choice(table, key, _ENUM_KEYS[key], where)
+        elif key in ENUM_FIELDS:
+            values[key] = _choice(table, key, ENUM_FIELDS[key], where)
         elif key in _INTEGER_KEYS:
             values[key] = _integer(table, key, where)
         elif key == "publication_date":

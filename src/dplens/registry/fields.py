@@ -17,6 +17,8 @@ from __future__ import annotations
 import enum
 
 __all__ = [
+    "BASIC_REQUIRED",
+    "ENUM_FIELDS",
     "REGISTRY_COMMIT",
     "REGISTRY_COMMIT_DATE",
     "REGISTRY_REPOSITORY",
@@ -124,6 +126,31 @@ class AccessType(enum.Enum):
 
     INTERACTIVE = "Interactive"
     NON_INTERACTIVE = "Non-interactive"
+
+
+#: The fields of a record's basic section that the registry's schema requires (so a tier-1 record needs each).
+BASIC_REQUIRED = (
+    "name",
+    "data_curators",
+    "description",
+    "intended_use",
+    "data_product_type",
+    "data_product_region",
+    "publication_date",
+)
+
+#: The fields of a record (and keys of a spec's ``[deployment]`` table) that take one of the enumerations, with it:
+#: read by the ``[deployment]`` parser and by the record schema.
+ENUM_FIELDS: dict[str, type[enum.Enum]] = {
+    "data_product_type": DataProductType,
+    "data_product_sector": Sector,
+    "variant_name": VariantName,
+    "model_name": ModelName,
+    "release_type": ReleaseType,
+    "data_source_type": DataSourceType,
+    "access_type": AccessType,
+    "status": RecordStatus,
+}
 
 
 def choices(kind: type[enum.Enum]) -> list[str]:

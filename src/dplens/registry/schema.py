@@ -24,19 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dplens.registry.fields import (
-    REGISTRY_COMMIT,
-    AccessType,
-    DataProductType,
-    DataSourceType,
-    ModelName,
-    RecordStatus,
-    ReleaseType,
-    Sector,
-    Tier,
-    VariantName,
-    choices,
-)
+from dplens.registry.fields import BASIC_REQUIRED, ENUM_FIELDS, REGISTRY_COMMIT, Tier, choices
 
 __all__ = ["MAX_SCHEMA_BYTES", "RECORD_SCHEMA", "load_schema_file", "validate_record"]
 
@@ -47,8 +35,9 @@ _TEXT: dict[str, Any] = {"type": "string"}
 _NAMES: dict[str, Any] = {"type": "array", "items": {"type": "string"}, "minItems": 1}
 
 
-def _enum(kind: Any) -> dict[str, Any]:
-    return {"type": "string", "enum": choices(kind)}
+def _enum(key: str) -> dict[str, Any]:
+    """The schema of the field ``key``: a string from its enumeration (:data:`~dplens.registry.fields.ENUM_FIELDS`)."""
+    return {"type": "string", "enum": choices(ENUM_FIELDS[key])}
 
 
 def _object(properties: dict[str, Any], *, required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -63,21 +52,13 @@ _BASIC = _object(
         "name": _TEXT,
         "data_curators": _NAMES,
         "intended_use": _TEXT,
-        "data_product_type": _enum(DataProductType),
+        "data_product_type": _enum("data_product_type"),
         "data_product_region": _TEXT,
         "description": _TEXT,
         "publication_date": {"type": "string", "format": "date"},
-        "data_product_sector": _enum(Sector),
+        "data_product_sector": _enum("data_product_sector"),
     },
-    required=(
-        "name",
-        "data_curators",
-        "description",
-        "intended_use",
-        "data_product_type",
-        "data_product_region",
-        "publication_date",
-    ),
+    required=BASIC_REQUIRED,
 )
 
 #: The project's Draft-7 schema of a registry record (see the module's docstring).
@@ -87,14 +68,14 @@ RECORD_SCHEMA: dict[str, Any] = {
     **_object(
         {
             "url_slug": _TEXT,
-            "status": _enum(RecordStatus),
+            "status": _enum("status"),
             "tier": {"type": "integer", "enum": [int(t) for t in Tier]},
             "deployment": _object(
                 {
                     "basic": _BASIC,
                     "dp_variant": _object(
                         {
-                            "variant_name": _enum(VariantName),
+                            "variant_name": _enum("variant_name"),
                             "data_domain": _TEXT,
                             "unprotected_quantities": _TEXT,
                         }
@@ -115,14 +96,14 @@ RECORD_SCHEMA: dict[str, Any] = {
                     ),
                     "deployment_model": _object(
                         {
-                            "model_name": _enum(ModelName),
+                            "model_name": _enum("model_name"),
                             "model_name_details": _TEXT,
                             "actors": _TEXT,
-                            "release_type": _enum(ReleaseType),
+                            "release_type": _enum("release_type"),
                             "release_type_details": _TEXT,
-                            "data_source_type": _enum(DataSourceType),
+                            "data_source_type": _enum("data_source_type"),
                             "data_source_type_details": _TEXT,
-                            "access_type": _enum(AccessType),
+                            "access_type": _enum("access_type"),
                             "access_type_details": _TEXT,
                         }
                     ),

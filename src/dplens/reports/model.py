@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from dplens._numbers import accounting_section, from_json_number, json_number
+from dplens._numbers import AccountingSection, RouteSection, accounting_section, from_json_number, json_number
 from dplens.reports.nist import NistEvaluation
 from dplens.reports.schema import (
     REPORT_FORMAT,
@@ -172,16 +172,13 @@ class MechanismSection:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AccountingRoute:
-    """ε at δ by one accounting route: always an upper bound on the true ε (pessimistic, rounded up)."""
+class AccountingRoute(RouteSection):
+    """ε at δ by one accounting route: always an upper bound on the true ε (pessimistic, rounded up).
 
-    method: str  # "rdp" | "pld" | "exact" | "pure"
-    epsilon: float
-    delta: float
-    details: str
-    is_tightest: bool = False
-    optimal_order: float | None = None
-    discretisation: str | None = None
+    ``method``, ``epsilon``, ``delta``, ``details``, ``is_tightest``, ``optimal_order`` and ``discretisation`` are
+    :class:`dplens._numbers.RouteSection`'s fields, shared with the accountant's route.
+    """
+
     is_upper_bound: bool = True
     epsilon_lower: float | None = None  # a certified lower end of the route's bracket, where it has one
 
@@ -190,17 +187,7 @@ class AccountingRoute:
             raise ValueError(f"accounting route {self.method!r}: every accounting epsilon must be an upper bound")
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "method": self.method,
-            "epsilon": json_number(self.epsilon),
-            "delta": self.delta,
-            "details": self.details,
-            "is_tightest": self.is_tightest,
-            "is_upper_bound": self.is_upper_bound,
-            "optimal_order": json_number(self.optimal_order),
-            "discretisation": self.discretisation,
-            "epsilon_lower": json_number(self.epsilon_lower),
-        }
+        return self._route_dict(is_upper_bound=self.is_upper_bound) | {"epsilon_lower": json_number(self.epsilon_lower)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AccountingRoute:
@@ -218,11 +205,12 @@ class AccountingRoute:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Accounting:
+class Accounting(AccountingSection[AccountingRoute]):
     """Every accounting route that applies, the tightest marked, plus the curves behind the figures.
 
     The accountant computes all of it (:class:`dplens.accountant.summary.AccountingSummary`, whose ``to_dict()``
-    this reads); the report only renders it.
+    this reads); the report only renders it. The fields up to ``claim_region`` (and ``tightest``,
+    ``epsilon``) are :class:`dplens._numbers.AccountingSection`'s, shared with the summary.
 
     Args:
         delta: the δ of the (ε, δ) statements.
@@ -244,17 +232,6 @@ class Accounting:
             for the figure; None where no route gives one (and in reports written before it existed).
     """
 
-    delta: float
-    routes: tuple[AccountingRoute, ...]
-    unsupported: tuple[dict[str, str], ...] = ()
-    pure_epsilon: float = math.inf
-    mu: float | None = None
-    epsilon_at: tuple[dict[str, float], ...] = ()
-    epsilon_of_delta: tuple[dict[str, Any], ...] = ()
-    rdp_curve: tuple[dict[str, float], ...] = ()
-    trade_off: tuple[dict[str, float], ...] = ()
-    trade_off_source: str = ""
-    claim_region: tuple[dict[str, float], ...] = ()
     calibration: dict[str, Any] | None = None
     attack_risk: dict[str, Any] | None = None
 
@@ -266,15 +243,6 @@ class Accounting:
             raise ValueError(f"accounting.routes must mark exactly one route as tightest; got {len(tight)}")
         if any(r.epsilon < tight[0].epsilon for r in self.routes):
             raise ValueError("accounting.routes: the route marked tightest does not have the smallest epsilon")
-
-    @property
-    def tightest(self) -> AccountingRoute:
-        return next(r for r in self.routes if r.is_tightest)
-
-    @property
-    def epsilon(self) -> float:
-        """The tightest upper bound on ε at :attr:`delta`."""
-        return self.tightest.epsilon
 
     def epsilon_for(self, delta: float) -> float | None:
         """The tightest upper bound at ``delta`` if the accountant summarised it (its δ, 0, or ``epsilon_at``)."""

@@ -259,6 +259,50 @@ def _float_evidence(additional: Sequence[Mapping[str, Any]]) -> list[Mapping[str
 # --------------------------------------------------------------------------------------------
 
 
+# Each item's kind, title and NIST topic heading, in the order the section lists them (layers top first, then
+# hazards); the functions below decide each item's status and finding.
+_ITEMS: dict[str, tuple[str, str, str]] = {
+    "privacy_parameters": (
+        "layer",
+        "Privacy parameters (ε, δ) and the DP variant",
+        f"{_SECTIONS['epsilon']}; {_SECTIONS['variants']}",
+    ),
+    "neighbouring_relation": ("layer", "Unit of privacy: which data sets are neighbours", _SECTIONS["unit"]),
+    "unit_of_privacy": ("layer", "Unit of privacy: what one unit is in the world", _SECTIONS["unit"]),
+    "algorithm_analysis": ("layer", "Algorithms: the privacy analysis of the mechanisms", _SECTIONS["algorithms"]),
+    "batch_sampling": ("layer", "Machine learning: the batch sampler the training's ε assumes", _SECTIONS["ml"]),
+    "algorithm_test": ("layer", "Correctness: an empirical test of the mechanism", _SECTIONS["algorithms"]),
+    "bias": ("layer", "Bias and utility of the released outputs", _SECTIONS["bias"]),
+    "floating_point": ("layer", "Implementation: floating-point arithmetic", _SECTIONS["floats"]),
+    "side_channels": ("layer", "Implementation: timing and other side channels", _SECTIONS["side_channels"]),
+    "security": ("layer", "Security and access control of the raw data", _SECTIONS["security"]),
+    "trust_model": ("layer", "Trust model", _SECTIONS["trust"]),
+    "data_collection": ("layer", "Data collection exposure", _SECTIONS["collection"]),
+    "large_epsilon": ("hazard", "A large ε", _SECTIONS["epsilon"]),
+    "delta_vs_n": ("hazard", "δ not well below 1/n", _SECTIONS["variants"]),
+    "delta_exceeds_n": (
+        "hazard",
+        "An approximate-DP claim whose δ allows publishing a record in full (δ ≥ 1/n)",
+        _SECTIONS["variants"],
+    ),
+    "unit_contributions": ("hazard", "A record-level unit where one person may hold many records", _SECTIONS["unit"]),
+    "releases_over_time": ("hazard", "Releases over time: privacy loss across releases", _SECTIONS["composition"]),
+    "preprocessing": (  # a training's is under machine learning (_SECTIONS["ml"])
+        "hazard",
+        "Data-dependent pre-processing and hyperparameter tuning outside the accounting",
+        _SECTIONS["algorithms"],
+    ),
+}
+
+
+def _item(key: str, status: NistStatus, finding: str, where: str = "", *, section: str | None = None) -> NistItem:
+    """The item ``key`` of :data:`_ITEMS` with its status, finding and where the report shows it."""
+    kind, title, heading = _ITEMS[key]
+    return NistItem(
+        key=key, kind=kind, title=title, section=section or heading, status=status, finding=finding, where=where
+    )
+
+
 def _risk_words(accounting: Mapping[str, Any]) -> str:
     """The accountant's attack risk in one clause (empty without one): what ε means for a membership attack."""
     from dplens.reports.risk_card import short_risk
@@ -279,175 +323,104 @@ def _parameters(claim: Mapping[str, Any], accounting: Mapping[str, Any]) -> Nist
         f"δ = {claim.get('delta') or 0:g}"
     )
     if claim.get("certified_by_accountant") is False:
-        return NistItem(
-            key="privacy_parameters",
-            kind="layer",
-            title="Privacy parameters (ε, δ) and the DP variant",
-            section=f"{_SECTIONS['epsilon']}; {_SECTIONS['variants']}",
-            status=NistStatus.FLAGGED,
-            finding=f"{claimed}, which the accountant does NOT certify: {certificate}.",
-            where=where,
-        )
-    return NistItem(
-        key="privacy_parameters",
-        kind="layer",
-        title="Privacy parameters (ε, δ) and the DP variant",
-        section=f"{_SECTIONS['epsilon']}; {_SECTIONS['variants']}",
-        status=NistStatus.SHOWN,
-        finding=f"{claimed}; {certificate}.",
-        where=where,
-    )
+        finding = f"{claimed}, which the accountant does NOT certify: {certificate}."
+        return _item("privacy_parameters", NistStatus.FLAGGED, finding, where)
+    return _item("privacy_parameters", NistStatus.SHOWN, f"{claimed}; {certificate}.", where)
 
 
 def _relation(claim: Mapping[str, Any]) -> NistItem:
-    return NistItem(
-        key="neighbouring_relation",
-        kind="layer",
-        title="Unit of privacy: which data sets are neighbours",
-        section=_SECTIONS["unit"],
-        status=NistStatus.SHOWN,
-        finding=(
-            f"the accounting is under {claim['neighbouring']} adjacency: {claim['neighbouring_description']}; the "
-            "same noise gives a different ε under another relation."
-        ),
-        where="Accounting section (the neighbouring relation of the composed events)",
+    finding = (
+        f"the accounting is under {claim['neighbouring']} adjacency: {claim['neighbouring_description']}; the "
+        "same noise gives a different ε under another relation."
     )
+    where = "Accounting section (the neighbouring relation of the composed events)"
+    return _item("neighbouring_relation", NistStatus.SHOWN, finding, where)
 
 
 def _unit(claim: Mapping[str, Any], deployment: Mapping[str, Any], unit_given: bool) -> NistItem:
     label = _declared(deployment, "privacy_unit")
-    common = {
-        "key": "unit_of_privacy",
-        "kind": "layer",
-        "title": "Unit of privacy: what one unit is in the world",
-        "section": _SECTIONS["unit"],
-    }
     if unit_given or label:
         said = "; ".join(dict.fromkeys(t for t in (claim["privacy_unit"] if unit_given else None, label) if t))
-        return NistItem(
-            **common,
-            status=NistStatus.DECLARED,
-            finding=f"the author states the unit as: {said}. dplens cannot check what one unit is in the data.",
-            where="spec [deployment] privacy_unit / dplens report --unit",
+        return _item(
+            "unit_of_privacy",
+            NistStatus.DECLARED,
+            f"the author states the unit as: {said}. dplens cannot check what one unit is in the data.",
+            "spec [deployment] privacy_unit / dplens report --unit",
         )
-    return NistItem(
-        **common,
-        status=NistStatus.NOT_ASSESSED,
-        finding=(
-            f"no unit was stated: the report assumes '{claim['privacy_unit']}' (state it with --unit or "
-            "[deployment] privacy_unit)."
-        ),
+    finding = (
+        f"no unit was stated: the report assumes '{claim['privacy_unit']}' (state it with --unit or "
+        "[deployment] privacy_unit)."
     )
+    return _item("unit_of_privacy", NistStatus.NOT_ASSESSED, finding)
 
 
 def _analysis(components: Sequence[Mapping[str, Any]], accounting: Mapping[str, Any]) -> NistItem:
-    return NistItem(
-        key="algorithm_analysis",
-        kind="layer",
-        title="Algorithms: the privacy analysis of the mechanisms",
-        section=_SECTIONS["algorithms"],
-        status=NistStatus.SHOWN,
-        finding=(
-            f"the {len(components)} mechanism component(s) described in the spec are accounted by dplens's routes "
-            f"(tightest: {accounting['tightest']}); dplens does not check that the deployed code implements this "
-            "description."
-        ),
-        where="Mechanism and Accounting sections",
+    finding = (
+        f"the {len(components)} mechanism component(s) described in the spec are accounted by dplens's routes "
+        f"(tightest: {accounting['tightest']}); dplens does not check that the deployed code implements this "
+        "description."
     )
+    return _item("algorithm_analysis", NistStatus.SHOWN, finding, "Mechanism and Accounting sections")
 
 
 def _sampling(components: Sequence[Mapping[str, Any]]) -> NistItem:
     """Machine learning: the batch sampler the ε is accounted for (it can change ε many times over)."""
-    common = {
-        "key": "batch_sampling",
-        "kind": "layer",
-        "title": "Machine learning: the batch sampler the training's ε assumes",
-        "section": _SECTIONS["ml"],
-        "where": "Mechanism section (sampling assumption)",
-    }
+    where = "Mechanism section (sampling assumption)"
     stated = sorted({str(c["sampling"]) for c in components if c.get("type") == "dp_sgd" and "sampling" in c})
     stated += ["random allocation"] if any(c.get("type") == "random_allocation" for c in components) else []
     assumed = sorted({str(c.get("type")) for c in components if c.get("type") in _POISSON_TYPES})
     if assumed:
-        return NistItem(
-            **common,
-            status=NistStatus.FLAGGED,
-            finding=(
-                f"the training ({', '.join(assumed)}) is accounted for Poisson sampling; the ε does not hold for a "
-                "training that shuffled fixed-size batches or used another sampler (Chua et al. 2024) — state the "
-                "sampler that ran (a dp_sgd mechanism with sampling = …)."
-            ),
+        finding = (
+            f"the training ({', '.join(assumed)}) is accounted for Poisson sampling; the ε does not hold for a "
+            "training that shuffled fixed-size batches or used another sampler (Chua et al. 2024) — state the "
+            "sampler that ran (a dp_sgd mechanism with sampling = …)."
         )
-    return NistItem(
-        **common,
-        status=NistStatus.SHOWN,
-        finding=(
-            f"the training's batches are drawn by {', '.join(stated)} sampling and ε is accounted for that sampler "
-            "(an upper bound; the lower end is certified where the sampler's pair is attained, else the best known "
-            "attack's)."
-        ),
+        return _item("batch_sampling", NistStatus.FLAGGED, finding, where)
+    finding = (
+        f"the training's batches are drawn by {', '.join(stated)} sampling and ε is accounted for that sampler "
+        "(an upper bound; the lower end is certified where the sampler's pair is attained, else the best known "
+        "attack's)."
     )
+    return _item("batch_sampling", NistStatus.SHOWN, finding, where)
 
 
 def _test(
     audit: Mapping[str, Any] | None, additional: Sequence[Mapping[str, Any]], not_audited: str | None
 ) -> NistItem:
-    common = {
-        "key": "algorithm_test",
-        "kind": "layer",
-        "title": "Correctness: an empirical test of the mechanism",
-        "section": _SECTIONS["algorithms"],
-    }
     verdicts = ([audit["verdict"]] if audit else []) + [a.get("verdict") for a in additional]
     if "VIOLATION" in verdicts:
-        return NistItem(
-            **common,
-            status=NistStatus.FLAGGED,
-            finding="an audit gives a valid lower bound on ε above the claim: the mechanism leaks more than claimed.",
-            where="Audit evidence section",
+        return _item(
+            "algorithm_test",
+            NistStatus.FLAGGED,
+            "an audit gives a valid lower bound on ε above the claim: the mechanism leaks more than claimed.",
+            "Audit evidence section",
         )
     if audit is not None and audit["verdict"] == "CONSISTENT":
-        return NistItem(
-            **common,
-            status=NistStatus.SHOWN,
-            finding=(
-                f"the audit ({audit['trials']} trials per side) found no evidence against the claim: ε ≥ "
-                f"{audit['epsilon_lower_bound']:.4g} at {audit['confidence']:.0%} confidence. It tests dplens's "
-                "implementation of the spec's mechanisms, not the deployed code, and cannot prove a claim."
-            ),
-            where="Audit evidence section",
+        finding = (
+            f"the audit ({audit['trials']} trials per side) found no evidence against the claim: ε ≥ "
+            f"{audit['epsilon_lower_bound']:.4g} at {audit['confidence']:.0%} confidence. It tests dplens's "
+            "implementation of the spec's mechanisms, not the deployed code, and cannot prove a claim."
         )
+        return _item("algorithm_test", NistStatus.SHOWN, finding, "Audit evidence section")
     if "CONSISTENT" in verdicts:
-        return NistItem(
-            **common,
-            status=NistStatus.SHOWN,
-            finding="the additional audit(s) found no evidence against the claim (see their sections).",
-            where="additional audit sections",
+        return _item(
+            "algorithm_test",
+            NistStatus.SHOWN,
+            "the additional audit(s) found no evidence against the claim (see their sections).",
+            "additional audit sections",
         )
     reason = (
         "the audit was inconclusive (too few trials for this claim)" if verdicts else f"not audited ({not_audited})"
     )
-    return NistItem(**common, status=NistStatus.NOT_ASSESSED, finding=f"{reason}.")
+    return _item("algorithm_test", NistStatus.NOT_ASSESSED, f"{reason}.")
 
 
 def _bias() -> NistItem:
-    return NistItem(
-        key="bias",
-        kind="layer",
-        title="Bias and utility of the released outputs",
-        section=_SECTIONS["bias"],
-        status=NistStatus.NOT_ASSESSED,
-        finding="dplens measures privacy, not the accuracy or bias the noise introduces.",
-    )
+    finding = "dplens measures privacy, not the accuracy or bias the noise introduces."
+    return _item("bias", NistStatus.NOT_ASSESSED, finding)
 
 
 def _floats(additional: Sequence[Mapping[str, Any]], deployment: Mapping[str, Any]) -> NistItem:
-    common = {
-        "key": "floating_point",
-        "kind": "layer",
-        "title": "Implementation: floating-point arithmetic",
-        "section": _SECTIONS["floats"],
-    }
     evidence = _float_evidence(additional)
     if evidence:
         leaking = [
@@ -455,133 +428,82 @@ def _floats(additional: Sequence[Mapping[str, Any]], deployment: Mapping[str, An
             for e in evidence
             if (e.get("unreachable_from_neighbour") or 0) + (e.get("unreachable_from_data") or 0) > 0
         ]
+        where = "float check of the target audit"
         if leaking:
-            return NistItem(
-                **common,
-                status=NistStatus.FLAGGED,
-                finding=f"the float check found outputs that identify the input: {leaking[0].get('sentence', '')}",
-                where="float check of the target audit",
-            )
-        return NistItem(
-            **common,
-            status=NistStatus.SHOWN,
-            finding="the float check of the audited code found no output that identifies the input.",
-            where="float check of the target audit",
-        )
+            finding = f"the float check found outputs that identify the input: {leaking[0].get('sentence', '')}"
+            return _item("floating_point", NistStatus.FLAGGED, finding, where)
+        finding = "the float check of the audited code found no output that identifies the input."
+        return _item("floating_point", NistStatus.SHOWN, finding, where)
     declared = _declared(deployment, "floating_point")
     if declared:
-        return NistItem(
-            **common, status=NistStatus.DECLARED, finding=declared, where="spec [deployment] floating_point"
-        )
-    return NistItem(
-        **common,
-        status=NistStatus.NOT_ASSESSED,
-        finding=(
-            "no float check of the deployed code ran (a spec audit samples dplens's own mechanisms; "
-            "`dplens audit --target` checks code for float leaks)."
-        ),
+        return _item("floating_point", NistStatus.DECLARED, declared, "spec [deployment] floating_point")
+    finding = (
+        "no float check of the deployed code ran (a spec audit samples dplens's own mechanisms; "
+        "`dplens audit --target` checks code for float leaks)."
     )
+    return _item("floating_point", NistStatus.NOT_ASSESSED, finding)
 
 
-def _declared_item(key: str, title: str, section: str, deployment: Mapping[str, Any], absent: str) -> NistItem:
+def _declared_item(key: str, deployment: Mapping[str, Any], absent: str) -> NistItem:
     declared = _declared(deployment, key)
     if declared:
-        return NistItem(
-            key=key,
-            kind="layer",
-            title=title,
-            section=section,
-            status=NistStatus.DECLARED,
-            finding=declared,
-            where=f"spec [deployment] {key}",
-        )
-    return NistItem(key=key, kind="layer", title=title, section=section, status=NistStatus.NOT_ASSESSED, finding=absent)
+        return _item(key, NistStatus.DECLARED, declared, f"spec [deployment] {key}")
+    return _item(key, NistStatus.NOT_ASSESSED, absent)
 
 
 def _trust(deployment: Mapping[str, Any]) -> NistItem:
     model = _declared(deployment, "model_name")
-    common = {"key": "trust_model", "kind": "layer", "title": "Trust model", "section": _SECTIONS["trust"]}
     if model:
         actors = _declared(deployment, "actors")
         text = f"{model} model" + (f"; actors: {' '.join(actors.split())}" if actors else "")
-        return NistItem(
-            **common, status=NistStatus.DECLARED, finding=text, where="spec [deployment] model_name, actors"
-        )
-    return NistItem(
-        **common,
-        status=NistStatus.NOT_ASSESSED,
-        finding="who sees the raw data (central, local, shuffle model) is not stated ([deployment] model_name).",
-    )
+        return _item("trust_model", NistStatus.DECLARED, text, "spec [deployment] model_name, actors")
+    finding = "who sees the raw data (central, local, shuffle model) is not stated ([deployment] model_name)."
+    return _item("trust_model", NistStatus.NOT_ASSESSED, finding)
 
 
 def _large_epsilon(claim: Mapping[str, Any], accounting: Mapping[str, Any], threshold: float) -> NistItem:
     epsilon = claim.get("epsilon")
     if not isinstance(epsilon, int | float) or math.isnan(epsilon):
         epsilon = accounting["epsilon"]
-    common = {"key": "large_epsilon", "kind": "hazard", "title": "A large ε", "section": _SECTIONS["epsilon"]}
     if epsilon > threshold:
-        return NistItem(
-            **common,
-            status=NistStatus.FLAGGED,
-            finding=(
-                f"ε = {fmt_upper(epsilon)} exceeds {threshold:g} (dplens's threshold): an output may be up to e^ε ≈ "
-                f"{fmt_upper(math.exp(min(epsilon, 700.0)))} times likelier with one unit's data than without it"
-                f"{_risk_words(accounting)}."
-            ),
-            where="Claim section",
+        finding = (
+            f"ε = {fmt_upper(epsilon)} exceeds {threshold:g} (dplens's threshold): an output may be up to e^ε ≈ "
+            f"{fmt_upper(math.exp(min(epsilon, 700.0)))} times likelier with one unit's data than without it"
+            f"{_risk_words(accounting)}."
         )
-    return NistItem(
-        **common,
-        status=NistStatus.SHOWN,
-        finding=f"ε = {fmt_upper(epsilon)} is at most {threshold:g} (a dplens threshold, not one set by SP 800-226).",
-        where="Claim section",
-    )
+        return _item("large_epsilon", NistStatus.FLAGGED, finding, "Claim section")
+    finding = f"ε = {fmt_upper(epsilon)} is at most {threshold:g} (a dplens threshold, not one set by SP 800-226)."
+    return _item("large_epsilon", NistStatus.SHOWN, finding, "Claim section")
 
 
 def _delta_items(claim: Mapping[str, Any], n: int | None, factor: float) -> tuple[NistItem, NistItem]:
     delta = claim.get("delta") or 0.0
-    well = {
-        "key": "delta_vs_n",
-        "kind": "hazard",
-        "title": "δ not well below 1/n",
-        "section": _SECTIONS["variants"],
-    }
-    full = {
-        "key": "delta_exceeds_n",
-        "kind": "hazard",
-        "title": "An approximate-DP claim whose δ allows publishing a record in full (δ ≥ 1/n)",
-        "section": _SECTIONS["variants"],
-    }
     if delta == 0:
         text = "the claim is pure DP (δ = 0)."
         return (
-            NistItem(**well, status=NistStatus.SHOWN, finding=text, where="Claim section"),
-            NistItem(**full, status=NistStatus.SHOWN, finding=text, where="Claim section"),
+            _item("delta_vs_n", NistStatus.SHOWN, text, "Claim section"),
+            _item("delta_exceeds_n", NistStatus.SHOWN, text, "Claim section"),
         )
     if n is None:
         text = f"δ = {delta:g}, but the number of units n is unknown (state [deployment] dataset_size)."
-        return NistItem(**well, status=NistStatus.NOT_ASSESSED, finding=text), NistItem(
-            **full, status=NistStatus.NOT_ASSESSED, finding=text
+        return _item("delta_vs_n", NistStatus.NOT_ASSESSED, text), _item(
+            "delta_exceeds_n", NistStatus.NOT_ASSESSED, text
         )
     where = "Claim section and the data size (spec)"
     ratio = f"δ = {delta:g} with n = {n} (δ·n = {delta * n:.3g})"
     first = (
-        NistItem(**well, status=NistStatus.FLAGGED, finding=f"{ratio}: δ is not below {factor:g}/n.", where=where)
+        _item("delta_vs_n", NistStatus.FLAGGED, f"{ratio}: δ is not below {factor:g}/n.", where)
         if delta * n > factor
-        else NistItem(**well, status=NistStatus.SHOWN, finding=f"{ratio}: δ ≤ {factor:g}/n.", where=where)
+        else _item("delta_vs_n", NistStatus.SHOWN, f"{ratio}: δ ≤ {factor:g}/n.", where)
+    )
+    in_full = (
+        f"{ratio}: δ ≥ 1/n, so the claim is met by a mechanism that publishes one random record in full; the "
+        "data size does not warrant this δ."
     )
     second = (
-        NistItem(
-            **full,
-            status=NistStatus.FLAGGED,
-            finding=(
-                f"{ratio}: δ ≥ 1/n, so the claim is met by a mechanism that publishes one random record in full; the "
-                "data size does not warrant this δ."
-            ),
-            where=where,
-        )
+        _item("delta_exceeds_n", NistStatus.FLAGGED, in_full, where)
         if delta * n >= 1
-        else NistItem(**full, status=NistStatus.SHOWN, finding=f"{ratio}: δ < 1/n.", where=where)
+        else _item("delta_exceeds_n", NistStatus.SHOWN, f"{ratio}: δ < 1/n.", where)
     )
     return first, second
 
@@ -589,12 +511,6 @@ def _delta_items(claim: Mapping[str, Any], n: int | None, factor: float) -> tupl
 def _contributions(
     claim: Mapping[str, Any], deployment: Mapping[str, Any], unit_given: bool, training: bool
 ) -> NistItem:
-    common = {
-        "key": "unit_contributions",
-        "kind": "hazard",
-        "title": "A record-level unit where one person may hold many records",
-        "section": _SECTIONS["unit"],
-    }
     per_person = deployment.get("records_per_person")
     label = _declared(deployment, "privacy_unit")
     texts = list(dict.fromkeys(t for t in ((claim["privacy_unit"] if unit_given else None), label) if t))
@@ -603,11 +519,11 @@ def _contributions(
     levels = {_unit_level(t) for t in texts}
     level = "sub-person" if "sub-person" in levels else "person" if "person" in levels else "unknown"
     if per_person == 1:
-        return NistItem(
-            **common,
-            status=NistStatus.DECLARED,
-            finding=f"the author declares that each person holds at most one unit ('{unit}').",
-            where="spec [deployment] records_per_person",
+        return _item(
+            "unit_contributions",
+            NistStatus.DECLARED,
+            f"the author declares that each person holds at most one unit ('{unit}').",
+            "spec [deployment] records_per_person",
         )
     where = "Claim section (unit of privacy)" + (" and spec [deployment] records_per_person" if per_person else "")
     if level == "sub-person" or isinstance(per_person, int):
@@ -617,30 +533,20 @@ def _contributions(
             else "a person may hold many"
         )
         context = "in a training run " if training else ""
-        return NistItem(
-            **common,
-            status=NistStatus.FLAGGED,
-            finding=(
-                f"the unit is '{unit}' {context}and {many}: the guarantee covers one unit, and all of a person's units "
-                "together only by group privacy (a weaker guarantee that grows with their number)."
-            ),
-            where=where,
+        finding = (
+            f"the unit is '{unit}' {context}and {many}: the guarantee covers one unit, and all of a person's units "
+            "together only by group privacy (a weaker guarantee that grows with their number)."
         )
+        return _item("unit_contributions", NistStatus.FLAGGED, finding, where)
     if level == "person":
-        return NistItem(
-            **common,
-            status=NistStatus.DECLARED,
-            finding=(
-                f"the unit is stated at the person level ('{unit}'); dplens cannot check each person's "
-                "contribution bound."
-            ),
-            where="Claim section / spec [deployment] privacy_unit",
+        finding = (
+            f"the unit is stated at the person level ('{unit}'); dplens cannot check each person's contribution bound."
         )
-    return NistItem(
-        **common,
-        status=NistStatus.NOT_ASSESSED,
-        finding=f"dplens cannot tell whether the unit '{unit}' is a person or a part of one.",
-    )
+        return _item(
+            "unit_contributions", NistStatus.DECLARED, finding, "Claim section / spec [deployment] privacy_unit"
+        )
+    finding = f"dplens cannot tell whether the unit '{unit}' is a person or a part of one."
+    return _item("unit_contributions", NistStatus.NOT_ASSESSED, finding)
 
 
 def ledger_summary(budget_ledger: Mapping[str, Any]) -> str:
@@ -670,59 +576,34 @@ def ledger_summary(budget_ledger: Mapping[str, Any]) -> str:
 
 def _releases(deployment: Mapping[str, Any], budget_ledger: Mapping[str, Any] | None = None) -> NistItem:
     release = _declared(deployment, "release_type")
-    common = {
-        "key": "releases_over_time",
-        "kind": "hazard",
-        "title": "Releases over time: privacy loss across releases",
-        "section": _SECTIONS["composition"],
-    }
     if budget_ledger and budget_ledger.get("budgets"):
-        return NistItem(
-            **common,
-            status=NistStatus.SHOWN,
-            finding=f"{ledger_summary(budget_ledger)}.",
-            where="Budget ledger section (dplens report --ledger)",
-        )
+        where = "Budget ledger section (dplens report --ledger)"
+        return _item("releases_over_time", NistStatus.SHOWN, f"{ledger_summary(budget_ledger)}.", where)
     if release == "One release":
-        return NistItem(
-            **common,
-            status=NistStatus.DECLARED,
-            finding="one release: the report's accounting covers the whole data product.",
-            where="spec [deployment] release_type",
-        )
+        finding = "one release: the report's accounting covers the whole data product."
+        return _item("releases_over_time", NistStatus.DECLARED, finding, "spec [deployment] release_type")
     if release == "Many releases":
-        return NistItem(
-            **common,
-            status=NistStatus.NOT_ASSESSED,
-            finding=(
-                "many releases: this report accounts one release; the privacy loss across releases (the budget "
-                "over time) is not shown here."
-            ),
-            where="spec [deployment] release_type",
+        finding = (
+            "many releases: this report accounts one release; the privacy loss across releases (the budget "
+            "over time) is not shown here."
         )
-    return NistItem(**common, status=NistStatus.NOT_ASSESSED, finding="the release type is not stated.")
+        return _item("releases_over_time", NistStatus.NOT_ASSESSED, finding, "spec [deployment] release_type")
+    return _item("releases_over_time", NistStatus.NOT_ASSESSED, "the release type is not stated.")
 
 
 def _preprocessing(deployment: Mapping[str, Any], training: bool) -> NistItem:
     declared = _declared(deployment, "preprocessing_and_hyperparameter_tuning")
-    common = {
-        "key": "preprocessing",
-        "kind": "hazard",
-        "title": "Data-dependent pre-processing and hyperparameter tuning outside the accounting",
-        "section": _SECTIONS["ml"] if training else _SECTIONS["algorithms"],
-    }
+    section = _SECTIONS["ml"] if training else None
     if declared:
-        return NistItem(
-            **common,
-            status=NistStatus.DECLARED,
-            finding=" ".join(declared.split()),
-            where="spec [deployment] preprocessing_and_hyperparameter_tuning",
+        return _item(
+            "preprocessing",
+            NistStatus.DECLARED,
+            " ".join(declared.split()),
+            "spec [deployment] preprocessing_and_hyperparameter_tuning",
+            section=section,
         )
-    return NistItem(
-        **common,
-        status=NistStatus.NOT_ASSESSED,
-        finding="dplens accounts the spec's mechanisms only; pre-processing or tuning on the data outside them is not.",
-    )
+    finding = "dplens accounts the spec's mechanisms only; pre-processing or tuning on the data outside them is not."
+    return _item("preprocessing", NistStatus.NOT_ASSESSED, finding, section=section)
 
 
 def evaluate_nist(
@@ -768,23 +649,15 @@ def evaluate_nist(
         _floats(additional_audits, deployment),
         _declared_item(
             "side_channels",
-            "Implementation: timing and other side channels",
-            _SECTIONS["side_channels"],
             deployment,
             "dplens does not measure running time or other side channels of the deployed code.",
         ),
         _declared_item(
-            "security",
-            "Security and access control of the raw data",
-            _SECTIONS["security"],
-            deployment,
-            "who can read the raw data and how it is stored are outside what dplens sees.",
+            "security", deployment, "who can read the raw data and how it is stored are outside what dplens sees."
         ),
         _trust(deployment),
         _declared_item(
             "data_collection",
-            "Data collection exposure",
-            _SECTIONS["collection"],
             deployment,
             "how the data were collected, and who saw them before the DP mechanism, is not stated.",
         ),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import math
+from typing import Any
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -29,6 +30,7 @@ __all__ = [
     "audit_trials_figure",
     "epsilon_delta_figure",
     "figures_for",
+    "finish_figure",
     "ledger_figure",
     "png_bytes",
     "rdp_figure",
@@ -47,6 +49,19 @@ def png_bytes(fig: Figure) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=_DPI, metadata={"Software": None})
     return buffer.getvalue()
+
+
+def finish_figure(
+    fig: Figure, ax: Any, *, x: str, y: str, title: str, legend: str = "best", grid: str = "major"
+) -> bytes:
+    """How a one-panel figure ends (the report's and the training audits'): axis labels, title, legend (font size 8)
+    at ``legend``, grid lines at the ``grid`` ticks, then :func:`png_bytes`."""
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.set_title(title)
+    ax.legend(loc=legend, fontsize=8)
+    ax.grid(True, which=grid, alpha=0.3)
+    return png_bytes(fig)
 
 
 def _new(width: float = 6.4, height: float = 4.0) -> Figure:
@@ -82,12 +97,9 @@ def rdp_figure(report: Report) -> bytes | None:
     if finite.size:
         top = min(float(np.max(finite)), 4.0 * max(route.epsilon, 1e-3) + 1.0)
         ax.set_ylim(0.0, top)
-    ax.set_xlabel("Rényi order α")
-    ax.set_ylabel("ε")
-    ax.set_title("RDP accounting: the conversion is minimised over α (continuous)")
-    ax.legend(loc="best", fontsize=8)
-    ax.grid(True, which="major", alpha=0.3)
-    return png_bytes(fig)
+    return finish_figure(
+        fig, ax, x="Rényi order α", y="ε", title="RDP accounting: the conversion is minimised over α (continuous)"
+    )
 
 
 def trade_off_figure(report: Report) -> bytes | None:
@@ -243,12 +255,7 @@ def epsilon_delta_figure(report: Report) -> bytes | None:
             label=f"report δ = {report.accounting.delta:g}",
         )
     ax.set_xscale("log")
-    ax.set_xlabel("δ")
-    ax.set_ylabel("ε (upper bound)")
-    ax.set_title("ε as a function of δ, by accounting route")
-    ax.legend(loc="best", fontsize=8)
-    ax.grid(True, which="major", alpha=0.3)
-    return png_bytes(fig)
+    return finish_figure(fig, ax, x="δ", y="ε (upper bound)", title="ε as a function of δ, by accounting route")
 
 
 def audit_trials_figure(report: Report) -> bytes | None:
@@ -290,12 +297,9 @@ def audit_trials_figure(report: Report) -> bytes | None:
         )
     ax.set_xscale("log")
     ax.set_ylim(bottom=0.0)
-    ax.set_xlabel("trials per side")
-    ax.set_ylabel("ε")
-    ax.set_title(f"Audit lower bound vs trials (δ = {audit.delta:g})")
-    ax.legend(loc="best", fontsize=8)
-    ax.grid(True, which="major", alpha=0.3)
-    return png_bytes(fig)
+    return finish_figure(
+        fig, ax, x="trials per side", y="ε", title=f"Audit lower bound vs trials (δ = {audit.delta:g})"
+    )
 
 
 def ledger_figure(report: Report) -> bytes | None:

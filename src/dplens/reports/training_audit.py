@@ -79,6 +79,12 @@ def _png(fig: Any) -> bytes:
     return png_bytes(fig)
 
 
+def _finish(fig: Any, ax: Any, **labels: str) -> bytes:
+    from dplens.reports.plots import finish_figure
+
+    return finish_figure(fig, ax, **labels)
+
+
 def _claim_label(result: dict[str, Any]) -> str:
     source = str(result.get("claim_source", ""))
     who = "the accountant's" if source.startswith("accountant") else "claimed"
@@ -120,12 +126,14 @@ def roc_figure(result: dict[str, Any]) -> bytes | None:
     ax.set_yscale("log")
     ax.set_xlim(low, 1.0)
     ax.set_ylim(max(min(tpr), 1e-12) / 2, 1.05)
-    ax.set_xlabel("false-positive rate")
-    ax.set_ylabel("true-positive rate")
-    ax.set_title("Membership test of the canary (log–log ROC)")
-    ax.legend(loc="lower right", fontsize=8)
-    ax.grid(True, which="major", alpha=0.3)
-    return _png(fig)
+    return _finish(
+        fig,
+        ax,
+        x="false-positive rate",
+        y="true-positive rate",
+        title="Membership test of the canary (log–log ROC)",
+        legend="lower right",
+    )
 
 
 def _histogram_data(result: dict[str, Any]) -> tuple[list[float], list[float], list[float]] | None:
@@ -167,12 +175,8 @@ def histogram_figure(result: dict[str, Any]) -> bytes | None:
     if used:  # the audit's grid may reach far past the scores: show the bins that hold some
         ax.set_xlim(edges[used[0]], edges[used[-1] + 1])
     unit = "canaries" if kind(result) == "one_run" else "trainings"
-    ax.set_xlabel("score (higher ⇒ canary in)")
-    ax.set_ylabel("density")
-    ax.set_title(f"Scores of {unit} with the canary in and out")
-    ax.legend(loc="best", fontsize=8)
-    ax.grid(True, alpha=0.3)
-    return _png(fig)
+    title = f"Scores of {unit} with the canary in and out"
+    return _finish(fig, ax, x="score (higher ⇒ canary in)", y="density", title=title)
 
 
 def _trajectory_figure(result: dict[str, Any], x_key: str, x_label: str, title: str) -> bytes | None:
@@ -190,12 +194,7 @@ def _trajectory_figure(result: dict[str, Any], x_key: str, x_label: str, title: 
         ax.axhline(ceiling, color=_CEILING_COLOUR, linestyle=":", label=f"measurability ceiling {ceiling:.3g}")
     ax.set_xscale("log")
     ax.set_ylim(bottom=0.0)
-    ax.set_xlabel(x_label)
-    ax.set_ylabel("ε")
-    ax.set_title(title)
-    ax.legend(loc="best", fontsize=8)
-    ax.grid(True, which="both", alpha=0.3)
-    return _png(fig)
+    return _finish(fig, ax, x=x_label, y="ε", title=title, grid="both")
 
 
 def epsilon_vs_canaries_figure(result: dict[str, Any]) -> bytes | None:
