@@ -183,18 +183,16 @@ def _added(sampler: Sampler, relation: ev.NeighboringRelation, sigma: float, ste
     return _planned(sampler, relation, sigma, steps, accounted_under=ADD_REMOVE, **rest)
 
 
+def _per_step(sampler: Sampler, relation: ev.NeighboringRelation, sigma: float, steps: int, event: ev.Event, **rest):
+    """An :func:`_added` plan whose ledger is ``event`` once per step (no epochs)."""
+    return _added(sampler, relation, sigma, steps, steps_per_epoch=None, entries=((event, steps),), **rest)
+
+
 def _run_poisson(sampler, relation, sigma, n, b, steps, max_batch_size) -> _Plan:
     q = b / n
     if sampler is Sampler.POISSON:
-        return _added(
-            sampler,
-            relation,
-            sigma,
-            steps,
-            steps_per_epoch=None,
-            entries=((_poisson(q, sigma), steps),),
-            notes=("zero-out has the same dominating pair as add/remove",) if relation is ZERO_OUT else (),
-        )
+        notes = ("zero-out has the same dominating pair as add/remove",) if relation is ZERO_OUT else ()
+        return _per_step(sampler, relation, sigma, steps, _poisson(q, sigma), notes=notes)
     if max_batch_size is None:
         raise ValueError("sampling='truncated-poisson' needs max_batch_size (the largest batch the loader keeps)")
     if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or max_batch_size < b:
@@ -211,15 +209,8 @@ def _run_poisson(sampler, relation, sigma, n, b, steps, max_batch_size) -> _Plan
     event = ev.TruncatedSubsampledGaussian(
         dataset_size=n, sampling_rate=q, truncated_batch_size=max_batch_size, noise_multiplier=sigma
     )
-    return _added(
-        sampler,
-        relation,
-        sigma,
-        steps,
-        steps_per_epoch=None,
-        entries=((event, steps),),
-        lower=((((_poisson(q_low, sigma), steps),),) if q_low > 0 else ()),
-    )
+    lower = (((_poisson(q_low, sigma), steps),),) if q_low > 0 else ()
+    return _per_step(sampler, relation, sigma, steps, event, lower=lower)
 
 
 def _run_allocation(sampler, relation, sigma, n, b, steps) -> _Plan:
@@ -247,15 +238,8 @@ def _run_fixed_size(sampler, relation, sigma, n, b, steps) -> _Plan:
     if relation is ZERO_OUT:
         # The batch holds the record's slot with probability q, the rest of it is the same on both sides: exactly
         # the Poisson pair at q (an attained one).
-        return _added(
-            sampler,
-            ZERO_OUT,
-            sigma,
-            steps,
-            steps_per_epoch=None,
-            entries=((_poisson(q, sigma), steps),),
-            notes=("under zero-out a fixed-size subset per step has the Poisson pair at q = B/N",),
-        )
+        notes = ("under zero-out a fixed-size subset per step has the Poisson pair at q = B/N",)
+        return _per_step(sampler, ZERO_OUT, sigma, steps, _poisson(q, sigma), notes=notes)
     # Substitution: Wang, Balle, Kasiviswanathan (2019) for the upper bound (σ relative to the 2C sensitivity); the
     # record +1 replaced by −1 among others at −1 is the Poisson pair at q with σ/2 (attained).
     step = ev.SampledWithoutReplacement(sample_size=b, dataset_size=n, event=_gaussian(sigma / 2.0, REPLACE_ONE))
