@@ -452,6 +452,21 @@ def _engine_fields(bracket: Any, neighboring: ev.NeighboringRelation, tolerance:
     }
 
 
+def _engine_or_fallback(engine, entries: list[tuple[ev.Event, int]], neighboring: ev.NeighboringRelation, interval):
+    """``(bracket, None, None)`` from ``engine()``, or where the engine does not model the ledger ``(None, interval,
+    accountant)``: dp-accounting's PLD on the given interval (else the default). Losses in the thousands raise
+    :class:`PldOutOfRangeError` (the exact or RDP route answers them)."""
+    from dplens.accountant import pld_engine
+
+    try:
+        return engine(), None, None
+    except (pld_engine.WindowTooLargeError, OverflowError) as err:
+        raise _out_of_range(err) from None
+    except UnsupportedEventError:
+        fallback = interval or DEFAULT_VALUE_DISCRETIZATION_INTERVAL
+        return None, fallback, pld_of(entries, neighboring=neighboring, value_discretization_interval=fallback)
+
+
 def _entries(entries: list[tuple[ev.Event, int]] | ev.Event) -> list[tuple[ev.Event, int]]:
     return [(entries, 1)] if isinstance(entries, ev.Event) else list(entries)
 
@@ -491,17 +506,15 @@ def pld_epsilon(
     def measure(ledger, relation):
         return pld_engine.epsilon_bracket(ledger, delta, neighboring=relation, tolerance=tolerance)
 
-    try:
+    def engine():
         if delta == 0:  # the engine brackets ε at δ > 0; pure DP (δ = 0) goes to the exact finite PLDs
             raise UnsupportedEventError("the PLD engine answers at delta > 0")
-        bracket = pld_engine.epsilon_bracket(
+        return pld_engine.epsilon_bracket(
             entries, delta, neighboring=neighboring, tolerance=tolerance, interval=interval
         )
-    except (pld_engine.WindowTooLargeError, OverflowError) as err:  # losses in the thousands: exact/RDP answer
-        raise _out_of_range(err) from None
-    except UnsupportedEventError:
-        fallback = interval or DEFAULT_VALUE_DISCRETIZATION_INTERVAL
-        accountant = pld_of(entries, neighboring=neighboring, value_discretization_interval=fallback)
+
+    bracket, fallback, accountant = _engine_or_fallback(engine, entries, neighboring, interval)
+    if bracket is None:
         # Asked at δ lowered by the relative margin every reported ε is raised by: dp-accounting composes the masses
         # at +∞ as 1 − Π(1 − δᵢ) in floating point, which can land below the exact value (δ = 1e-6 + 3e-6 − 3e-12 for
         # (0.5, 1e-6), (0.25, 3e-6) gave ε = 1.75 where the exact δ at every ε exceeds it by 8e-23: ε = ∞).
@@ -544,15 +557,15 @@ def pld_delta(
     tolerance = check_tolerance(tolerance)
     interval = _check_interval(value_discretization_interval)
     entries = _entries(entries)
-    try:
-        bracket = pld_engine.delta_bracket(
+    bracket, fallback, accountant = _engine_or_fallback(
+        lambda: pld_engine.delta_bracket(
             entries, epsilon, neighboring=neighboring, tolerance=tolerance, interval=interval
-        )
-    except (pld_engine.WindowTooLargeError, OverflowError) as err:  # losses in the thousands: exact/RDP answer
-        raise _out_of_range(err) from None
-    except UnsupportedEventError:
-        fallback = interval or DEFAULT_VALUE_DISCRETIZATION_INTERVAL
-        accountant = pld_of(entries, neighboring=neighboring, value_discretization_interval=fallback)
+        ),
+        entries,
+        neighboring,
+        interval,
+    )
+    if bracket is None:
         delta = min(conversions.round_up(max(float(accountant.get_delta(epsilon)), 0.0)), 1.0)
         return PldResult(
             epsilon=epsilon, delta=delta, value_discretization_interval=fallback, neighboring=neighboring.value
