@@ -32,6 +32,23 @@ __all__ = ["Accountant", "EpsilonResult", "Method"]
 LEDGER_FORMAT_VERSION = 1
 
 
+def _route_dict(result: Any, **leading: Any) -> dict[str, Any]:
+    """The JSON of one route's ε: ``leading`` (the ε fields) first, then δ, method, details, ``is_estimate``, and the
+    optimal order and the discretisation where known (:class:`EpsilonResult` and the plug-ins' per-route results)."""
+    out: dict[str, Any] = {
+        **leading,
+        "delta": result.delta,
+        "method": result.method.value,
+        "details": result.details,
+        "is_estimate": result.is_estimate,
+    }
+    if result.optimal_order is not None and math.isfinite(result.optimal_order):
+        out["optimal_order"] = result.optimal_order
+    if result.discretisation is not None:
+        out["discretisation"] = result.discretisation
+    return out
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EpsilonResult:
     """One accounting answer: (ε, δ), the route that produced it and how.
@@ -58,17 +75,7 @@ class EpsilonResult:
     epsilon_lower: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "method": self.method.value,
-            "details": self.details,
-            "is_estimate": self.is_estimate,
-        }
-        if self.optimal_order is not None and math.isfinite(self.optimal_order):
-            out["optimal_order"] = self.optimal_order
-        if self.discretisation is not None:
-            out["discretisation"] = self.discretisation
+        out = _route_dict(self, epsilon=self.epsilon)
         if self.epsilon_lower is not None:
             out["epsilon_lower"] = self.epsilon_lower
         if self.routes:

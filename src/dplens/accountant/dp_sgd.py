@@ -173,25 +173,26 @@ def _allocation_epochs(sigma: float, steps_per_epoch: int, steps: int) -> tuple[
     return tuple(entries)
 
 
+def _planned(sampler: Sampler, relation: ev.NeighboringRelation, sigma: float, steps: int, **rest: Any) -> _Plan:
+    """A plan of a run of ``steps`` steps at noise ``sigma`` under ``relation`` (``rest``: the other fields)."""
+    return _Plan(sampler=sampler, neighboring=relation, noise_multiplier=sigma, steps=steps, **rest)
+
+
 def _added(sampler: Sampler, relation: ev.NeighboringRelation, sigma: float, steps: int, **rest: Any) -> _Plan:
     """A plan whose ledger is composed under add/remove (its pair stands for the run's ``relation`` too)."""
-    return _Plan(
-        sampler=sampler, neighboring=relation, accounted_under=ADD_REMOVE, noise_multiplier=sigma, steps=steps, **rest
-    )
+    return _planned(sampler, relation, sigma, steps, accounted_under=ADD_REMOVE, **rest)
+
+
+def _per_step(sampler: Sampler, relation: ev.NeighboringRelation, sigma: float, steps: int, event: ev.Event, **rest):
+    """An :func:`_added` plan whose ledger is ``event`` once per step (no epochs)."""
+    return _added(sampler, relation, sigma, steps, steps_per_epoch=None, entries=((event, steps),), **rest)
 
 
 def _run_poisson(sampler, relation, sigma, n, b, steps, max_batch_size) -> _Plan:
     q = b / n
     if sampler is Sampler.POISSON:
-        return _added(
-            sampler,
-            relation,
-            sigma,
-            steps,
-            steps_per_epoch=None,
-            entries=((_poisson(q, sigma), steps),),
-            notes=("zero-out has the same dominating pair as add/remove",) if relation is ZERO_OUT else (),
-        )
+        notes = ("zero-out has the same dominating pair as add/remove",) if relation is ZERO_OUT else ()
+        return _per_step(sampler, relation, sigma, steps, _poisson(q, sigma), notes=notes)
     if max_batch_size is None:
         raise ValueError("sampling='truncated-poisson' needs max_batch_size (the largest batch the loader keeps)")
     if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or max_batch_size < b:
@@ -208,15 +209,8 @@ def _run_poisson(sampler, relation, sigma, n, b, steps, max_batch_size) -> _Plan
     event = ev.TruncatedSubsampledGaussian(
         dataset_size=n, sampling_rate=q, truncated_batch_size=max_batch_size, noise_multiplier=sigma
     )
-    return _added(
-        sampler,
-        relation,
-        sigma,
-        steps,
-        steps_per_epoch=None,
-        entries=((event, steps),),
-        lower=((((_poisson(q_low, sigma), steps),),) if q_low > 0 else ()),
-    )
+    lower = (((_poisson(q_low, sigma), steps),),) if q_low > 0 else ()
+    return _per_step(sampler, relation, sigma, steps, event, lower=lower)
 
 
 def _run_allocation(sampler, relation, sigma, n, b, steps) -> _Plan:
@@ -244,23 +238,16 @@ def _run_fixed_size(sampler, relation, sigma, n, b, steps) -> _Plan:
     if relation is ZERO_OUT:
         # The batch holds the record's slot with probability q, the rest of it is the same on both sides: exactly
         # the Poisson pair at q (an attained one).
-        return _added(
-            sampler,
-            ZERO_OUT,
-            sigma,
-            steps,
-            steps_per_epoch=None,
-            entries=((_poisson(q, sigma), steps),),
-            notes=("under zero-out a fixed-size subset per step has the Poisson pair at q = B/N",),
-        )
+        notes = ("under zero-out a fixed-size subset per step has the Poisson pair at q = B/N",)
+        return _per_step(sampler, ZERO_OUT, sigma, steps, _poisson(q, sigma), notes=notes)
     # Substitution: Wang, Balle, Kasiviswanathan (2019) for the upper bound (σ relative to the 2C sensitivity); the
     # record +1 replaced by −1 among others at −1 is the Poisson pair at q with σ/2 (attained).
     step = ev.SampledWithoutReplacement(sample_size=b, dataset_size=n, event=_gaussian(sigma / 2.0, REPLACE_ONE))
-    return _Plan(
-        sampler=sampler,
-        neighboring=REPLACE_ONE,
-        noise_multiplier=sigma,
-        steps=steps,
+    return _planned(
+        sampler,
+        REPLACE_ONE,
+        sigma,
+        steps,
         steps_per_epoch=None,
         entries=((step, steps),),
         lower=((((_poisson(q, sigma / 2.0), steps),),)),
@@ -276,14 +263,7 @@ def _run_batches(sampler, relation, sigma, n, b, steps, drop_last) -> _Plan:
     if sampler is Sampler.CYCLIC:
         # The records of the first `partial` batches appear epochs_up times: exactly μ-GDP with that many.
         event = CyclicBatches(noise_multiplier=sigma, epochs=epochs_up, neighboring=relation)
-        return _Plan(
-            sampler=sampler,
-            neighboring=relation,
-            noise_multiplier=sigma,
-            steps=steps,
-            steps_per_epoch=t,
-            entries=((event, 1),),
-        )
+        return _planned(sampler, relation, sigma, steps, steps_per_epoch=t, entries=((event, 1),))
     reshuffle = sampler is Sampler.SHUFFLE
     shape = dict(noise_multiplier=sigma, dataset_size=n, batch_size=b, reshuffle=reshuffle, drop_last=drop_last)
     upper = ShuffledBatches(epochs=epochs_up, neighboring=relation, **shape)
@@ -296,11 +276,11 @@ def _run_batches(sampler, relation, sigma, n, b, steps, drop_last) -> _Plan:
         constructions = (RandomAllocation(noise_multiplier=sigma_low, steps=partial, inclusion=rho),)
         if relation is ZERO_OUT and partial > 1:
             constructions += (ShuffleMaxStatistic(noise_multiplier=sigma_low, batches=partial, inclusion=rho),)
-    return _Plan(
-        sampler=sampler,
-        neighboring=relation,
-        noise_multiplier=sigma,
-        steps=steps,
+    return _planned(
+        sampler,
+        relation,
+        sigma,
+        steps,
         steps_per_epoch=t,
         entries=((upper, 1),),
         lower=tuple(((c, 1),) for c in constructions),

@@ -124,7 +124,19 @@ class NonPrivate(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Gaussian(Event):
+class _AdditiveNoise(Event):
+    """Additive noise of scale ``noise_multiplier`` × the query's sensitivity under ``neighboring`` (its type says
+    which noise)."""
+
+    noise_multiplier: float
+    neighboring: NeighboringRelation = ADD_REMOVE
+
+    def __post_init__(self) -> None:
+        _positive("noise_multiplier", self.noise_multiplier)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Gaussian(_AdditiveNoise):
     """Returns f(D) + N(0, σ² I) where f has ℓ2-sensitivity Δ under ``neighboring``.
 
     ``noise_multiplier`` = σ / Δ. Under REPLACE_ONE, Δ is the replace-one sensitivity (for a sum of
@@ -138,15 +150,9 @@ class Gaussian(Event):
         4.3772
     """
 
-    noise_multiplier: float
-    neighboring: NeighboringRelation = ADD_REMOVE
-
-    def __post_init__(self) -> None:
-        _positive("noise_multiplier", self.noise_multiplier)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Laplace(Event):
+class Laplace(_AdditiveNoise):
     """Returns f(D) + Lap(b) per coordinate, f with ℓ1-sensitivity Δ; ``noise_multiplier`` = b/Δ = 1/ε₀.
 
     Example:
@@ -154,12 +160,6 @@ class Laplace(Event):
         >>> Accountant().compose(Laplace(noise_multiplier=2.0), count=3).pure_epsilon()  # 3 × 0.5, rounded up
         1.5000000000015
     """
-
-    noise_multiplier: float
-    neighboring: NeighboringRelation = ADD_REMOVE
-
-    def __post_init__(self) -> None:
-        _positive("noise_multiplier", self.noise_multiplier)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -430,6 +430,43 @@ def _constructed_lower(
     return None if best is None else min(best, upper)
 
 
+def _engine_lower(
+    bracket: Any, entries: list[tuple[ev.Event, int]], measure, neighboring: ev.NeighboringRelation, lower: bool = True
+) -> tuple[float | None, str]:
+    """The certified lower end of an engine answer and its method label: the bracket's own lower end, or where the
+    ledger's pair is not attained the constructions' (:func:`lower_bound_ledgers`; None with ``lower=False``)."""
+    ledgers = lower_bound_ledgers(entries)
+    if ledgers is None:
+        return bracket.lower, _ENGINE_METHOD
+    lower_end = _constructed_lower(ledgers, measure, neighboring, bracket.upper) if lower else None
+    return lower_end, _ENGINE_METHOD + _CONSTRUCTED_LOWER
+
+
+def _engine_fields(bracket: Any, neighboring: ev.NeighboringRelation, tolerance: float, interval: float | None):
+    """The fields of a :class:`PldResult` answered by the engine, other than the quantity and its lower end."""
+    return {
+        "value_discretization_interval": bracket.interval,
+        "neighboring": neighboring.value,
+        "tolerance": tolerance if interval is None else None,
+        "tolerance_met": bracket.tolerance_met if interval is None else None,
+    }
+
+
+def _engine_or_fallback(engine, entries: list[tuple[ev.Event, int]], neighboring: ev.NeighboringRelation, interval):
+    """``(bracket, None, None)`` from ``engine()``, or where the engine does not model the ledger ``(None, interval,
+    accountant)``: dp-accounting's PLD on the given interval (else the default). Losses in the thousands raise
+    :class:`PldOutOfRangeError` (the exact or RDP route answers them)."""
+    from dplens.accountant import pld_engine
+
+    try:
+        return engine(), None, None
+    except (pld_engine.WindowTooLargeError, OverflowError) as err:
+        raise _out_of_range(err) from None
+    except UnsupportedEventError:
+        fallback = interval or DEFAULT_VALUE_DISCRETIZATION_INTERVAL
+        return None, fallback, pld_of(entries, neighboring=neighboring, value_discretization_interval=fallback)
+
+
 def _entries(entries: list[tuple[ev.Event, int]] | ev.Event) -> list[tuple[ev.Event, int]]:
     return [(entries, 1)] if isinstance(entries, ev.Event) else list(entries)
 
@@ -465,17 +502,19 @@ def pld_epsilon(
     tolerance = check_tolerance(tolerance)
     interval = _check_interval(value_discretization_interval)
     entries = _entries(entries)
-    try:
+
+    def measure(ledger, relation):
+        return pld_engine.epsilon_bracket(ledger, delta, neighboring=relation, tolerance=tolerance)
+
+    def engine():
         if delta == 0:  # the engine brackets ε at δ > 0; pure DP (δ = 0) goes to the exact finite PLDs
             raise UnsupportedEventError("the PLD engine answers at delta > 0")
-        bracket = pld_engine.epsilon_bracket(
+        return pld_engine.epsilon_bracket(
             entries, delta, neighboring=neighboring, tolerance=tolerance, interval=interval
         )
-    except (pld_engine.WindowTooLargeError, OverflowError) as err:  # losses in the thousands: exact/RDP answer
-        raise _out_of_range(err) from None
-    except UnsupportedEventError:
-        fallback = interval or DEFAULT_VALUE_DISCRETIZATION_INTERVAL
-        accountant = pld_of(entries, neighboring=neighboring, value_discretization_interval=fallback)
+
+    bracket, fallback, accountant = _engine_or_fallback(engine, entries, neighboring, interval)
+    if bracket is None:
         # Asked at δ lowered by the relative margin every reported ε is raised by: dp-accounting composes the masses
         # at +∞ as 1 − Π(1 − δᵢ) in floating point, which can land below the exact value (δ = 1e-6 + 3e-6 − 3e-12 for
         # (0.5, 1e-6), (0.25, 3e-6) gave ε = 1.75 where the exact δ at every ε exceeds it by 8e-23: ε = ∞).
@@ -483,14 +522,7 @@ def pld_epsilon(
         lower_end, method = None, _FALLBACK_METHOD
         ledgers = lower_bound_ledgers(entries) if lower else None
         if ledgers:  # a sampler's attained lower-bound pairs may be in the engine's reach though the ledger is not
-            lower_end = _constructed_lower(
-                ledgers,
-                lambda ledger, relation: pld_engine.epsilon_bracket(
-                    ledger, delta, neighboring=relation, tolerance=tolerance
-                ),
-                neighboring,
-                epsilon,
-            )
+            lower_end = _constructed_lower(ledgers, measure, neighboring, epsilon)
             method += _CONSTRUCTED_LOWER
         return PldResult(
             epsilon=epsilon,
@@ -500,29 +532,13 @@ def pld_epsilon(
             method=method,
             epsilon_lower=lower_end,
         )
-    lower_end, method = bracket.lower, _ENGINE_METHOD
-    ledgers = lower_bound_ledgers(entries)
-    if ledgers is not None:
-        method += _CONSTRUCTED_LOWER
-        lower_end = None
-        if lower:
-            lower_end = _constructed_lower(
-                ledgers,
-                lambda ledger, relation: pld_engine.epsilon_bracket(
-                    ledger, delta, neighboring=relation, tolerance=tolerance
-                ),
-                neighboring,
-                bracket.upper,
-            )
+    lower_end, method = _engine_lower(bracket, entries, measure, neighboring, lower)
     return PldResult(
         epsilon=bracket.upper,
         delta=delta,
-        value_discretization_interval=bracket.interval,
-        neighboring=neighboring.value,
         method=method,
         epsilon_lower=lower_end,
-        tolerance=tolerance if interval is None else None,
-        tolerance_met=bracket.tolerance_met if interval is None else None,
+        **_engine_fields(bracket, neighboring, tolerance, interval),
     )
 
 
@@ -541,42 +557,31 @@ def pld_delta(
     tolerance = check_tolerance(tolerance)
     interval = _check_interval(value_discretization_interval)
     entries = _entries(entries)
-    try:
-        bracket = pld_engine.delta_bracket(
+    bracket, fallback, accountant = _engine_or_fallback(
+        lambda: pld_engine.delta_bracket(
             entries, epsilon, neighboring=neighboring, tolerance=tolerance, interval=interval
-        )
-    except (pld_engine.WindowTooLargeError, OverflowError) as err:  # losses in the thousands: exact/RDP answer
-        raise _out_of_range(err) from None
-    except UnsupportedEventError:
-        fallback = interval or DEFAULT_VALUE_DISCRETIZATION_INTERVAL
-        accountant = pld_of(entries, neighboring=neighboring, value_discretization_interval=fallback)
+        ),
+        entries,
+        neighboring,
+        interval,
+    )
+    if bracket is None:
         delta = min(conversions.round_up(max(float(accountant.get_delta(epsilon)), 0.0)), 1.0)
         return PldResult(
             epsilon=epsilon, delta=delta, value_discretization_interval=fallback, neighboring=neighboring.value
         )
-    lower, method = bracket.lower, _ENGINE_METHOD
-    ledgers = lower_bound_ledgers(entries)
-    if ledgers is not None:
-        lower, method = (
-            _constructed_lower(
-                ledgers,
-                lambda ledger, relation: pld_engine.delta_bracket(
-                    ledger, epsilon, neighboring=relation, tolerance=tolerance
-                ),
-                neighboring,
-                bracket.upper,
-            ),
-            _ENGINE_METHOD + _CONSTRUCTED_LOWER,
-        )
+    lower, method = _engine_lower(
+        bracket,
+        entries,
+        lambda ledger, relation: pld_engine.delta_bracket(ledger, epsilon, neighboring=relation, tolerance=tolerance),
+        neighboring,
+    )
     return PldResult(
         epsilon=epsilon,
         delta=bracket.upper,
-        value_discretization_interval=bracket.interval,
-        neighboring=neighboring.value,
         method=method,
         delta_lower=lower,
-        tolerance=tolerance if interval is None else None,
-        tolerance_met=bracket.tolerance_met if interval is None else None,
+        **_engine_fields(bracket, neighboring, tolerance, interval),
     )
 
 

@@ -269,23 +269,51 @@ def _log_a_minus_one_quadrature(q: float, sigma: float, alpha: float) -> float:
     lo, hi = -_QUAD_SIGMAS * sigma, alpha + _QUAD_SIGMAS * sigma
     coarse_step = sigma / 2.0
     coarse = np.linspace(lo, hi, math.ceil((hi - lo) / coarse_step) + 1)
-    log_coarse = _log_excess_integrand(coarse, q, sigma, alpha)
+    # The log-integrand has curvature at most 1/σ² + α/(4σ⁴), so between coarse points (σ/2 apart) it exceeds the
+    # window by little; padding by 4σ on each side covers the whole region of non-negligible mass.
+    return _log_trapezoid(
+        lambda z: _log_excess_integrand(z, q, sigma, alpha),
+        coarse,
+        sigma,
+        step=min(sigma / 10.0, math.pi**2 * sigma**2 / 40.0),
+        lo=lo,
+        hi=hi,
+    )
+
+
+def _log_trapezoid(
+    log_integrand: Callable[[np.ndarray], np.ndarray],
+    coarse: np.ndarray,
+    sigma: float,
+    *,
+    step: float,
+    lo: float = -math.inf,
+    hi: float = math.inf,
+    cost: int = 1,
+    budget: int | None = None,
+) -> float:
+    """log ∫ exp(log_integrand) by the trapezoidal rule, pessimistic; NaN where the quadrature fails.
+
+    The coarse grid locates the mass (values within e^{−_QUAD_LOG_WINDOW} of the largest); the fine grid of about
+    ``step`` covers it, padded by 4σ on each side and clipped to [``lo``, ``hi``]; more than ``budget`` points
+    (each costing ``cost``; default _QUAD_MAX_POINTS, read when called) is a failure. The value is the sum plus its
+    difference from the half-step sum plus _QUAD_REL_MARGIN relative; sums differing by more than _QUAD_REL_TOL
+    relative are a failure.
+    """
+    log_coarse = log_integrand(coarse)
     top = float(np.max(log_coarse))
     if not math.isfinite(top):
         return -math.inf if top == -math.inf else math.nan
     inside = np.flatnonzero(log_coarse > top - _QUAD_LOG_WINDOW)
-    # The log-integrand has curvature at most 1/σ² + α/(4σ⁴), so between coarse points (σ/2 apart) it exceeds the
-    # window by little; padding by 4σ on each side covers the whole region of non-negligible mass.
     start = max(coarse[inside[0]] - 4.0 * sigma, lo)
     stop = min(coarse[inside[-1]] + 4.0 * sigma, hi)
-    h = min(sigma / 10.0, math.pi**2 * sigma**2 / 40.0)
-    n = math.ceil((stop - start) / h)
-    if n > _QUAD_MAX_POINTS:
+    n = math.ceil((stop - start) / step)
+    if n * cost > (_QUAD_MAX_POINTS if budget is None else budget):
         return math.nan
     n += n % 2  # even, so the half-step sum uses every other point
     grid = start + (stop - start) * np.arange(n + 1) / n
     h = (stop - start) / n
-    log_f = _log_excess_integrand(grid, q, sigma, alpha)
+    log_f = log_integrand(grid)
     peak = float(np.max(log_f))
     weights = np.exp(log_f - peak)
     full = float(np.sum(weights)) * h
@@ -583,27 +611,14 @@ def _log_mixture_moment_minus_one(sigma: float, shifts: np.ndarray, log_weights:
     def log_integrand(z: np.ndarray) -> np.ndarray:
         return log_weight(z) + _log_moment_excess_terms(_mixture_log_ratio(z, sigma, shifts, log_weights), beta)
 
-    log_coarse = log_integrand(coarse)
-    top = float(np.max(log_coarse))
-    if not math.isfinite(top):
-        return -math.inf if top == -math.inf else math.nan
-    inside = np.flatnonzero(log_coarse > top - _QUAD_LOG_WINDOW)
-    start, stop = coarse[inside[0]] - 4.0 * sigma, coarse[inside[-1]] + 4.0 * sigma
-    h = min(sigma / 20.0, math.pi**2 * sigma**2 / 40.0)
-    n = math.ceil((stop - start) / h)
-    if n * shifts.size > 40 * _QUAD_MAX_POINTS:
-        return math.nan
-    n += n % 2
-    grid = start + (stop - start) * np.arange(n + 1) / n
-    h = (stop - start) / n
-    log_f = log_integrand(grid)
-    peak = float(np.max(log_f))
-    weights = np.exp(log_f - peak)
-    full = float(np.sum(weights)) * h
-    half = float(np.sum(weights[::2])) * 2.0 * h
-    if not (full > 0 and abs(full - half) <= _QUAD_REL_TOL * full):
-        return math.nan
-    return peak + math.log(full + abs(full - half) + _QUAD_REL_MARGIN * full)
+    return _log_trapezoid(
+        log_integrand,
+        coarse,
+        sigma,
+        step=min(sigma / 20.0, math.pi**2 * sigma**2 / 40.0),
+        cost=shifts.size,
+        budget=40 * _QUAD_MAX_POINTS,
+    )
 
 
 def mixture_of_gaussians_rdp(

@@ -110,17 +110,9 @@ class SelectionNoise(enum.Enum):
     LAPLACE = "laplace"
 
 
-@ev.register_event
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ExponentialMechanism(ev.Event):
-    """The exponential mechanism at privacy parameter ε: sampling ∝ exp(ε·u/(2Δ)), or ∝ exp(ε·u/Δ) for a monotone
-    utility of sensitivity Δ. It is ε-DP and ε-bounded-range (Durfee & Rogers 2019, Lemma 3.2), analysed as such.
-
-    Example:
-        >>> from dplens.accountant.compose import Accountant
-        >>> round(Accountant().compose(ExponentialMechanism(epsilon=0.1), count=50).epsilon(1e-6), 3)  # basic: 5
-        1.636
-    """
+class _EpsilonDpSelection(ev.Event):
+    """A selection mechanism described by its privacy parameter ε alone: ε-DP (its type decides the finer analysis)."""
 
     epsilon: float
     neighboring: ev.NeighboringRelation = ev.ADD_REMOVE
@@ -130,6 +122,19 @@ class ExponentialMechanism(ev.Event):
 
     def pure_dp_epsilon(self) -> float:
         return self.epsilon
+
+
+@ev.register_event
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExponentialMechanism(_EpsilonDpSelection):
+    """The exponential mechanism at privacy parameter ε: sampling ∝ exp(ε·u/(2Δ)), or ∝ exp(ε·u/Δ) for a monotone
+    utility of sensitivity Δ. It is ε-DP and ε-bounded-range (Durfee & Rogers 2019, Lemma 3.2), analysed as such.
+
+    Example:
+        >>> from dplens.accountant.compose import Accountant
+        >>> round(Accountant().compose(ExponentialMechanism(epsilon=0.1), count=50).epsilon(1e-6), 3)  # basic: 5
+        1.636
+    """
 
 
 @ev.register_event
@@ -169,7 +174,7 @@ class ReportNoisyMax(ev.Event):
 
 @ev.register_event
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PermuteAndFlip(ev.Event):
+class PermuteAndFlip(_EpsilonDpSelection):
     """Permute-and-flip at privacy parameter ε (McKenna & Sheldon 2020, Theorem 1: ε-DP), analysed as ε-DP.
 
     Example (50 runs at ε = 0.1, optimal composition of pure ε-DP; basic composition gives 5):
@@ -177,15 +182,6 @@ class PermuteAndFlip(ev.Event):
         >>> round(Accountant().compose(PermuteAndFlip(epsilon=0.1), count=50).epsilon(1e-6), 3)
         3.173
     """
-
-    epsilon: float
-    neighboring: ev.NeighboringRelation = ev.ADD_REMOVE
-
-    def __post_init__(self) -> None:
-        ev._positive("epsilon", self.epsilon)
-
-    def pure_dp_epsilon(self) -> float:
-        return self.epsilon
 
 
 def _is_bounded_range(event: ev.Event) -> bool:

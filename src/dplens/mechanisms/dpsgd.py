@@ -323,6 +323,50 @@ def common_checks(
     return x, y, checked
 
 
+def run_noisy_sgd(
+    x: np.ndarray,
+    y: np.ndarray,
+    kw: dict[str, Any],
+    *,
+    model: LossModel,
+    theta0: Any,
+    expected_batch_size: float,
+    variant: enum.Enum,
+    event: ev.Event,
+    public_batch_size: int | None = None,
+    public: Any = None,
+    per_example_gradients: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None,
+    public_step: Callable[[np.ndarray, np.ndarray, np.ndarray, np.random.Generator], np.ndarray] | None = None,
+) -> NoisySgdResult:
+    """Run :func:`noisy_sgd` on the data and options checked by :func:`common_checks` (``kw``) and wrap its last
+    iterate with what the accountant needs: the trainers' common tail (DP-SGD and feature-DP SGD)."""
+    theta, mean_batch, clipped = noisy_sgd(
+        x,
+        y,
+        model=model,
+        theta0=theta0,
+        expected_batch_size=expected_batch_size,
+        per_example_gradients=per_example_gradients,
+        public_step=public_step,
+        **kw,
+    )
+    return NoisySgdResult(
+        theta=theta,
+        variant=variant,
+        model=model,
+        noise_multiplier=kw["noise_multiplier"],
+        sampling_rate=kw["sampling_rate"],
+        clip_norm=kw["clip_norm"],
+        steps=kw["steps"],
+        expected_batch_size=expected_batch_size,
+        public_batch_size=public_batch_size,
+        mean_batch_size=mean_batch,
+        clipped_fraction=clipped,
+        event=event,
+        public=public,
+    )
+
+
 def dp_sgd(
     features: Any,
     labels: Any,
@@ -375,22 +419,16 @@ def dp_sgd(
         momentum,
         radius,
     )
-    expected = kw["sampling_rate"] * x.shape[0]
-    theta, mean_batch, clipped = noisy_sgd(x, y, model=model, theta0=theta0, expected_batch_size=expected, **kw)
     step_event = ev.PoissonSampled(
         sampling_rate=kw["sampling_rate"], event=ev.Gaussian(noise_multiplier=kw["noise_multiplier"])
     )
-    return NoisySgdResult(
-        theta=theta,
-        variant=SgdVariant.DP_SGD,
+    return run_noisy_sgd(
+        x,
+        y,
+        kw,
         model=model,
-        noise_multiplier=kw["noise_multiplier"],
-        sampling_rate=kw["sampling_rate"],
-        clip_norm=kw["clip_norm"],
-        steps=kw["steps"],
-        expected_batch_size=expected,
-        public_batch_size=None,
-        mean_batch_size=mean_batch,
-        clipped_fraction=clipped,
+        theta0=theta0,
+        expected_batch_size=kw["sampling_rate"] * x.shape[0],
+        variant=SgdVariant.DP_SGD,
         event=ev.SelfComposed(event=step_event, count=kw["steps"]),
     )

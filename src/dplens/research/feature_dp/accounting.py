@@ -45,7 +45,7 @@ from scipy import special
 
 from dplens.accountant import conversions, pld, rdp
 from dplens.accountant import events as ev
-from dplens.accountant.compose import Method
+from dplens.accountant.compose import Method, _route_dict
 from dplens.accountant.curves import PrivacyProfile, RdpConversion, RdpCurve
 from dplens.accountant.rdp import UnsupportedEventError
 from dplens.accountant.routes import as_method
@@ -324,20 +324,7 @@ class FeatureDpEpsilon:
     is_estimate: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "epsilon": self.epsilon,
-            "epsilon_remove": self.epsilon_remove,
-            "epsilon_add": self.epsilon_add,
-            "delta": self.delta,
-            "method": self.method.value,
-            "details": self.details,
-            "is_estimate": self.is_estimate,
-        }
-        if self.optimal_order is not None and math.isfinite(self.optimal_order):
-            out["optimal_order"] = self.optimal_order
-        if self.discretisation is not None:
-            out["discretisation"] = self.discretisation
-        return out
+        return _route_dict(self, epsilon=self.epsilon, epsilon_remove=self.epsilon_remove, epsilon_add=self.epsilon_add)
 
 
 def _check_event(event: Any) -> FeatureDpSgd:

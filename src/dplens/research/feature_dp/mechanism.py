@@ -28,7 +28,7 @@ from dplens.mechanisms.dpsgd import (
     check_data,
     common_checks,
     link_residual,
-    noisy_sgd,
+    run_noisy_sgd,
 )
 from dplens.research.feature_dp.accounting import FeatureDpSgd, PublicBatch
 
@@ -266,7 +266,8 @@ def _public_step(
     public_batch_size: int | None,
     expected: float,
 ) -> Any:
-    """Algorithm 1's public gradient g_pub as :func:`noisy_sgd`'s ``public_step(theta, xb, yb, rng)``."""
+    """Algorithm 1's public gradient g_pub as :func:`~dplens.mechanisms.dpsgd.noisy_sgd`'s
+    ``public_step(theta, xb, yb, rng)``."""
     n_pub = public_x.shape[0]
 
     def public_step(theta: np.ndarray, xb: np.ndarray, yb: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -334,37 +335,25 @@ def _feature_dp_sgd(
         # The private residual ∇ℓ − ∇ℓ_pub is what is clipped and noised (P3).
         return link_residual(theta, xb, yb, model)[:, None] * xb - _public_gradients(theta, xb, yb, model, public)
 
-    public_step = _public_step(public_x, public_y, model, public, public_batch, public_batch_size, expected)
-    theta, mean_batch, clipped = noisy_sgd(
-        x,
-        y,
-        model=model,
-        theta0=theta0,
-        expected_batch_size=expected,
-        per_example_gradients=residual,
-        public_step=public_step,
-        **kw,
-    )
     event = FeatureDpSgd(
         noise_multiplier=kw["noise_multiplier"],
         sampling_rate=kw["sampling_rate"],
         steps=kw["steps"],
         public_batch=public_batch,
     )
-    return NoisySgdResult(
-        theta=theta,
-        variant=variant,
+    return run_noisy_sgd(
+        x,
+        y,
+        kw,
         model=model,
-        noise_multiplier=kw["noise_multiplier"],
-        sampling_rate=kw["sampling_rate"],
-        clip_norm=kw["clip_norm"],
-        steps=kw["steps"],
+        theta0=theta0,
         expected_batch_size=expected,
-        public_batch_size=public_batch_size,
-        mean_batch_size=mean_batch,
-        clipped_fraction=clipped,
+        variant=variant,
         event=event,
+        public_batch_size=public_batch_size,
         public=public,
+        per_example_gradients=residual,
+        public_step=_public_step(public_x, public_y, model, public, public_batch, public_batch_size, expected),
     )
 
 

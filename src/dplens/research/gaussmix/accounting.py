@@ -131,6 +131,14 @@ def _check_nonneg(name: str, value: Any, *, strict: bool = False) -> float:
     return out
 
 
+def _orders_and_k(alpha: Any, k: Any) -> tuple[np.ndarray, float]:
+    """The checked orders α > 1 (an array) and sketch size k > 0 of the φ functions."""
+    arr = np.asarray(alpha, dtype=float)
+    if np.any(np.isnan(arr)) or np.any(arr <= 1):
+        raise ValueError(f"alpha must be > 1 (and not NaN); got {alpha!r}")
+    return arr, _check_nonneg("k", k, strict=True)
+
+
 def gamma_from_noise(*, sigma: float, row_bound: float, lambda_min_bound: float = 0.0) -> float:
     """γ = (σ² + λ̄_min) / C_X² (seed 004, Lemma 1).
 
@@ -295,10 +303,7 @@ def phi(alpha: float | np.ndarray, k: int | float, gamma: float) -> np.ndarray:
     Raises:
         ValueError: α ≤ 1 or NaN, k ≤ 0, γ ≤ 1.
     """
-    arr = np.asarray(alpha, dtype=float)
-    if np.any(np.isnan(arr)) or np.any(arr <= 1):
-        raise ValueError(f"alpha must be > 1 (and not NaN); got {alpha!r}")
-    k = _check_nonneg("k", k, strict=True)
+    arr, k = _orders_and_k(alpha, k)
     gamma = _check_gamma(gamma)
     return _phi_unchecked(arr, k, gamma)
 
@@ -342,10 +347,7 @@ def phi_add(alpha: float | np.ndarray, k: int | float, s: float) -> np.ndarray:
     Raises:
         ValueError: on α ≤ 1, k ≤ 0 or s < 0.
     """
-    arr = np.asarray(alpha, dtype=float)
-    if np.any(np.isnan(arr)) or np.any(arr <= 1):
-        raise ValueError(f"alpha must be > 1 (and not NaN); got {alpha!r}")
-    k = _check_nonneg("k", k, strict=True)
+    arr, k = _orders_and_k(alpha, k)
     s = _check_nonneg("s", s)
     flat = np.atleast_1d(arr).ravel()
     out = np.zeros(flat.shape)
@@ -516,11 +518,12 @@ def _check_t(t: Any, name: str = "t") -> float:
     return value
 
 
-def _eps_array(epsilon: Any) -> np.ndarray:
+def _epsilons_and_k(epsilon: Any, k: Any) -> tuple[np.ndarray, float]:
+    """The checked ε grid (finite, ≥ 0) and chi-square degrees of freedom k > 0 of the exact δ functions."""
     eps = np.asarray(epsilon, dtype=float)
     if np.any(np.isnan(eps)) or np.any(eps < 0) or np.any(~np.isfinite(eps)):
         raise ValueError(f"epsilon must be finite and >= 0; got {epsilon!r}")
-    return eps
+    return eps, _check_nonneg("k", k, strict=True)
 
 
 def exact_delta_remove(epsilon: float | np.ndarray, *, k: int | float, t: float) -> np.ndarray:
@@ -546,8 +549,7 @@ def exact_delta_remove(epsilon: float | np.ndarray, *, k: int | float, t: float)
     Raises:
         ValueError: on bad arguments.
     """
-    eps = _eps_array(epsilon)
-    k = _check_nonneg("k", k, strict=True)
+    eps, k = _epsilons_and_k(epsilon, k)
     t = _check_t(t)
     return np.exp(_log_delta_remove(eps, k, t))
 
@@ -569,8 +571,7 @@ def exact_delta_add(epsilon: float | np.ndarray, *, k: int | float, s: float) ->
     Raises:
         ValueError: on bad arguments.
     """
-    eps = _eps_array(epsilon)
-    k = _check_nonneg("k", k, strict=True)
+    eps, k = _epsilons_and_k(epsilon, k)
     s = _check_nonneg("s", s, strict=True)
     return np.exp(_log_delta_add(eps, k, s))
 
@@ -849,6 +850,14 @@ def _smallest_gamma(feasible, lower: float, start: float) -> float:
     return gamma
 
 
+def _calibration_target(epsilon: Any, delta: Any, k: Any) -> tuple[float, float, int]:
+    """The checked target (ε > 0, δ) and sketch size k of the γ calibrations."""
+    epsilon = conversions.check_epsilon(epsilon)
+    if epsilon == 0:
+        raise ValueError(f"epsilon must be > 0; got {epsilon!r}")
+    return epsilon, conversions.check_delta(delta), _check_k(k)
+
+
 def calibrate_gamma(
     epsilon: float,
     delta: float,
@@ -873,11 +882,7 @@ def calibrate_gamma(
     Raises:
         ValueError: on bad arguments.
     """
-    epsilon = conversions.check_epsilon(epsilon)
-    if epsilon == 0:
-        raise ValueError(f"epsilon must be > 0; got {epsilon!r}")
-    delta = conversions.check_delta(delta)
-    k = _check_k(k)
+    epsilon, delta, k = _calibration_target(epsilon, delta, k)
 
     def feasible(gamma: float) -> bool:
         return gaussmix_epsilon(GaussMix(k=k, gamma=gamma), delta, route=route) <= epsilon
@@ -916,11 +921,7 @@ def calibrate_gamma_linear_mixing(
     Raises:
         ValueError: on bad arguments.
     """
-    epsilon = conversions.check_epsilon(epsilon)
-    if epsilon == 0:
-        raise ValueError(f"epsilon must be > 0; got {epsilon!r}")
-    delta = conversions.check_delta(delta)
-    k = _check_k(k)
+    epsilon, delta, k = _calibration_target(epsilon, delta, k)
     eta_factor = _check_nonneg("eta_factor", eta_factor, strict=True)
     if route not in (AccountingRoute.RDP, AccountingRoute.EXACT):
         raise ValueError(f"route must be an AccountingRoute; got {route!r}")
