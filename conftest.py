@@ -1,5 +1,30 @@
 """Suite-wide pytest configuration (the repository root, so it applies to every test directory).
 
+**Both cores.** With pytest-xdist loaded (it is in ``[test]``), ``python -m pytest`` runs on one worker per CPU this
+process may use (``os.sched_getaffinity``), unless ``-n`` is given; ``-p no:xdist`` or ``-n 0`` runs everything in
+this process, in the same order of phases. The worker count is set here rather than in ``addopts``, so that
+``-p no:xdist`` still works. Each worker is pinned to its share of the CPUs, so the pools, subprocesses and BLAS
+threads a test starts see what the worker has (``os.sched_getaffinity``, ``PYTEST_XDIST_WORKER_COUNT``), and
+dplens's production defaults are what run. BLAS libraries get one thread per worker.
+
+**A serial phase.** A test marked ``@pytest.mark.serial(reason)`` cannot share the machine: it starts a process pool
+of its own, a PostgreSQL server or Chromium, sends signals, runs as a background job, or asserts on wall-clock time.
+Such tests run after every other test has finished, one at a time, on one worker whose CPU affinity is widened to
+the whole machine for the duration of the test (the scheduler ``SerialLastScheduling`` below; under xdist their node
+ids carry the suffix ``@serial``, as xdist's own ``loadgroup`` marks its groups). Without xdist they run last too.
+
+**A CPU budget per test.** A default test that takes more than ``DPLENS_TEST_CPU_LIMIT`` seconds of CPU time (20
+unless set; this process and its reaped children, setup and call, a shared fixture counted in the test that first
+needs it, so that the tests sharing an expensive fixture are marked), or more than ``DPLENS_TEST_WALL_LIMIT`` seconds
+of wall-clock time (60), fails with its name and its times, unless it is marked
+``@pytest.mark.accepted_long(reason)``. ``slow`` tests are exempt. Set either limit to 0 to turn the guard off
+(profiling). ``DPLENS_TEST_TIMES=FILE`` appends every test's CPU and wall time to FILE (JSON lines, one per test,
+from every worker): the input of the table of the slowest tests in ``benchmarks/RESULTS.md``.
+
+**Hypothesis.** The ``dplens`` profile (loaded unless ``--hypothesis-profile`` names another) has no deadline and
+does not fail a property for being slow on a loaded machine; under ``CI=true`` the ``ci`` profile also derandomizes
+the examples and keeps no example database, so that CI's run depends neither on the machine's speed nor on chance.
+
 ``DPLENS_HYPOTHESIS_SCALE=N`` runs every hypothesis property with N times its own number of examples: the
 ``max_examples`` of its ``@settings`` (tests that set it explicitly included), or hypothesis' default (100) where it
 sets none. Use it to look for oracles that are wrong on rare inputs before CI finds them at random::
@@ -20,13 +45,47 @@ is a failure: CI installs every extra, so a missing one there means a test that 
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import resource
 import sys
+import time
+from dataclasses import dataclass
 
 import pytest
 
 SCALE_VARIABLE = "DPLENS_HYPOTHESIS_SCALE"
+MARKERS = (
+    "serial(reason): cannot share the machine (a process pool of its own, a server, a browser, signals, background "
+    "jobs, wall-clock time): runs alone, after the other tests (root conftest.py)",
+    "accepted_long(reason): a default test allowed over the per-test CPU budget, with its reason (root conftest.py)",
+)
+
+
+def _register_hypothesis_profiles() -> None:
+    """The ``dplens`` profile (no deadline, no failure for slowness) and ``ci`` (the same, derandomized, no database).
+
+    Registered when this file is imported, before hypothesis' plugin reads ``--hypothesis-profile``; loaded in
+    ``pytest_configure`` unless that option names a profile.
+    """
+    try:
+        from hypothesis import HealthCheck, settings
+    except ImportError:  # hypothesis is in [test]; a venv without it runs no property anyway
+        return
+    settings.register_profile("dplens", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile("ci", parent=settings.get_profile("dplens"), derandomize=True, database=None)
+
+
+_register_hypothesis_profiles()
+
+
+def _load_hypothesis_profile(config) -> None:
+    if "hypothesis" not in sys.modules or config.getoption("hypothesis_profile", None) is not None:
+        return
+    from hypothesis import settings
+
+    settings.load_profile("ci" if os.environ.get("CI", "").lower() == "true" else "dplens")
 
 
 def hypothesis_scale() -> int:
@@ -45,6 +104,10 @@ def hypothesis_scale() -> int:
 
 def pytest_configure(config):
     hypothesis_scale()  # a bad value stops the run before collection, in one line
+    for marker in MARKERS:
+        config.addinivalue_line("markers", marker)
+    _load_hypothesis_profile(config)
+    _pin_worker(config)
 
 
 def pytest_report_header(config):
@@ -54,7 +117,9 @@ def pytest_report_header(config):
     return None
 
 
+@pytest.hookimpl(trylast=True)  # after any plugin that reorders the collection (pytest-randomly, say)
 def pytest_collection_modifyitems(config, items):
+    _serial_tests_last(config, items)
     scale = hypothesis_scale()
     if scale == 1:
         return
@@ -95,6 +160,8 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if (reason := _missing_extra_under_ci(report)) is not None:
         _fail_instead(report, reason)
+    elif call.when == "call":
+        _check_budget(item, report)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -119,4 +186,253 @@ def _no_threaded_framework_left_loaded():
             f"this test left {', '.join(left)} loaded in the pytest process: later process pools would use "
             "forkserver and the suite would depend on test order; run that code in a child process",
             pytrace=False,
+        )
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Both cores: the worker count, each worker's CPUs, and the serial phase
+# ----------------------------------------------------------------------------------------------------------------------
+
+#: The suffix that marks a serial test's node id for the scheduler (workers collect, the controller only sees ids).
+SERIAL_SUFFIX = "@serial"
+#: Variables that size BLAS and OpenMP thread pools; a worker gets one thread each unless the caller set them.
+THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask), as dplens's own pools count them."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def default_worker_count() -> int:
+    """xdist workers when ``-n`` is not given: ``PYTEST_XDIST_AUTO_NUM_WORKERS`` if set, else one per CPU."""
+    raw = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").strip()
+    if raw:
+        try:
+            return max(0, int(raw))
+        except ValueError:
+            raise pytest.UsageError(f"PYTEST_XDIST_AUTO_NUM_WORKERS must be an integer; got {raw!r}") from None
+    return available_cpus()
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own pytest_cmdline_main turns numprocesses into workers
+def pytest_cmdline_main(config):
+    option = config.option
+    if not hasattr(option, "numprocesses") or hasattr(config, "workerinput"):
+        return  # xdist not loaded (-p no:xdist), or this is a worker
+    if option.numprocesses is None and not option.collectonly and not getattr(option, "usepdb", False):
+        workers = default_worker_count()
+        option.numprocesses = workers if workers > 1 else 0
+    if option.numprocesses not in (None, 0, "0"):
+        for name in THREAD_VARIABLES:  # inherited by the workers, which start after this hook
+            os.environ.setdefault(name, "1")
+
+
+_ALL_CPUS = pytest.StashKey[set]()
+
+
+def _pin_worker(config) -> None:
+    """Pin an xdist worker to its share of the CPUs (remembering them all for the serial phase)."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or not hasattr(os, "sched_setaffinity"):
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    count = int(workerinput.get("workercount", 1))
+    index = int(str(workerinput.get("workerid", "gw0")).removeprefix("gw") or 0)
+    share = cpus[index::count] if count <= len(cpus) else [cpus[index % len(cpus)]]
+    config.stash[_ALL_CPUS] = set(cpus)
+    os.sched_setaffinity(0, share)
+
+
+#: Fixtures whose tests cannot share the machine: they are marked ``serial`` at collection, with this reason.
+SERIAL_FIXTURES = {
+    "postgres_server": "a PostgreSQL server of its own (tests/ledger/conftest.py)",
+    "chromium": "headless Chromium (tests/reports/conftest.py)",
+}
+
+
+def is_serial(item) -> bool:
+    return item.get_closest_marker("serial") is not None
+
+
+def _mark_serial_fixtures(items) -> None:
+    for item in items:
+        for name in SERIAL_FIXTURES.keys() & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.serial(SERIAL_FIXTURES[name]))
+
+
+def _serial_tests_last(config, items) -> None:
+    """Serial tests after all others (a stable partition); under xdist their ids tell the scheduler which they are."""
+    _mark_serial_fixtures(items)
+    items[:] = [item for item in items if not is_serial(item)] + [item for item in items if is_serial(item)]
+    if getattr(config, "workerinput", {}).get(SERIAL_PHASE_INPUT):
+        for item in items:
+            if is_serial(item) and not item.nodeid.endswith(SERIAL_SUFFIX):
+                item._nodeid = item.nodeid + SERIAL_SUFFIX
+
+
+#: The key of xdist's worker input telling a worker that the controller runs a serial phase (--dist load).
+SERIAL_PHASE_INPUT = "dplens_serial_phase"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    node.workerinput[SERIAL_PHASE_INPUT] = node.config.getvalue("dist") == "load"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "load":
+        return None  # another --dist mode chosen by the caller: xdist's own scheduler, no serial phase
+    from xdist.scheduler import LoadScheduling
+
+    class SerialLastScheduling(LoadScheduling):
+        """xdist's load scheduling, then the serial tests one node at a time once every other test has finished.
+
+        The parallel tests are shared out as by ``LoadScheduling``; a node that runs out of them is shut down,
+        except the first, which keeps its last test (an xdist worker runs a test only once it knows the next, or
+        that there is none) until every other node has finished, then receives the serial tests and shuts down.
+        """
+
+        def __init__(self, config, log=None):
+            super().__init__(config, log)
+            self.serial: list[int] = []
+            self.serial_node = None
+
+        @property
+        def tests_finished(self) -> bool:
+            return not self.serial and super().tests_finished
+
+        @property
+        def has_pending(self) -> bool:
+            return bool(self.serial) or super().has_pending
+
+        def schedule(self) -> None:
+            if self.collection is None and self._check_nodes_have_same_collection():
+                collection = next(iter(self.node2collection.values()))
+                self.serial = [i for i, nodeid in enumerate(collection) if nodeid.endswith(SERIAL_SUFFIX)]
+                if len(self.serial) == len(collection):  # nothing to run in parallel: one node runs them all
+                    self.serial_node = next(iter(self.node2pending))
+                self.collection = collection
+                self.pending[:] = [i for i in range(len(collection)) if i not in set(self.serial)]
+                if self.maxschedchunk is None:
+                    self.maxschedchunk = len(collection)
+            for node in self.nodes:
+                self.check_schedule(node)
+
+        def check_schedule(self, node, duration: float = 0) -> None:
+            if node.shutting_down:
+                return
+            if self.pending:
+                # LoadScheduling sends a node a chunk at a time and shuts it down once nothing is pending.
+                super().check_schedule(node, duration=duration)
+                return
+            if not self.serial:
+                node.shutdown()
+                return
+            if self.serial_node is None:
+                self.serial_node = node
+            if node is not self.serial_node:
+                node.shutdown()
+            elif len(self.node2pending) == 1:  # every other node has finished: the serial phase
+                todo, self.serial = self.serial, []
+                self.node2pending[node].extend(todo)
+                node.send_runtest_some(todo)
+                node.shutdown()
+
+        def remove_node(self, node):
+            crashed = super().remove_node(node)
+            serial = set(self.serial)
+            if self.collection is not None:  # a crashed node's serial tests go back to the serial queue
+                back = [i for i in self.pending if self.collection[i].endswith(SERIAL_SUFFIX)]
+                self.pending[:] = [i for i in self.pending if i not in set(back)]
+                self.serial = sorted(serial | set(back))
+            if node is self.serial_node:
+                self.serial_node = None
+            for other in self.nodes:
+                self.check_schedule(other)
+            return crashed
+
+    return SerialLastScheduling(config, log)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# A CPU budget per test
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def _limit(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        raise pytest.UsageError(f"{name} must be a number of seconds; got {raw!r}") from None
+    return value if value > 0 else float("inf")
+
+
+CPU_LIMIT = _limit("DPLENS_TEST_CPU_LIMIT", 20.0)
+WALL_LIMIT = _limit("DPLENS_TEST_WALL_LIMIT", 60.0)
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process and of its children that have been waited for."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@dataclass(frozen=True)
+class _Clock:
+    cpu: float
+    wall: float
+
+    def elapsed(self) -> tuple[float, float]:
+        return cpu_seconds() - self.cpu, time.perf_counter() - self.wall
+
+
+_CLOCK = pytest.StashKey[_Clock]()
+_PINNED = pytest.StashKey[set]()
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_setup(item):
+    all_cpus = item.config.stash.get(_ALL_CPUS, None)
+    if all_cpus is not None and is_serial(item):  # the serial phase runs alone: the whole machine is the test's
+        item.stash[_PINNED] = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, all_cpus)
+    item.stash[_CLOCK] = _Clock(cpu=cpu_seconds(), wall=time.perf_counter())
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_runtest_teardown(item):
+    yield
+    pinned = item.stash.get(_PINNED, None)
+    if pinned is not None:
+        os.sched_setaffinity(0, pinned)
+
+
+def _exempt(item) -> bool:
+    return item.get_closest_marker("slow") is not None or item.get_closest_marker("accepted_long") is not None
+
+
+def _check_budget(item, report) -> None:
+    clock = item.stash.get(_CLOCK, None)
+    if clock is None:
+        return
+    cpu, wall = clock.elapsed()
+    report.user_properties += [("cpu_seconds", round(cpu, 3)), ("wall_seconds", round(wall, 3))]
+    if (path := os.environ.get("DPLENS_TEST_TIMES")) and report.when == "call":
+        line = json.dumps({"test": item.nodeid.removesuffix(SERIAL_SUFFIX), "cpu": cpu, "wall": wall})
+        with open(path, "a", encoding="utf-8") as times:
+            times.write(line + "\n")
+    if report.passed and report.when == "call" and not _exempt(item) and (cpu > CPU_LIMIT or wall > WALL_LIMIT):
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} took {cpu:.1f} s of CPU time and {wall:.1f} s of wall-clock time, over the default "
+            f"suite's budget of {CPU_LIMIT:g} s CPU / {WALL_LIMIT:g} s wall per test: make it faster, move it to "
+            "`slow` (keeping a smaller default test of its property), or mark it "
+            "@pytest.mark.accepted_long(reason) (root conftest.py)"
         )

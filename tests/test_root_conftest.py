@@ -3,11 +3,14 @@ skipped for a missing extra fails, and a test that leaves a threaded framework l
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -155,3 +158,162 @@ def test_a_test_that_leaves_a_threaded_framework_loaded_is_an_error(tmp_path):
     assert run.returncode == 1
     assert "2 passed, 1 error" in run.stdout  # only the test that loaded it; the next one already found it loaded
     assert "this test left tensorflow loaded in the pytest process" in run.stdout
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Both cores, the serial phase and the CPU budget
+# ----------------------------------------------------------------------------------------------------------------------
+
+PHASES = """
+import json, os, time
+import pytest
+
+
+def _log(name):
+    start = time.monotonic()
+    time.sleep(0.4)
+    record = dict(name=name, start=start, end=time.monotonic(), cpus=sorted(os.sched_getaffinity(0)),
+                  worker=os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                  workers=os.environ.get("PYTEST_XDIST_WORKER_COUNT"), blas=os.environ.get("OPENBLAS_NUM_THREADS"))
+    with open("phases.log", "a") as log:
+        log.write(json.dumps(record) + "\\n")
+
+
+@pytest.mark.serial("a test of the serial phase")
+@pytest.mark.parametrize("n", range(2))
+def test_serial(n):
+    _log(f"serial{n}")
+
+
+@pytest.mark.parametrize("n", range(6))
+def test_parallel(n):
+    _log(f"parallel{n}")
+"""
+
+
+def _phases(tmp_path: Path, *flags: str):
+    (tmp_path / "phases.log").unlink(missing_ok=True)
+    run = _run(tmp_path, None, tests=PHASES, flags=("-q", *flags))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "8 passed" in run.stdout, run.stdout
+    records = [json.loads(line) for line in (tmp_path / "phases.log").read_text().splitlines()]
+    assert sorted(r["name"] for r in records) == sorted(
+        [f"serial{n}" for n in range(2)] + [f"parallel{n}" for n in range(6)]
+    )
+    serial = sorted((r for r in records if r["name"].startswith("serial")), key=lambda r: r["start"])
+    parallel = [r for r in records if r["name"].startswith("parallel")]
+    return serial, parallel
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="CPU affinity is Linux's")
+def test_serial_tests_run_after_the_others_and_alone_on_the_whole_machine(tmp_path):
+    pytest.importorskip("xdist", reason="needs the [test] extra: pip install '.[test]' (pytest-xdist)")
+    serial, parallel = _phases(tmp_path, "-n", "2")
+    assert {r["worker"] for r in parallel} == {"gw0", "gw1"}  # both workers ran the parallel phase
+    assert min(r["start"] for r in serial) >= max(r["end"] for r in parallel)  # the serial phase came after it ...
+    assert serial[1]["start"] >= serial[0]["end"]  # ... one test at a time
+    machine = sorted(os.sched_getaffinity(0))
+    assert all(r["cpus"] == machine for r in serial)  # with every CPU this run may use
+    if len(machine) >= 2:  # while each worker of the parallel phase kept to its share
+        assert all(len(r["cpus"]) == len(machine) // 2 for r in parallel)
+        assert {tuple(r["cpus"]) for r in parallel if r["worker"] == "gw0"}.isdisjoint(
+            {tuple(r["cpus"]) for r in parallel if r["worker"] == "gw1"}
+        )
+    assert {r["blas"] for r in parallel} == {"1"}
+
+
+def test_without_xdist_the_serial_tests_still_run_last(tmp_path):
+    serial, parallel = _phases(tmp_path, "-p", "no:xdist")
+    assert {r["worker"] for r in serial + parallel} == {"main"}
+    assert min(r["start"] for r in serial) >= max(r["end"] for r in parallel)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="CPU affinity is Linux's")
+def test_the_default_worker_count_is_the_cpus_this_run_may_use(tmp_path):
+    pytest.importorskip("xdist", reason="needs the [test] extra: pip install '.[test]' (pytest-xdist)")
+    cpus = len(os.sched_getaffinity(0))
+    for env_count, expected in ((None, cpus), ("3", 3), ("1", None)):
+        (tmp_path / "phases.log").unlink(missing_ok=True)
+        os.environ.pop("PYTEST_XDIST_AUTO_NUM_WORKERS", None)
+        if env_count is not None:
+            os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"] = env_count
+        try:
+            run = _run(tmp_path, None, tests=PHASES)
+        finally:
+            os.environ.pop("PYTEST_XDIST_AUTO_NUM_WORKERS", None)
+        assert run.returncode == 0, run.stdout + run.stderr
+        records = [json.loads(line) for line in (tmp_path / "phases.log").read_text().splitlines()]
+        shown = {r["workers"] for r in records}
+        assert shown == ({str(expected)} if expected and expected > 1 else {None}), (env_count, shown)
+
+
+BUDGET = """
+import time
+import pytest
+
+
+def _burn(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_over_budget():
+    _burn(1.2)
+
+
+@pytest.mark.accepted_long("a test of the marker")
+def test_accepted():
+    _burn(1.2)
+
+
+@pytest.mark.slow
+def test_slow():
+    _burn(1.2)
+
+
+def test_within_budget():
+    _burn(0.05)
+"""
+
+
+def test_a_default_test_over_the_cpu_budget_fails_with_its_name(tmp_path):
+    os.environ["DPLENS_TEST_CPU_LIMIT"] = "0.8"
+    try:
+        run = _run(tmp_path, None, tests=BUDGET, flags=("-q", "-p", "no:xdist", "-rf"))
+    finally:
+        del os.environ["DPLENS_TEST_CPU_LIMIT"]
+    out = run.stdout
+    assert run.returncode == 1 and "1 failed, 3 passed" in out, out
+    assert "test_properties.py::test_over_budget took 1." in out and "0.8 s CPU / 60 s wall per test" in out, out
+
+
+def test_every_tests_times_are_written_when_asked(tmp_path):
+    times = tmp_path / "times.jsonl"
+    os.environ["DPLENS_TEST_TIMES"] = str(times)
+    try:
+        run = _run(tmp_path, None, tests=BUDGET, flags=("-q", "-p", "no:xdist"))
+    finally:
+        del os.environ["DPLENS_TEST_TIMES"]
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = {row["test"]: row for row in map(json.loads, times.read_text().splitlines())}
+    assert set(rows) == {
+        f"test_properties.py::test_{name}" for name in ("over_budget", "accepted", "slow", "within_budget")
+    }
+    assert 1.1 < rows["test_properties.py::test_over_budget"]["cpu"] < 5
+    assert rows["test_properties.py::test_within_budget"]["cpu"] < 1
+
+
+PROFILE = """
+from hypothesis import settings
+
+
+def test_profile():
+    print("PROFILE", settings.get_current_profile_name(), settings.default.deadline, settings.default.derandomize)
+"""
+
+
+def test_hypothesis_runs_without_a_deadline_and_derandomized_under_ci(tmp_path):
+    for ci, expected in ((None, "PROFILE dplens None False"), ("true", "PROFILE ci None True")):
+        run = _run(tmp_path, None, tests=PROFILE, ci=ci, flags=("-q", "-s", "-p", "no:xdist"))
+        assert run.returncode == 0 and expected in run.stdout, (ci, run.stdout + run.stderr)

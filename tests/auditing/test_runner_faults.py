@@ -27,7 +27,10 @@ from dplens.auditing import games, runner
 from dplens.cli import main
 from dplens.mechanisms.additive import GaussianMechanism, LaplaceMechanism
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and process groups")
+pytestmark = [
+    pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and process groups"),
+    pytest.mark.serial("signals, kill -9 and wall-clock limits on process pools of their own"),
+]
 
 SLOW_CLI = """
 import os, sys, time

@@ -103,7 +103,7 @@ def postgres_server():
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.serial("a PostgreSQL server"))])
 def location(request, tmp_path):
     """A fresh ledger location on each backend."""
     if request.param == "sqlite":

@@ -4,10 +4,13 @@ Every charger process charges identical Gaussian releases against one planned bu
 them. Afterwards the ledger must open, pass its integrity check, and: the spent ε recomputed from the stored
 releases (by an independent ``Accountant`` of every stored release) never exceeds the budget; every charge that
 reported success is stored exactly once; no refused charge is stored; and — the budget is full — exactly as many
-releases are stored as fit (no capacity lost to a crash or a race). The default suite runs it on both backends at
-the issue's size — 8 processes × 250 charges, a budget for about 1000 of them, two chargers killed with
-SIGKILL at random moments (about 30 s per backend on a 2-core machine) — and a smaller run without kills in which
-every one of the 4 × 30 attempted charges must report its outcome.
+releases are stored as fit (no capacity lost to a crash or a race). The default suite runs it on both backends with
+6 processes × 100 charges, a budget for about 300 of them and two chargers killed with SIGKILL at random moments
+(each victim after 1 to 25 of its own outcomes, so mid-run, with 2 × 6 concurrent writers racing for the last
+places), and a run without kills in which every one of the 4 × 30 attempted charges must report its outcome; the
+``slow`` suite runs the kills at the size of the ledger's issue, 8 processes × 250 charges for about 1000 places
+(about 30 s per backend on a 2-core machine). Every test here runs in the serial phase (root conftest.py): the
+chargers race each other, not the rest of the suite.
 """
 
 from __future__ import annotations
@@ -21,9 +24,13 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 import dplens
 from dplens.accountant import conversions
 from dplens.ledger import Ledger
+
+pytestmark = pytest.mark.serial("concurrent charger processes killed with SIGKILL")
 
 CHARGER = Path(__file__).with_name("charger.py")
 EPSILON, DELTA = 1.0, 1e-6
@@ -139,6 +146,13 @@ def test_concurrent_chargers_never_overspend_sqlite(tmp_path):
 
 
 def test_kill_9_of_chargers_loses_nothing_sqlite(tmp_path):
+    outcome = run_stress(str(tmp_path / "ledger.db"), workers=6, per_worker=100, admitted=300, kills=2, seed=2)
+    _check(outcome, full=True)
+    assert len(outcome["killed"]) == 2
+
+
+@pytest.mark.slow
+def test_kill_9_of_chargers_loses_nothing_sqlite_at_full_size(tmp_path):
     outcome = run_stress(str(tmp_path / "ledger.db"), workers=8, per_worker=250, admitted=1000, kills=2, seed=2)
     _check(outcome, full=True)
     assert len(outcome["killed"]) == 2
@@ -152,6 +166,14 @@ def test_concurrent_chargers_never_overspend_postgresql(postgres_server):
 
 
 def test_kill_9_of_chargers_loses_nothing_postgresql(postgres_server):
+    outcome = run_stress(postgres_server(), workers=6, per_worker=100, admitted=300, kills=2, seed=4)
+    _check(outcome, full=True)
+    assert outcome["verified"].integrity.startswith("ok (amcheck: ")
+    assert len(outcome["killed"]) == 2
+
+
+@pytest.mark.slow
+def test_kill_9_of_chargers_loses_nothing_postgresql_at_full_size(postgres_server):
     outcome = run_stress(postgres_server(), workers=8, per_worker=250, admitted=1000, kills=2, seed=4)
     _check(outcome, full=True)
     assert outcome["verified"].integrity.startswith("ok (amcheck: ")
