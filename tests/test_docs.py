@@ -27,6 +27,10 @@ sys.path.insert(0, str(ROOT / "docs" / "scripts"))
 import docs_sources  # noqa: E402
 from griffe_dplens import rewrite  # noqa: E402
 
+#: The tests that need the built site: the build (about 40 s of CPU, tutorials executed) is charged to the first test
+#: that needs it, and a worker waiting for another's build counts the wait (root conftest.py's budget per test).
+SITE_BUILD = pytest.mark.accepted_long("the strict docs build with the tutorials executed, shared by these tests")
+
 DOCS_TOOLS = ("mkdocs", "material", "mkdocstrings_handlers.python", "mkdocs_jupyter", "mkdocs_gen_files", "griffe")
 
 
@@ -41,9 +45,32 @@ def _require_docs_tools() -> None:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    """The site built once, strictly, with the tutorials executed: (site directory, build log, seconds)."""
+    """The site built once per run, strictly, with the tutorials executed: (site directory, build log, seconds).
+
+    Under pytest-xdist the build is shared by the workers of the run (a directory beside their temporary
+    directories, named by the run's id, built under a lock by the first worker to need it), so that the Chromium
+    tests of the serial phase (root conftest.py) open the same build as the parallel tests, not a second one.
+    """
     _require_docs_tools()
-    out = tmp_path_factory.mktemp("site")
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run_id is None:
+        return _build_site(tmp_path_factory.mktemp("site"))
+    import fcntl
+    import json
+
+    shared = tmp_path_factory.getbasetemp().parent / f"dplens-site-{run_id}"
+    shared.mkdir(exist_ok=True)
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = shared / "build.json"
+        if not done.exists():
+            _, log, elapsed = _build_site(shared / "site")
+            done.write_text(json.dumps({"log": log, "elapsed": elapsed}), encoding="utf-8")
+        built = json.loads(done.read_text(encoding="utf-8"))
+    return shared / "site", built["log"], built["elapsed"]
+
+
+def _build_site(out: Path) -> tuple[Path, str, float]:
     env = {**os.environ, "DPLENS_DOCS_EXECUTE": "true", "NO_MKDOCS_2_WARNING": "1", "DISABLE_MKDOCS_2_WARNING": "true"}
     start = time.monotonic()
     proc = subprocess.run(
@@ -75,6 +102,7 @@ def site(tmp_path_factory):
 # ---------------------------------------------------------------------------------------------------------------
 
 
+@SITE_BUILD
 def test_the_site_builds_strictly_with_no_warning(site):
     out, log, elapsed = site
     warnings = [line for line in log.splitlines() if re.match(r"^\s*(WARNING|ERROR)\b", line)]
@@ -83,6 +111,7 @@ def test_the_site_builds_strictly_with_no_warning(site):
     print(f"site built in {elapsed:.1f} s")
 
 
+@SITE_BUILD
 def test_the_site_opens_offline(site):
     """Plain .html links (no server needed) and no page loads anything from the network."""
     out, _, _ = site
@@ -94,6 +123,7 @@ def test_the_site_opens_offline(site):
         assert remote == [], f"{page.relative_to(out)} loads {remote[:3]}"
 
 
+@SITE_BUILD
 def test_the_tutorials_executed_with_their_figures(site):
     out, _, _ = site
     pages = sorted((out / "tutorials").glob("0*/index.html")) or sorted((out / "tutorials").glob("0*.html"))
@@ -105,6 +135,7 @@ def test_the_tutorials_executed_with_their_figures(site):
         assert not re.search(r'<div[^>]*data-mime-type="application/vnd.jupyter.stderr"', text), f"{page.name}: stderr"
 
 
+@SITE_BUILD
 def test_benchmark_tables_are_included_from_results_md(site):
     """benchmarks/RESULTS.md is included at build time, never hand-copied into docs/."""
     out, _, _ = site
@@ -139,6 +170,7 @@ def _object_html(out: Path, dotted: str) -> str | None:
     return None
 
 
+@SITE_BUILD
 def test_every_public_name_has_a_reference_entry_with_its_example(site):
     out, _, _ = site
     homes = docs_sources.export_homes()
@@ -155,6 +187,7 @@ def test_every_public_name_has_a_reference_entry_with_its_example(site):
     assert len(homes) == len(dplens.__all__)
 
 
+@SITE_BUILD
 def test_every_public_module_has_a_reference_page(site):
     out, _, _ = site
     api = out / "reference" / "api"
@@ -241,6 +274,7 @@ def test_roles_follow_the_lazy_export_tables():
 _SPHINX_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|data|mod|exc|obj|const):`?")
 
 
+@SITE_BUILD
 def test_api_pages_show_no_sphinx_role_and_link_what_roles_named(site):
     out, _, _ = site
     pages = sorted((out / "reference" / "api").rglob("*.html"))
@@ -303,6 +337,7 @@ def test_a_broken_docstring_reference_fails_the_strict_build(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 
 
+@SITE_BUILD
 def test_cli_reference_lists_every_subcommand_and_option(site):
     out, _, _ = site
     page = _text((out / "reference" / "cli.html").read_text(encoding="utf-8"))
@@ -382,6 +417,8 @@ def _pixels(png: bytes):
     return matplotlib.image.imread(io.BytesIO(png), format="png")
 
 
+@SITE_BUILD
+@pytest.mark.serial("headless Chromium")
 def test_start_page_and_an_api_page_in_chromium(site):
     render_page = _browser_helpers().render_page
     out, _, _ = site
@@ -409,6 +446,8 @@ def test_start_page_and_an_api_page_in_chromium(site):
     (Path(os.environ.get("DPLENS_SCREENSHOTS", out)) / "start-page.png").write_bytes(start.screenshot)
 
 
+@SITE_BUILD
+@pytest.mark.serial("headless Chromium")
 def test_search_works_on_the_site_opened_from_disk(site):
     """Type a query into the search box of the site opened from file:// in headless Chromium: results appear, they
     link to pages of the site, a query matching nothing says so, and nothing is requested from the network."""
@@ -461,6 +500,7 @@ def test_search_works_on_the_site_opened_from_disk(site):
         browser.close()
 
 
+@pytest.mark.serial("headless Chromium")
 def test_a_report_section_screenshot_in_chromium(tmp_path):
     """The accounting section of a rendered report, captured alone: its box is on screen and drawn."""
     import base64

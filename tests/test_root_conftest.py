@@ -44,16 +44,34 @@ def test_parametrized(side, n):
 """
 
 
-def _run(tmp_path: Path, scale: str | None, *, tests: str = PROPERTIES, ci: str | None = None, flags=("-q",)):
+def _run(
+    tmp_path: Path,
+    scale: str | None,
+    *,
+    tests: str = PROPERTIES,
+    ci: str | None = None,
+    flags=("-q",),
+    xdist=False,
+    extra_env: dict[str, str] | None = None,
+):
     shutil.copy(ROOT / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "test_properties.py").write_text(tests, encoding="utf-8")
     for log in tmp_path.glob("*.log"):
         log.unlink()
-    env = {k: v for k, v in os.environ.items() if k not in ("DPLENS_HYPOTHESIS_SCALE", "CI")}
+    # The inner run is hermetic: none of the outer run's xdist worker variables, suite settings or thread counts.
+    inherited = ("DPLENS_HYPOTHESIS_SCALE", "CI", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in inherited and not k.startswith(("PYTEST_XDIST_", "DPLENS_TEST_", "PYTEST_ADDOPTS"))
+    }
     if scale is not None:
         env["DPLENS_HYPOTHESIS_SCALE"] = scale
     if ci is not None:
         env["CI"] = ci
+    env.update(extra_env or {})
+    if not xdist:  # one process unless the test is about the workers (the conftest would start them)
+        flags = (*flags, "-p", "no:xdist")
     argv = [sys.executable, "-m", "pytest", *flags, "-p", "no:cacheprovider", "-c", os.devnull]
     return subprocess.run(
         [*argv, "--rootdir", str(tmp_path)],
@@ -193,7 +211,7 @@ def test_parallel(n):
 
 def _phases(tmp_path: Path, *flags: str):
     (tmp_path / "phases.log").unlink(missing_ok=True)
-    run = _run(tmp_path, None, tests=PHASES, flags=("-q", *flags))
+    run = _run(tmp_path, None, tests=PHASES, flags=("-q", *flags), xdist="-n" in flags)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "8 passed" in run.stdout, run.stdout
     records = [json.loads(line) for line in (tmp_path / "phases.log").read_text().splitlines()]
@@ -223,7 +241,7 @@ def test_serial_tests_run_after_the_others_and_alone_on_the_whole_machine(tmp_pa
 
 
 def test_without_xdist_the_serial_tests_still_run_last(tmp_path):
-    serial, parallel = _phases(tmp_path, "-p", "no:xdist")
+    serial, parallel = _phases(tmp_path)
     assert {r["worker"] for r in serial + parallel} == {"main"}
     assert min(r["start"] for r in serial) >= max(r["end"] for r in parallel)
 
@@ -234,13 +252,8 @@ def test_the_default_worker_count_is_the_cpus_this_run_may_use(tmp_path):
     cpus = len(os.sched_getaffinity(0))
     for env_count, expected in ((None, cpus), ("3", 3), ("1", None)):
         (tmp_path / "phases.log").unlink(missing_ok=True)
-        os.environ.pop("PYTEST_XDIST_AUTO_NUM_WORKERS", None)
-        if env_count is not None:
-            os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"] = env_count
-        try:
-            run = _run(tmp_path, None, tests=PHASES)
-        finally:
-            os.environ.pop("PYTEST_XDIST_AUTO_NUM_WORKERS", None)
+        extra = {} if env_count is None else {"PYTEST_XDIST_AUTO_NUM_WORKERS": env_count}
+        run = _run(tmp_path, None, tests=PHASES, xdist=True, extra_env=extra)
         assert run.returncode == 0, run.stdout + run.stderr
         records = [json.loads(line) for line in (tmp_path / "phases.log").read_text().splitlines()]
         shown = {r["workers"] for r in records}
@@ -278,11 +291,7 @@ def test_within_budget():
 
 
 def test_a_default_test_over_the_cpu_budget_fails_with_its_name(tmp_path):
-    os.environ["DPLENS_TEST_CPU_LIMIT"] = "0.8"
-    try:
-        run = _run(tmp_path, None, tests=BUDGET, flags=("-q", "-p", "no:xdist", "-rf"))
-    finally:
-        del os.environ["DPLENS_TEST_CPU_LIMIT"]
+    run = _run(tmp_path, None, tests=BUDGET, flags=("-q", "-rf"), extra_env={"DPLENS_TEST_CPU_LIMIT": "0.8"})
     out = run.stdout
     assert run.returncode == 1 and "1 failed, 3 passed" in out, out
     assert "test_properties.py::test_over_budget took 1." in out and "0.8 s CPU / 60 s wall per test" in out, out
@@ -290,11 +299,7 @@ def test_a_default_test_over_the_cpu_budget_fails_with_its_name(tmp_path):
 
 def test_every_tests_times_are_written_when_asked(tmp_path):
     times = tmp_path / "times.jsonl"
-    os.environ["DPLENS_TEST_TIMES"] = str(times)
-    try:
-        run = _run(tmp_path, None, tests=BUDGET, flags=("-q", "-p", "no:xdist"))
-    finally:
-        del os.environ["DPLENS_TEST_TIMES"]
+    run = _run(tmp_path, None, tests=BUDGET, extra_env={"DPLENS_TEST_TIMES": str(times)})
     assert run.returncode == 0, run.stdout + run.stderr
     rows = {row["test"]: row for row in map(json.loads, times.read_text().splitlines())}
     assert set(rows) == {
@@ -315,5 +320,5 @@ def test_profile():
 
 def test_hypothesis_runs_without_a_deadline_and_derandomized_under_ci(tmp_path):
     for ci, expected in ((None, "PROFILE dplens None False"), ("true", "PROFILE ci None True")):
-        run = _run(tmp_path, None, tests=PROFILE, ci=ci, flags=("-q", "-s", "-p", "no:xdist"))
+        run = _run(tmp_path, None, tests=PROFILE, ci=ci, flags=("-q", "-s"))
         assert run.returncode == 0 and expected in run.stdout, (ci, run.stdout + run.stderr)

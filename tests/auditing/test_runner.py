@@ -259,6 +259,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.serial("kills its audit process with SIGKILL at a moment chosen by wall-clock time")
 def test_sigkill_and_resume(tmp_path):
     script = tmp_path / "killable.py"
     script.write_text(textwrap.dedent(KILLABLE))
@@ -702,6 +703,7 @@ def test_dask_resume_and_errors(scheduler, tmp_path):
         runner.run_chunks(RaiseOn(3), PLAN, seed=0, scheduler=scheduler)
 
 
+@pytest.mark.serial("a wall-clock limit on a refused connection")
 @pytest.mark.parametrize("address", ["bogus-address", "tcp://127.0.0.1", 42])
 def test_malformed_scheduler_is_a_value_error(address):
     pytest.importorskip("distributed")
@@ -711,6 +713,7 @@ def test_malformed_scheduler_is_a_value_error(address):
     assert time.monotonic() - start < 5
 
 
+@pytest.mark.serial("a wall-clock limit on a connection timeout")
 def test_unreachable_scheduler_fails_fast(monkeypatch):
     pytest.importorskip("distributed")
     assert runner.DASK_CONNECT_TIMEOUT <= 10  # what the CLI waits at most on a dead address

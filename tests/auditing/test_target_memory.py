@@ -74,10 +74,10 @@ def test_when_nothing_fits_the_audit_says_so_in_one_line_before_its_pilot():
         drawn.append(size)
         return rng.normal(0.0, 1.0, size=(size, 200_000)).astype(np.float32)
 
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: a neighbour on the machine does not count against it
     with pytest.raises(MemoryBudgetError) as caught:
         tg.audit_target(wide, (1, 0), claim_epsilon=1.0, trials=2_000, seed=0, memory_budget="16M")
-    assert time.perf_counter() - start < 10
+    assert time.process_time() - start < 10
     message = str(caught.value)
     assert "\n" not in message and "200000 coordinates" in message and "2000 trials per side" in message
     assert "16 MiB (given)" in message and "--memory-budget" in message and "--score" in message
@@ -121,11 +121,12 @@ print(json.dumps({"before": before * 1024, "after": after * 1024}))
 @pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss in KiB is Linux's")
 def test_peak_memory_of_a_wide_audit_stays_within_its_budget():
     out = subprocess.run(
-        [sys.executable, "-c", _PEAK, "50000", "2000", "256M"], capture_output=True, text=True, timeout=600, check=True
+        [sys.executable, "-c", _PEAK, "20000", "2000", "128M"], capture_output=True, text=True, timeout=600, check=True
     )
     peak = json.loads(out.stdout.strip().splitlines()[-1])
-    # the raw outputs of the audit are 2 · 6 000 · 50 000 · 4 bytes = 2.4 GB; the audit adds at most its budget
-    assert peak["after"] - peak["before"] <= 256 * 2**20
+    # the raw outputs of the audit are 2 · 6 000 · 20 000 · 4 bytes = 0.96 GB, 7.5 times the budget (measured: the
+    # audit adds about 28 MB); the audit adds at most its budget
+    assert peak["after"] - peak["before"] <= 128 * 2**20
 
 
 def test_the_cli_takes_a_memory_budget_and_refuses_a_bad_one(tmp_path, monkeypatch, capsys):

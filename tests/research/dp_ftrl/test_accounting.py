@@ -157,9 +157,9 @@ def test_chunked_sum_equals_single_cumsum_beyond_one_chunk():
 
 def test_gamma_is_fast_for_a_million_steps():
     mx._nu_gamma_cached.cache_clear()
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: a neighbour on the machine does not count against it
     value = mx.nu_ftrl_gamma(0.0, 10**6)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert value == pytest.approx(2.3374963886, rel=1e-9)  # cross-checked above against the ν = 0 asymptotics
     assert elapsed < 5.0  # ~0.1 s measured; generous for a shared machine
 
