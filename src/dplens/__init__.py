@@ -38,6 +38,10 @@ _EXPORTS: dict[str, str] = {
     "dp_sgd_epsilon": "dplens.accountant.dp_sgd:dp_sgd_epsilon",
     "dp_sgd_noise_multiplier": "dplens.accountant.dp_sgd:dp_sgd_noise_multiplier",
     "DpSgdPrivacy": "dplens.accountant.dp_sgd:DpSgdPrivacy",
+    "UserLevelRun": "dplens.accountant.user_level:UserLevelRun",
+    "user_level_epsilon": "dplens.accountant.user_level:user_level_epsilon",
+    "user_level_noise_multiplier": "dplens.accountant.user_level:user_level_noise_multiplier",
+    "user_epsilons": "dplens.accountant.user_level:user_epsilons",
     # events
     "Event": "dplens.accountant.events:Event",
     "NeighboringRelation": "dplens.accountant.events:NeighboringRelation",
@@ -150,6 +154,7 @@ __all__ = [
     "Tcdp",
     "TradeOff",
     "TruncatedSubsampledGaussian",
+    "UserLevelRun",
     "Verdict",
     "Zcdp",
     "ZcdpMechanism",
@@ -171,6 +176,9 @@ __all__ = [
     "parse_spec",
     "sweep",
     "to_dp_accounting",
+    "user_epsilons",
+    "user_level_epsilon",
+    "user_level_noise_multiplier",
 ]
 
 
@@ -228,6 +236,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         SelectionNoise,
     )
     from dplens.accountant.sweep import SweepResult
+    from dplens.accountant.user_level import (
+        UserLevelRun,
+        user_epsilons,
+        user_level_epsilon,
+        user_level_noise_multiplier,
+    )
     from dplens.accountant.with_replacement import SampledWithReplacement
     from dplens.auditing.games import AuditResult, Verdict
     from dplens.auditing.score_auditor import ScoreAuditor
