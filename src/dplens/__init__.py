@@ -42,6 +42,8 @@ _EXPORTS: dict[str, str] = {
     "user_level_epsilon": "dplens.accountant.user_level:user_level_epsilon",
     "user_level_noise_multiplier": "dplens.accountant.user_level:user_level_noise_multiplier",
     "user_epsilons": "dplens.accountant.user_level:user_epsilons",
+    "AdaptiveClipping": "dplens.accountant.adaptive_clipping:AdaptiveClipping",
+    "tuning_epsilon": "dplens.accountant.tuning:tuning_epsilon",
     # events
     "Event": "dplens.accountant.events:Event",
     "NeighboringRelation": "dplens.accountant.events:NeighboringRelation",
@@ -105,6 +107,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "Accountant",
+    "AdaptiveClipping",
     "ApproxDp",
     "AttackRisk",
     "AuditMode",
@@ -176,6 +179,7 @@ __all__ = [
     "parse_spec",
     "sweep",
     "to_dp_accounting",
+    "tuning_epsilon",
     "user_epsilons",
     "user_level_epsilon",
     "user_level_noise_multiplier",
@@ -198,6 +202,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from dplens._api import AuditMode, attack_risk, audit, calibrate, generate_report, sweep
+    from dplens.accountant.adaptive_clipping import AdaptiveClipping
     from dplens.accountant.approx_dp import ApproxDp
     from dplens.accountant.calibrate import CalibrationResult, RiskCalibrationResult, RiskTarget
     from dplens.accountant.compose import Accountant, EpsilonResult, Method
@@ -236,6 +241,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         SelectionNoise,
     )
     from dplens.accountant.sweep import SweepResult
+    from dplens.accountant.tuning import tuning_epsilon
     from dplens.accountant.user_level import (
         UserLevelRun,
         user_epsilons,
