@@ -106,13 +106,17 @@ def binomial_tail_bound(trials: int, p: float, k: int) -> float:
     return min(1.0, math.exp(-trials * _binary_kl(a, p)) * (1.0 + 1e-9))
 
 
+def _binomial_pmf(trials: int, p: float, k: int) -> float:
+    """C(n, k)·p^k·(1 − p)^(n − k) in log space (no scipy.stats: its import costs a second)."""
+    log_comb = math.lgamma(trials + 1) - math.lgamma(k + 1) - math.lgamma(trials - k + 1)
+    return math.exp(log_comb + k * math.log(p) + (trials - k) * math.log1p(-p))
+
+
 @functools.lru_cache(maxsize=512)
 def els_step(noise_multiplier: float, max_examples: int, sampling_rate: float, tail: float) -> tuple[ev.Event, float]:
     """One step of a user with ``max_examples`` K examples under Poisson sampling at q: the mixture N(0, σ²) vs
     Σₖ Binomial(K, q)(k)·N(k, σ²) over k ≤ k_max (normalised), and η ≥ P(Binomial(K, q) > k_max) ≤ ``tail``
     (0 when nothing is truncated). K = 1 is the Poisson-subsampled Gaussian itself."""
-    from scipy.stats import binom
-
     sigma, big_k, q = float(noise_multiplier), int(max_examples), float(sampling_rate)
     if big_k == 1 or q == 1.0:
         shift = float(big_k) if q == 1.0 else 1.0
@@ -129,9 +133,8 @@ def els_step(noise_multiplier: float, max_examples: int, sampling_rate: float, t
             k_max, eta = k, bound
             break
         k = k + 1 if k < 64 else int(k * 1.05) + 1
-    ks = list(range(k_max + 1))
-    pmf = [float(x) for x in binom.pmf(ks, big_k, q)]
-    keep = [(float(i), w) for i, w in zip(ks, pmf, strict=True) if w > 0]
+    pmf = [_binomial_pmf(big_k, q, i) for i in range(k_max + 1)]
+    keep = [(float(i), w) for i, w in enumerate(pmf) if w > 0]
     total = math.fsum(w for _, w in keep)
     step = ev.MixtureOfGaussians(
         standard_deviation=sigma,
