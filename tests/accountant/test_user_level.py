@@ -276,3 +276,10 @@ def test_heterogeneous_users_give_worst_case_and_distribution():
     assert out.quantile(0.5) == out.rows[0][2] < out.quantile(1.0) == single.epsilon
     with pytest.raises(ValueError, match="histogram"):
         user_epsilons({}, batch_size=10, epochs=1, noise_multiplier=1.0, delta=1e-5)
+
+
+def test_zero_out_of_a_users_examples_is_the_add_remove_pair_under_poisson():
+    common = dict(dataset_size=200_000, batch_size=1000, epochs=25, noise_multiplier=1.5, delta=1e-6)
+    zero = user_level_epsilon(**common, max_examples_per_user=2, neighboring="zero_out", method="pld")
+    add = user_level_epsilon(**common, max_examples_per_user=2, method="pld")
+    assert zero.epsilon == add.epsilon and zero.neighboring == "zero_out" and "same dominating pair" in zero.details

@@ -435,9 +435,15 @@ def user_level_epsilon(
     )
     unit = dict(max_examples_per_user=max_examples_per_user, user_sampling=user_sampling, users=users)
     run = _user_run(noise_multiplier, shape, unit)
+    record = run.record_run()
+    details = _details(run)
+    if run.sampler is Sampler.POISSON and not user_sampling and record.neighboring is not ev.ADD_REMOVE:
+        # Zeroing the user's examples out adds nothing to a batch: the same pair as removing them, accounted so (the
+        # PLD engine models the mixture under add/remove).
+        run = _user_run(noise_multiplier, dict(shape, neighboring=ev.ADD_REMOVE), unit)
+        details += "; zero-out has the same dominating pair as add/remove"
     result = Accountant().compose(run).epsilon_result(delta, method=as_method(method))
     lower, kind = _lower_of(run, result.delta, result)
-    record = run.record_run()
     return DpSgdPrivacy(
         epsilon=result.epsilon,
         delta=result.delta,
@@ -448,7 +454,7 @@ def user_level_epsilon(
         steps=run.steps,
         sampling_rate=run.sampling_rate,
         method=result.method.value,
-        details=f"{_details(run)}; {result.details}",
+        details=f"{details}; {result.details}",
         neighboring=record.neighboring.value,
         sampling=run.sampling,
         epsilon_lower=lower,
@@ -522,8 +528,11 @@ def user_level_noise_multiplier(
         found = dp_sgd_noise_multiplier(**by_users, target_epsilon=target_epsilon, delta=delta, method=method)
         value, calibrated = found.noise_multiplier, found.epsilon
     else:
+        solved = shape
+        if probe.sampler is Sampler.POISSON and probe.neighboring is not ev.ADD_REMOVE:
+            solved = dict(shape, neighboring=ev.ADD_REMOVE)  # the same pair (see user_level_epsilon)
         value, calibrated = _solve_sigma(
-            lambda sigma: _user_run(sigma, shape, unit), probe, target_epsilon, delta, method
+            lambda sigma: _user_run(sigma, solved, unit), probe, target_epsilon, delta, method
         )
     out = user_level_epsilon(noise_multiplier=value, delta=delta, method=method, **common)
     if calibrated < out.epsilon:  # both are valid upper bounds at ``value``: report the smaller
