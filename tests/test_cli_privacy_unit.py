@@ -87,3 +87,45 @@ def test_user_sampling_counts_users(capsys):
 def test_bad_privacy_unit_input_is_one_line_exit_2(capsys, extra, needle):
     code, out, err = run(capsys, *BASE, *extra, "--json")
     assert code == 2 and out == "" and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def _spec(tmp_path, extra: str) -> str:
+    path = tmp_path / "run.toml"
+    path.write_text(
+        '[[mechanism]]\ntype = "dp_sgd"\nnoise_multiplier = 1.5\ndataset_size = 200000\nbatch_size = 1000\n'
+        f"epochs = 25\n{extra}",
+        encoding="utf-8",
+    )
+    return str(path)
+
+
+def test_a_spec_names_the_privacy_unit(capsys, tmp_path):
+    from dplens.accountant.user_level import user_level_epsilon
+
+    spec = _spec(tmp_path, 'privacy_unit = "user"\nmax_examples_per_user = 4\n')
+    code, out, _ = run(capsys, "account", spec, "--delta", "1e-6", "--method", "pld", "--json")
+    expected = user_level_epsilon(
+        dataset_size=200000,
+        batch_size=1000,
+        epochs=25,
+        noise_multiplier=1.5,
+        delta=1e-6,
+        max_examples_per_user=4,
+        method="pld",
+    )
+    assert code == 0 and json.loads(out)["epsilon"] == expected.epsilon
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        ("max_examples_per_user = 4\n", "max_examples_per_user needs privacy_unit = 'user'"),
+        ('privacy_unit = "person"\n', "privacy_unit must be 'example' or 'user'; got 'person'"),
+        ('privacy_unit = "user"\n', "needs max_examples_per_user"),
+        ('privacy_unit = "user"\nuser_sampling = true\n', "user_sampling needs users"),
+    ],
+)
+def test_bad_privacy_unit_in_a_spec(capsys, tmp_path, extra, needle):
+    code, out, err = run(capsys, "account", _spec(tmp_path, extra), "--delta", "1e-6")
+    assert out == ""
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
