@@ -133,8 +133,11 @@ def els_step(noise_multiplier: float, max_examples: int, sampling_rate: float, t
             k_max, eta = k, bound
             break
         k = k + 1 if k < 64 else int(k * 1.05) + 1
+    if k_max < big_k:
+        eta = max(eta, 5e-324)  # a bound that underflowed still stands for a positive tail
     pmf = [_binomial_pmf(big_k, q, i) for i in range(k_max + 1)]
     keep = [(float(i), w) for i, w in enumerate(pmf) if w > 0]
+    eta += (len(pmf) - len(keep)) * 1e-300  # components whose mass underflowed (each < 1e-300) go to the tail
     total = math.fsum(w for _, w in keep)
     step = ev.MixtureOfGaussians(
         standard_deviation=sigma,
