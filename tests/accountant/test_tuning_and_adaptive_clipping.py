@@ -104,3 +104,25 @@ def test_adaptive_clipping_bad_input():
         effective_noise_multiplier(2.0, 1.0)
     with pytest.raises(ValueError, match="sampling_rate must be in"):
         AdaptiveClipping(gradient_noise=1.0, count_noise=5.0, sampling_rate=0.0, steps=10)
+
+
+def test_a_raw_count_as_opacus_releases_it_costs_more_than_the_sigma_it_is_charged():
+    """Opacus 1.6's AdaClipDPOptimizer noises Σ bᵢ (sensitivity 1 under add/remove) at std σ_u, yet sets σ_eff for a
+    count of sensitivity ½ and charges σ: the two queries amount to (σ_eff⁻² + σ_u⁻²)^(−1/2) < σ."""
+    sigma, sigma_u, q, steps = 1.1, 1.0, 256 / 60000, 14063
+    opacus_run = AdaptiveClipping(
+        gradient_noise=effective_noise_multiplier(sigma, sigma_u),
+        count_noise=sigma_u,
+        sampling_rate=q,
+        steps=steps,
+        count_sensitivity=1.0,
+    )
+    assert opacus_run.total_noise_multiplier == pytest.approx(
+        (effective_noise_multiplier(sigma, sigma_u) ** -2 + sigma_u**-2) ** -0.5, rel=1e-12
+    )
+    assert opacus_run.total_noise_multiplier < sigma
+    charged = Accountant().compose(
+        ev.PoissonSampled(sampling_rate=q, event=ev.Gaussian(noise_multiplier=sigma)), count=steps
+    )
+    actual = Accountant().compose(opacus_run).epsilon(1e-5, method="rdp")
+    assert actual > 1.5 * charged.epsilon(1e-5, method="rdp")

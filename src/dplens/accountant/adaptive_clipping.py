@@ -12,6 +12,14 @@ PR 807) pick σ_eff = (σ⁻² − (2σ_b)⁻²)^(−1/2) so that the combined m
 then accounted exactly as plain DP-SGD at σ — **provided** 2σ_b > σ (else no σ_eff exists: the count alone would
 spend more than the whole budget).
 
+Opacus 1.6 (``opacus/optimizers/adaclipoptimizer.py``, read at 1.6.0) does not match that analysis on two counts:
+``clip_and_accumulate`` adds the *raw* count Σᵢ bᵢ (``unclipped_num``, sensitivity 1, not ½) and noises it with std
+σ_u, while ``add_noise`` sets σ_eff = (σ⁻² − (2σ_u)⁻²)^(−1/2) and the accountant is charged σ; and
+``update_max_grad_norm`` divides the noisy count by ``sample_size``, the *realised* batch size. For the first, this
+event's ``count_sensitivity=1.0`` gives the run Opacus actually performs: the two queries amount to
+(σ_eff⁻² + σ_u⁻²)^(−1/2) < σ, so the ε charged at σ is too small (see the privacy-unit guide for numbers). The second
+is not covered by any Gaussian accounting.
+
 The division by m is a post-processing only because m is public (the expected batch size); dividing by the realised
 batch size would release it, which Poisson add/remove does not allow for free — this event accounts the expected-size
 estimator of the paper.
@@ -68,6 +76,7 @@ class AdaptiveClipping(ev.Event):
     sampling_rate: float
     steps: int
     neighboring: ev.NeighboringRelation = ev.ADD_REMOVE
+    count_sensitivity: float = 0.5  # ½: the centred count of Andrew et al.; 1: a raw count Σ bᵢ (Opacus 1.6)
 
     def __post_init__(self) -> None:
         for name in ("gradient_noise", "count_noise"):
@@ -79,6 +88,10 @@ class AdaptiveClipping(ev.Event):
             raise ValueError(f"sampling_rate must be in (0, 1]; got {q!r}")
         if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
             raise ValueError(f"steps must be an integer >= 1; got {self.steps!r}")
+        if self.count_sensitivity not in (0.5, 1.0):
+            raise ValueError(
+                f"count_sensitivity must be 0.5 (centred count) or 1.0 (raw count); got {self.count_sensitivity!r}"
+            )
         if self.neighboring is not ev.ADD_REMOVE:
             raise ValueError(f"adaptive clipping is accounted under add/remove; got neighboring={self.neighboring!r}")
 
@@ -97,14 +110,14 @@ class AdaptiveClipping(ev.Event):
     @property
     def total_noise_multiplier(self) -> float:
         """(σ_eff⁻² + (2σ_b)⁻²)^(−1/2): the single Gaussian the two queries of a step amount to."""
-        return (self.gradient_noise**-2 + (2.0 * self.count_noise) ** -2) ** -0.5
+        return (self.gradient_noise**-2 + (self.count_noise / self.count_sensitivity) ** -2) ** -0.5
 
     def standard_event(self) -> ev.Event:
-        """Per step, the Poisson-sampled pair (gradient at σ_eff, centred count at 2σ_b), ``steps`` times."""
+        """Per step, the Poisson-sampled pair (gradient at σ_eff, count at σ_b / its sensitivity), ``steps`` times."""
         pair = ev.Composed(
             events=(
                 ev.Gaussian(noise_multiplier=self.gradient_noise),
-                ev.Gaussian(noise_multiplier=2.0 * self.count_noise),
+                ev.Gaussian(noise_multiplier=self.count_noise / self.count_sensitivity),
             )
         )
         return ev.SelfComposed(event=ev.PoissonSampled(sampling_rate=self.sampling_rate, event=pair), count=self.steps)
