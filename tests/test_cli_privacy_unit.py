@@ -129,3 +129,15 @@ def test_bad_privacy_unit_in_a_spec(capsys, tmp_path, extra, needle):
     code, out, err = run(capsys, "account", _spec(tmp_path, extra), "--delta", "1e-6")
     assert out == ""
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_report_of_a_user_level_spec_names_the_user_as_the_unit():
+    import dplens
+    from dplens.reports.build import build_report
+
+    table = {"type": "dp_sgd", "noise_multiplier": 1.5, "dataset_size": 200000, "batch_size": 1000, "epochs": 25}
+    for extra, words in (({"privacy_unit": "user", "max_examples_per_user": 4}, "one user"), ({}, "training example")):
+        spec = dplens.parse_spec({"mechanism": [{**table, **extra}]})
+        summary = spec.accountant().summary(1e-6)
+        report = build_report(spec=spec, accounting=summary, title="run", not_audited_reason="test")
+        assert words in report.claim.privacy_unit
