@@ -60,7 +60,7 @@ def tuning_event(run: ev.Event, *, distribution: str, mean: float, shape: float 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TuningEpsilon:
-    """A study's ε (an upper bound: Papernot–Steinke on RDP), with one run's ε beside it (the study's is ≥ it)."""
+    """A study's ε (an upper bound: Papernot–Steinke on RDP), with one run's upper bound beside it (the study's is ≥ it)."""
 
     epsilon: float
     delta: float
@@ -90,8 +90,9 @@ def tuning_epsilon(
 ) -> TuningEpsilon:
     """ε at δ of a tuning study of ``run`` (see :func:`tuning_event`), and one run's ε on the same route.
 
-    The study's ε is never below one run's: a study can stop after its first run (K ≥ 1), so releasing one run is a
-    post-processing of it; the reported value is the larger of the two bounds (both valid for the study).
+    The study's bound is never below one run's: PS22's RDP bound adds non-negative terms to the run's curve (E[K] ≥ 1),
+    so after the same conversion it is at least the run's; the maximum only guards the floating point. (Both are upper
+    bounds; one run's ε is not claimed as a lower bound on the study's.)
 
     Example (a DP-SGD run, 10 runs on average, geometric):
         >>> from dplens.accountant.dp_sgd import DpSgdRun
