@@ -60,7 +60,7 @@ def tuning_event(run: ev.Event, *, distribution: str, mean: float, shape: float 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TuningEpsilon:
-    """A study's ε (an upper bound: Papernot–Steinke on RDP), with one run's upper bound beside it (the study's is ≥ it)."""
+    """A study's ε (an upper bound: Papernot–Steinke on RDP), with one run's bound beside it (the study's is ≥ it)."""
 
     epsilon: float
     delta: float
