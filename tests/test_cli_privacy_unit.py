@@ -141,3 +141,39 @@ def test_a_report_of_a_user_level_spec_names_the_user_as_the_unit():
         summary = spec.accountant().summary(1e-6)
         report = build_report(spec=spec, accounting=summary, title="run", not_audited_reason="test")
         assert words in report.claim.privacy_unit
+
+
+def test_tuning_runs_put_the_search_in_the_epsilon(capsys):
+    from dplens.accountant.dp_sgd import DpSgdRun
+    from dplens.accountant.tuning import tuning_epsilon
+
+    small = ["dp-sgd", "--dataset-size", "60000", "--batch-size", "256", "--epochs", "10", "--noise-multiplier", "1.1"]
+    code, out, err = run(capsys, *small, "--delta", "1e-5", "--tuning-runs", "10", "--json")
+    assert err == ""
+    payload = json.loads(out)
+    run_event = DpSgdRun(noise_multiplier=1.1, dataset_size=60000, batch_size=256, epochs=10)
+    expected = tuning_epsilon(run_event, distribution="geometric", mean=10, delta=1e-5)
+    assert code == 0 and payload["epsilon"] == expected.epsilon and payload["includes_tuning"] is True
+    assert payload["epsilon"] > payload["epsilon_one_run"] and payload["epsilon_lower"] is None
+    assert payload["tuning"] == {"distribution": "geometric", "mean_runs": 10.0, "shape": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--tuning-runs", "0"], "--tuning-runs: expected a finite number >= 1 (runs on average); got '0'"),
+        (["--tuning-runs", "-2"], "--tuning-runs: expected a finite number >= 1 (runs on average); got '-2'"),
+        (
+            ["--tuning-runs", "5", "--tuning-distribution", "truncated-negative-binomial", "--tuning-shape", "0"],
+            "--tuning-shape: expected a finite number > 0; got '0'",
+        ),
+        (
+            ["--tuning-runs", "5", "--tuning-distribution", "truncated-negative-binomial"],
+            "--tuning-shape ETA goes with",
+        ),
+        (["--tuning-shape", "2"], "need --tuning-runs"),
+    ],
+)
+def test_bad_tuning_input_is_one_line_exit_2(capsys, extra, needle):
+    code, out, err = run(capsys, *BASE, *extra, "--json")
+    assert code == 2 and out == "" and needle in err and len(err.strip().splitlines()) == 1, err

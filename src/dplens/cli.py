@@ -477,7 +477,8 @@ def _cmd_dp_sgd(args: argparse.Namespace) -> int:
     else:
         result = dp_sgd_epsilon(**run, noise_multiplier=args.noise_multiplier, method=args.method)
         text = f"epsilon <= {_fmt(result.epsilon)}  (upper bound; delta = {args.delta:g}, method = {result.method})"
-    _emit(result.to_dict(), args.json, text + "\n" + _dp_sgd_lines(result))
+    payload, text = _with_tuning(args, result, result.to_dict(), text + "\n" + _dp_sgd_lines(result))
+    _emit(payload, args.json, text)
     return 0
 
 
@@ -525,6 +526,26 @@ def _add_privacy_unit_parser(sgd: Any) -> None:
         "clipped together",
     )
     unit.add_argument("--users", type=_positive_int, metavar="U", help="the number of users U")
+    tuning = sgd.add_argument_group("tuning (a hyperparameter search releasing its best run)")
+    tuning.add_argument(
+        "--tuning-runs",
+        type=_number_type(float, lambda v: math.isfinite(v) and v >= 1, "a finite number >= 1 (runs on average)"),
+        metavar="MEAN",
+        help="the search trains a random number of runs (MEAN on average) and releases the best: epsilon includes it "
+        "(Papernot & Steinke 2022)",
+    )
+    tuning.add_argument(
+        "--tuning-distribution",
+        choices=("geometric", "poisson", "logarithmic", "truncated-negative-binomial"),
+        default="geometric",
+        help="the distribution of the number of runs (default geometric)",
+    )
+    tuning.add_argument(
+        "--tuning-shape",
+        type=_number_type(float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0"),
+        metavar="ETA",
+        help="truncated-negative-binomial: its shape eta",
+    )
 
 
 def _privacy_unit_arguments(args: argparse.Namespace) -> dict[str, Any]:
@@ -556,6 +577,49 @@ def _privacy_unit_arguments(args: argparse.Namespace) -> dict[str, Any]:
     if k is not None and users is not None and n > k * users:
         raise ValueError(f"--dataset-size {n} exceeds --max-examples-per-user {k} times --users {users} = {k * users}")
     return dict(privacy_unit="user", max_examples_per_user=k, user_sampling=args.user_sampling, users=users)
+
+
+def _with_tuning(args: argparse.Namespace, result: Any, payload: dict[str, Any], text: str) -> tuple[dict, str]:
+    """With ``--tuning-runs``: the search's epsilon (an upper bound including the selection) replaces the run's, which
+    stays as ``epsilon_one_run``; the run's lower end is not one of the search's, so none is given."""
+    if args.tuning_runs is None:
+        if args.tuning_shape is not None or args.tuning_distribution != "geometric":
+            raise ValueError("--tuning-distribution and --tuning-shape need --tuning-runs MEAN")
+        return payload, text
+    if args.target_epsilon is not None or args.max_tpr is not None or args.max_advantage is not None:
+        raise ValueError("--tuning-runs accounts a given --noise-multiplier (calibrating a search is not supported)")
+    if (args.tuning_distribution == "truncated-negative-binomial") != (args.tuning_shape is not None):
+        raise ValueError("--tuning-shape ETA goes with --tuning-distribution truncated-negative-binomial (and only)")
+    from dplens.accountant.dp_sgd import DpSgdRun
+    from dplens.accountant.tuning import tuning_epsilon
+
+    run = dict(
+        noise_multiplier=result.noise_multiplier,
+        dataset_size=args.dataset_size,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        sampling=args.sampling,
+        neighboring=args.neighboring,
+        max_batch_size=args.max_batch_size,
+    )
+    if result.privacy_unit == "user":
+        from dplens.accountant.user_level import UserLevelRun
+
+        unit = dict(max_examples_per_user=result.max_examples_per_user, user_sampling=result.user_sampling)
+        event = UserLevelRun(**run, **unit, users=result.users)
+    else:
+        event = DpSgdRun(**run)
+    study = tuning_epsilon(
+        event, distribution=args.tuning_distribution, mean=args.tuning_runs, delta=args.delta, shape=args.tuning_shape
+    )
+    payload = dict(payload, epsilon=study.epsilon, epsilon_one_run=result.epsilon, epsilon_lower=None, lower_bound=None)
+    payload.update(tuning=study.to_dict()["tuning"], includes_tuning=True, method=study.method)
+    text = (
+        f"epsilon <= {_fmt(study.epsilon)}  (upper bound INCLUDING the tuning: {args.tuning_distribution}, "
+        f"{args.tuning_runs:g} runs on average, best released; {study.method}; delta = {args.delta:g})\n"
+        f"  one run alone: epsilon <= {_fmt(result.epsilon)}\n{text}"
+    )
+    return payload, text
 
 
 def _privacy_unit_line(result: Any) -> str:
