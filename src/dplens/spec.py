@@ -442,6 +442,30 @@ def _repeat_and_select(table: dict) -> tuple[ev.Event, int]:
     return _counted(table, event, name)
 
 
+def _adaptive_clipping(table: dict) -> tuple[ev.Event, int]:
+    """Adaptive clipping (Andrew et al. 2021; :class:`dplens.accountant.adaptive_clipping.AdaptiveClipping`): the
+    total ``noise_multiplier`` σ (σ_eff derived) or the ``gradient_noise`` itself, ``count_noise`` σ_b,
+    ``sampling_rate``, ``steps``, optional ``count_sensitivity`` (0.5 centred, 1.0 a raw count)."""
+    from dplens.accountant.adaptive_clipping import AdaptiveClipping, effective_noise_multiplier
+
+    name = "adaptive_clipping"
+    if ("noise_multiplier" in table) == ("gradient_noise" in table):
+        raise ValueError(f"mechanism type {name!r} takes exactly one of 'noise_multiplier' (total) or 'gradient_noise'")
+    count_noise = _number(table, "count_noise", type_name=name)
+    if "noise_multiplier" in table:
+        gradient = effective_noise_multiplier(_number(table, "noise_multiplier", type_name=name), count_noise)
+    else:
+        gradient = _number(table, "gradient_noise", type_name=name)
+    event = AdaptiveClipping(
+        gradient_noise=gradient,
+        count_noise=count_noise,
+        sampling_rate=_number(table, "sampling_rate", type_name=name),
+        steps=_number(table, "steps", type_name=name, integer=True),
+        count_sensitivity=float(table.get("count_sensitivity", 0.5)),
+    )
+    return event, 1
+
+
 def _group_privacy(table: dict) -> tuple[ev.Event, int]:
     from dplens.accountant.group import GroupPrivacy
 
@@ -542,6 +566,10 @@ _BUILTIN: dict[str, tuple[Callable[[dict], tuple[ev.Event, int]], frozenset[str]
         frozenset({"mechanism", "mean", "shape", "distribution", "count", "neighboring"}),
     ),
     "group_privacy": (_group_privacy, frozenset({"mechanism", "group_size", "count", "neighboring"})),
+    "adaptive_clipping": (
+        _adaptive_clipping,
+        frozenset({"noise_multiplier", "gradient_noise", "count_noise", "sampling_rate", "steps", "count_sensitivity"}),
+    ),
 }
 
 
