@@ -126,3 +126,11 @@ def test_a_raw_count_as_opacus_releases_it_costs_more_than_the_sigma_it_is_charg
     )
     actual = Accountant().compose(opacus_run).epsilon(1e-5, method="rdp")
     assert actual > 1.5 * charged.epsilon(1e-5, method="rdp")
+
+
+def test_a_search_over_user_level_runs_is_accounted_and_costs_more_than_one():
+    from dplens.accountant.user_level import UserLevelRun
+
+    run = UserLevelRun(noise_multiplier=1.5, dataset_size=200_000, batch_size=1000, epochs=25, max_examples_per_user=4)
+    out = tuning_epsilon(run, distribution="geometric", mean=10, delta=1e-6)
+    assert out.epsilon > out.one_run_epsilon >= Accountant().compose(run).epsilon(1e-6, method="pld")

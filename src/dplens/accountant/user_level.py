@@ -296,24 +296,51 @@ class UserLevelRun(ev.Event):
         return None if self.truncation_delta() == 0 else ()
 
 
+@dataclass(frozen=True, slots=True)
+class _ElsRdp:
+    """min(T·mixture RDP, group RDP) at α ≤ :data:`_MIXTURE_ALPHA_MAX`, the group RDP above (picklable values)."""
+
+    mixture: Any
+    group: Any
+    steps: int
+
+    def __call__(self, alpha):
+        import numpy as np
+
+        alpha = np.asarray(alpha, dtype=float)
+        out = np.asarray(self.group(alpha), dtype=float).copy()
+        small = alpha <= _MIXTURE_ALPHA_MAX
+        if np.any(small):
+            out[small] = np.minimum(out[small], self.steps * np.asarray(self.mixture(alpha[small]), dtype=float))
+        return out
+
+
+#: Largest order at which the mixture's RDP quadrature is evaluated (it grows costly with α; the group bound is used
+#: above, a valid upper bound at every α).
+_MIXTURE_ALPHA_MAX = 256.0
+
+
 def _register_interpreters() -> None:
     from dplens.accountant import pld, rdp
     from dplens.accountant.curves import RdpCurve
 
     @rdp.rdp_curve.register(UserLevelRun)
     def _(event: UserLevelRun) -> RdpCurve:
-        """RDP: the full mixture's curve where every component is representable (K ≤ 64), else Mironov's group
-        bound (2017, Prop. 2) on the subsampled step; the truncation's δ has no Rényi divergence."""
+        """RDP: the full mixture's curve (no truncation; its quadrature up to α = 256) and Mironov's group bound
+        (2017, Prop. 2) on the subsampled run, the smaller at each α (both valid); the group bound alone where the
+        Binomial tail was truncated (its δ has no Rényi divergence)."""
         if event.user_sampling or event.unamplified_mu() is not None:
             return rdp.rdp_curve(event.standard_event())
-        step, truncation = event._mixture()
-        if truncation == 0:
-            return rdp.rdp_curve(step) * event.steps
         from dplens.accountant.group import GroupPrivacy
 
-        return rdp.rdp_curve(
+        group = rdp.rdp_curve(
             GroupPrivacy(event=event.record_run().standard_event(), group_size=event.max_examples_per_user)
         )
+        step, truncation = event._mixture()
+        if truncation != 0:
+            return group
+        function = _ElsRdp(mixture=rdp.rdp_curve(step), group=group, steps=event.steps)
+        return RdpCurve.from_function(function, description=f"user-level mixture, K = {event.max_examples_per_user}")
 
     @pld.privacy_profile.register(UserLevelRun)
     def _(event: UserLevelRun):
