@@ -10,7 +10,8 @@ al., "Mind the Privacy Unit!", COLM 2024):
   in a step's batch independently, so the number of the user's examples in the batch is Binomial(K, q); with every
   example clipped to C, the worst case has the K gradients aligned, and the pair of one step is N(0, σ²) against
   Σₖ Binomial(K, q)(k)·N(k, σ²) (Ganesh, "Tight group-level DP guarantees for DP-SGD with sampling via mixture of
-  Gaussians", arXiv 2401.10294, 2024; the reduction jax_privacy's documentation names but does not provide). It is
+  Gaussians", arXiv 2401.10294, 2024; jax_privacy 2.0's ``DpsgdTrainingUserLevelAccountant`` composes the same
+  ``MixtureOfGaussiansDpEvent`` on dp-accounting's PLD, ``accounting/analysis.py``). It is
   a :class:`~dplens.accountant.events.MixtureOfGaussians`, which dplens's PLD engine brackets. The same pair is
   attained (K equal gradients of norm C), so the bracket's lower end is certified. Removing the user's examples and
   zeroing them out give the same pair (a zeroed example adds nothing to a batch).
