@@ -283,3 +283,13 @@ def test_zero_out_of_a_users_examples_is_the_add_remove_pair_under_poisson():
     zero = user_level_epsilon(**common, max_examples_per_user=2, neighboring="zero_out", method="pld")
     add = user_level_epsilon(**common, max_examples_per_user=2, method="pld")
     assert zero.epsilon == add.epsilon and zero.neighboring == "zero_out" and "same dominating pair" in zero.details
+
+
+@pytest.mark.parametrize("sampling", ["balls-and-bins", "shuffle", "fixed-size", "truncated-poisson"])
+def test_k_one_is_the_example_level_run_under_every_sampler(sampling):
+    common = dict(dataset_size=2000, batch_size=100, epochs=2, noise_multiplier=2.0, delta=1e-5, sampling=sampling)
+    if sampling == "truncated-poisson":
+        common["max_batch_size"] = 150
+    example = dp_sgd_epsilon(**common)
+    user = user_level_epsilon(**common, max_examples_per_user=1)
+    assert user.epsilon == example.epsilon and user.epsilon_lower == example.epsilon_lower

@@ -210,7 +210,7 @@ class UserLevelRun(ev.Event):
             )
         run = self.record_run()  # validates the run's own parameters
         object.__setattr__(self, "neighboring", run.neighboring)
-        if not self.user_sampling and run.sampler not in (Sampler.POISSON, *_ONCE_PER_EPOCH):
+        if not self._as_record and run.sampler not in (Sampler.POISSON, *_ONCE_PER_EPOCH):
             raise ValueError(
                 f"no user-level bound for sampling={self.sampling!r} with example-level sampling: use user_sampling "
                 "(users sampled, per-user clipping) or sampling='poisson'"
@@ -219,6 +219,12 @@ class UserLevelRun(ev.Event):
     @property
     def sampler(self) -> Sampler:
         return Sampler(self.sampling)
+
+    @property
+    def _as_record(self) -> bool:
+        """The user is one record of :meth:`record_run`: users sampled, or at most one example each (K = 1 is the
+        example-level event itself, under every sampler)."""
+        return self.user_sampling or self.max_examples_per_user == 1
 
     def record_run(self) -> DpSgdRun:
         """The run whose records are sampled: over examples (ELS) or over users (ULS)."""
@@ -251,7 +257,7 @@ class UserLevelRun(ev.Event):
 
     def unamplified_mu(self) -> float | None:
         """K·√P/σ for the samplers that place an example at most once per epoch (ELS), else None."""
-        if self.user_sampling or self.sampler not in _ONCE_PER_EPOCH:
+        if self._as_record or self.sampler not in _ONCE_PER_EPOCH:
             return None
         per_epoch = self.record_run().plan().steps_per_epoch or 1
         participations = math.ceil(self.steps / per_epoch)
@@ -259,7 +265,7 @@ class UserLevelRun(ev.Event):
 
     def standard_event(self) -> ev.Event:
         """The ledger whose ε bounds the user's from above."""
-        if self.user_sampling:
+        if self._as_record:
             return self.record_run().standard_event()
         mu = self.unamplified_mu()
         if mu is not None:
@@ -274,13 +280,13 @@ class UserLevelRun(ev.Event):
 
     def gdp_mu(self) -> float | None:
         """μ where the user-level bound is exactly μ-GDP (the unamplified samplers), else None."""
-        if self.user_sampling:
+        if self._as_record:
             return self.record_run().gdp_mu()
         return self.unamplified_mu()
 
     def truncation_delta(self) -> float:
         """The δ the truncated Binomial tail adds (0: nothing truncated, or not a mixture)."""
-        if self.user_sampling or self.sampler is not Sampler.POISSON:
+        if self._as_record or self.sampler is not Sampler.POISSON:
             return 0.0
         return self._mixture()[1]
 
@@ -288,7 +294,7 @@ class UserLevelRun(ev.Event):
         """None where the ledger's pair is attained (ELS Poisson without truncation); the one-example run's ledger
         for the unamplified samplers (a valid lower bound); () where the lower end needs the truncation's δ shift
         (computed by :func:`user_level_epsilon`)."""
-        if self.user_sampling:
+        if self._as_record:
             return self.record_run().lower_bound_events()
         if self.unamplified_mu() is not None:
             run = self.record_run()
@@ -330,7 +336,7 @@ def _register_interpreters() -> None:
         """RDP: the full mixture's curve (no truncation; its quadrature up to α = 256) and Mironov's group bound
         (2017, Prop. 2) on the subsampled run, the smaller at each α (both valid); the group bound alone where the
         Binomial tail was truncated (its δ has no Rényi divergence)."""
-        if event.user_sampling or event.unamplified_mu() is not None:
+        if event._as_record or event.unamplified_mu() is not None:
             return rdp.rdp_curve(event.standard_event())
         from dplens.accountant.group import GroupPrivacy
 
@@ -393,7 +399,7 @@ def _lower_of(run: UserLevelRun, delta: float, result: Any) -> tuple[float | Non
         return (
             (None, None) if result.epsilon_lower is None else (min(result.epsilon_lower, result.epsilon), "certified")
         )
-    if run.unamplified_mu() is None and not run.user_sampling:
+    if run.unamplified_mu() is None and not run._as_record:
         lower = _shifted_lower(run, delta, result.epsilon)
         return lower, (None if lower is None else "certified")
     from dplens.accountant.dp_sgd import _lower_end
@@ -403,6 +409,8 @@ def _lower_of(run: UserLevelRun, delta: float, result: Any) -> tuple[float | Non
 
 
 def _details(run: UserLevelRun) -> str:
+    if run.max_examples_per_user == 1 and not run.user_sampling:
+        return "user with at most 1 example: the example-level event itself"
     if run.user_sampling:
         return (
             f"user-level sampling: {run.batch_size} of {run.users} users per step (q = {run.sampling_rate:.6g}), each "
