@@ -385,8 +385,8 @@ def test_the_stale_option_check_detects_one():
     )
     assert stale_options(text, known) == ["dplens account --precision", "dplens audit --trialz"]
     assert stale_options("`dplens audit SPEC --trials 10 --json`", known) == []
-    assert stale_options("the unit of privacy (`--privacy-unit`), or `--trials N`", known) == [
-        "--privacy-unit (no subcommand has it)"
+    assert stale_options("the scope of privacy (`--privacy-scope`), or `--trials N`", known) == [
+        "--privacy-scope (no subcommand has it)"
     ]
 
 

@@ -38,6 +38,12 @@ _EXPORTS: dict[str, str] = {
     "dp_sgd_epsilon": "dplens.accountant.dp_sgd:dp_sgd_epsilon",
     "dp_sgd_noise_multiplier": "dplens.accountant.dp_sgd:dp_sgd_noise_multiplier",
     "DpSgdPrivacy": "dplens.accountant.dp_sgd:DpSgdPrivacy",
+    "UserLevelRun": "dplens.accountant.user_level:UserLevelRun",
+    "user_level_epsilon": "dplens.accountant.user_level:user_level_epsilon",
+    "user_level_noise_multiplier": "dplens.accountant.user_level:user_level_noise_multiplier",
+    "user_epsilons": "dplens.accountant.user_level:user_epsilons",
+    "AdaptiveClipping": "dplens.accountant.adaptive_clipping:AdaptiveClipping",
+    "tuning_epsilon": "dplens.accountant.tuning:tuning_epsilon",
     # events
     "Event": "dplens.accountant.events:Event",
     "NeighboringRelation": "dplens.accountant.events:NeighboringRelation",
@@ -101,6 +107,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "Accountant",
+    "AdaptiveClipping",
     "ApproxDp",
     "AttackRisk",
     "AuditMode",
@@ -150,6 +157,7 @@ __all__ = [
     "Tcdp",
     "TradeOff",
     "TruncatedSubsampledGaussian",
+    "UserLevelRun",
     "Verdict",
     "Zcdp",
     "ZcdpMechanism",
@@ -171,6 +179,10 @@ __all__ = [
     "parse_spec",
     "sweep",
     "to_dp_accounting",
+    "tuning_epsilon",
+    "user_epsilons",
+    "user_level_epsilon",
+    "user_level_noise_multiplier",
 ]
 
 
@@ -190,6 +202,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from dplens._api import AuditMode, attack_risk, audit, calibrate, generate_report, sweep
+    from dplens.accountant.adaptive_clipping import AdaptiveClipping
     from dplens.accountant.approx_dp import ApproxDp
     from dplens.accountant.calibrate import CalibrationResult, RiskCalibrationResult, RiskTarget
     from dplens.accountant.compose import Accountant, EpsilonResult, Method
@@ -228,6 +241,13 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         SelectionNoise,
     )
     from dplens.accountant.sweep import SweepResult
+    from dplens.accountant.tuning import tuning_epsilon
+    from dplens.accountant.user_level import (
+        UserLevelRun,
+        user_epsilons,
+        user_level_epsilon,
+        user_level_noise_multiplier,
+    )
     from dplens.accountant.with_replacement import SampledWithReplacement
     from dplens.auditing.games import AuditResult, Verdict
     from dplens.auditing.score_auditor import ScoreAuditor

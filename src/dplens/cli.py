@@ -439,6 +439,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_dp_sgd(args: argparse.Namespace) -> int:
     from dplens.accountant.dp_sgd import dp_sgd_epsilon, dp_sgd_noise_multiplier
 
+    unit = _privacy_unit_arguments(args)
+    if unit:  # one user, not one example (see the privacy-unit block below)
+        from dplens.accountant.user_level import user_level_epsilon as dp_sgd_epsilon
+        from dplens.accountant.user_level import user_level_noise_multiplier as dp_sgd_noise_multiplier
+
     run = dict(
         dataset_size=args.dataset_size,
         batch_size=args.batch_size,
@@ -448,6 +453,7 @@ def _cmd_dp_sgd(args: argparse.Namespace) -> int:
         neighboring=args.neighboring,
         max_batch_size=args.max_batch_size,
     )
+    run.update(unit)
     if (args.at_fpr is None) != (args.max_tpr is None):
         raise ValueError("--max-tpr and --at-fpr go together (no attack's TPR above T at FPR A)")
     if args.max_tpr is not None or args.max_advantage is not None:
@@ -471,7 +477,8 @@ def _cmd_dp_sgd(args: argparse.Namespace) -> int:
     else:
         result = dp_sgd_epsilon(**run, noise_multiplier=args.noise_multiplier, method=args.method)
         text = f"epsilon <= {_fmt(result.epsilon)}  (upper bound; delta = {args.delta:g}, method = {result.method})"
-    _emit(result.to_dict(), args.json, text + "\n" + _dp_sgd_lines(result))
+    payload, text = _with_tuning(args, result, result.to_dict(), text + "\n" + _dp_sgd_lines(result))
+    _emit(payload, args.json, text)
     return 0
 
 
@@ -490,7 +497,144 @@ def _dp_sgd_lines(result: Any) -> str:
             f"  epsilon >= {_fmt(result.epsilon_lower)}  (LOWER BOUND only: the best known attack on this sampler; "
             "the true epsilon lies between)"
         )
+    lines.append(_privacy_unit_line(result))
     return "\n".join(lines)
+
+
+# dp-sgd: the privacy unit (example, or user: at most K examples each, or users sampled)
+# --------------------------------------------------------------------------------------------
+
+
+def _add_privacy_unit_parser(sgd: Any) -> None:
+    unit = sgd.add_argument_group("privacy unit (whose privacy the epsilon protects)")
+    unit.add_argument(
+        "--privacy-unit",
+        choices=("example", "user"),
+        default="example",
+        help="example (default): one training example; user: one user with all of their examples",
+    )
+    unit.add_argument(
+        "--max-examples-per-user",
+        type=_positive_int,
+        metavar="K",
+        help="user: each user contributes at most K examples (example-level sampling: each example sampled alone)",
+    )
+    unit.add_argument(
+        "--user-sampling",
+        action="store_true",
+        help="user: users are sampled (--batch-size counts users, q = B/U, steps = ceil(E*U/B)), each user's examples "
+        "clipped together",
+    )
+    unit.add_argument("--users", type=_positive_int, metavar="U", help="the number of users U")
+    tuning = sgd.add_argument_group("tuning (a hyperparameter search releasing its best run)")
+    tuning.add_argument(
+        "--tuning-runs",
+        type=_number_type(float, lambda v: math.isfinite(v) and v >= 1, "a finite number >= 1 (runs on average)"),
+        metavar="MEAN",
+        help="the search trains a random number of runs (MEAN on average) and releases the best: epsilon includes it "
+        "(Papernot & Steinke 2022)",
+    )
+    tuning.add_argument(
+        "--tuning-distribution",
+        choices=("geometric", "poisson", "logarithmic", "truncated-negative-binomial"),
+        default="geometric",
+        help="the distribution of the number of runs (default geometric)",
+    )
+    tuning.add_argument(
+        "--tuning-shape",
+        type=_number_type(float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0"),
+        metavar="ETA",
+        help="truncated-negative-binomial: its shape eta",
+    )
+
+
+def _privacy_unit_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """The privacy-unit keyword arguments of the DP-SGD functions, the flags checked (one line naming each)."""
+    k, users, n = args.max_examples_per_user, args.users, args.dataset_size
+    if args.privacy_unit == "example":
+        for flag, value in (("--max-examples-per-user", k), ("--users", users)):
+            if value is not None:
+                raise ValueError(
+                    f"{flag} {value} needs --privacy-unit user (--privacy-unit example counts one example)"
+                )
+        if args.user_sampling:
+            raise ValueError("--user-sampling needs --privacy-unit user (--privacy-unit example counts one example)")
+        return {}
+    if args.max_tpr is not None or args.max_advantage is not None:
+        raise ValueError("--max-tpr and --max-advantage are per-example attack-risk targets: use --target-epsilon")
+    if k is None and not args.user_sampling:
+        raise ValueError(
+            "--privacy-unit user needs --max-examples-per-user K (example-level sampling) or --user-sampling --users U"
+        )
+    if args.user_sampling and users is None:
+        raise ValueError("--user-sampling needs --users U (the number of users the batches are drawn from)")
+    if users is not None and users > n:
+        raise ValueError(f"--users {users} exceeds --dataset-size {n} (every user holds at least one example)")
+    if args.user_sampling and args.batch_size > users:
+        raise ValueError(
+            f"--batch-size {args.batch_size} exceeds --users {users} (with --user-sampling it counts users)"
+        )
+    if k is not None and users is not None and n > k * users:
+        raise ValueError(f"--dataset-size {n} exceeds --max-examples-per-user {k} times --users {users} = {k * users}")
+    return dict(privacy_unit="user", max_examples_per_user=k, user_sampling=args.user_sampling, users=users)
+
+
+def _with_tuning(args: argparse.Namespace, result: Any, payload: dict[str, Any], text: str) -> tuple[dict, str]:
+    """With ``--tuning-runs``: the search's epsilon (an upper bound including the selection) replaces the run's, which
+    stays as ``epsilon_one_run``; the run's lower end is not one of the search's, so none is given."""
+    if args.tuning_runs is None:
+        if args.tuning_shape is not None or args.tuning_distribution != "geometric":
+            raise ValueError("--tuning-distribution and --tuning-shape need --tuning-runs MEAN")
+        return payload, text
+    if args.target_epsilon is not None or args.max_tpr is not None or args.max_advantage is not None:
+        raise ValueError("--tuning-runs accounts a given --noise-multiplier (calibrating a search is not supported)")
+    if (args.tuning_distribution == "truncated-negative-binomial") != (args.tuning_shape is not None):
+        raise ValueError("--tuning-shape ETA goes with --tuning-distribution truncated-negative-binomial (and only)")
+    from dplens.accountant.dp_sgd import DpSgdRun
+    from dplens.accountant.tuning import tuning_epsilon
+
+    run = dict(
+        noise_multiplier=result.noise_multiplier,
+        dataset_size=args.dataset_size,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        sampling=args.sampling,
+        neighboring=args.neighboring,
+        max_batch_size=args.max_batch_size,
+    )
+    if result.privacy_unit == "user":
+        from dplens.accountant.user_level import UserLevelRun
+
+        unit = dict(max_examples_per_user=result.max_examples_per_user, user_sampling=result.user_sampling)
+        event = UserLevelRun(**run, **unit, users=result.users)
+    else:
+        event = DpSgdRun(**run)
+    study = tuning_epsilon(
+        event, distribution=args.tuning_distribution, mean=args.tuning_runs, delta=args.delta, shape=args.tuning_shape
+    )
+    payload = dict(payload, epsilon=study.epsilon, epsilon_one_run=result.epsilon, epsilon_lower=None, lower_bound=None)
+    payload.update(tuning=study.to_dict()["tuning"], includes_tuning=True, method=study.method)
+    text = (
+        f"epsilon <= {_fmt(study.epsilon)}  (upper bound INCLUDING the tuning: {args.tuning_distribution}, "
+        f"{args.tuning_runs:g} runs on average, best released; {study.method}; delta = {args.delta:g})\n"
+        f"  one run alone: epsilon <= {_fmt(result.epsilon)}\n{text}"
+    )
+    return payload, text
+
+
+def _privacy_unit_line(result: Any) -> str:
+    unit = getattr(result, "privacy_unit", "example")
+    if unit == "example":
+        return "  privacy unit: example (one training example; a user with several examples has a larger epsilon)"
+    if result.user_sampling:
+        return (
+            f"  privacy unit: user ({result.users} users sampled, q = {result.sampling_rate:.6g}; each user's examples "
+            "clipped together)"
+        )
+    return (
+        f"  privacy unit: user (at most {result.max_examples_per_user} examples per user, each sampled as an "
+        f"example: {result.sampling} sampling)"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -1303,6 +1447,7 @@ def _add_dp_sgd_parser(sub: Any) -> None:
     sgd.add_argument(
         "--max-batch-size", type=_positive_int, help="truncated-poisson: the largest batch the loader keeps"
     )
+    _add_privacy_unit_parser(sgd)
     _add_json(sgd)
     sgd.set_defaults(func=_cmd_dp_sgd)
 

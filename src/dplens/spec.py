@@ -203,7 +203,7 @@ def _dp_sgd(table: dict) -> tuple[ev.Event, int]:
         raise ValueError(f"sampling must be a string; got {sampling!r} (mechanism type {name!r})")
     neighboring = table.get("neighboring")
     cap = None if "max_batch_size" not in table else _number(table, "max_batch_size", type_name=name, integer=True)
-    event = DpSgdRun(
+    run = dict(
         noise_multiplier=_number(table, "noise_multiplier", type_name=name),
         dataset_size=_number(table, "dataset_size", type_name=name, integer=True),
         batch_size=_number(table, "batch_size", type_name=name, integer=True),
@@ -212,7 +212,37 @@ def _dp_sgd(table: dict) -> tuple[ev.Event, int]:
         neighboring=None if neighboring is None else _relation(table, ev.NeighboringRelation.ADD_OR_REMOVE_ONE),
         max_batch_size=cap,
     )
-    return event, 1
+    unit = _dp_sgd_unit(table, name)
+    return (DpSgdRun(**run) if unit is None else _user_level_run(run, unit)), 1
+
+
+def _dp_sgd_unit(table: dict, name: str) -> dict | None:
+    """The privacy unit of a ``dp_sgd`` table: None for ``privacy_unit = "example"`` (the default), else the user-level
+    arguments (``max_examples_per_user``, ``user_sampling``, ``users``; issue 49)."""
+    unit = table.get("privacy_unit", "example")
+    user_keys = [k for k in ("max_examples_per_user", "user_sampling", "users") if k in table]
+    if unit == "example":
+        if user_keys:
+            raise ValueError(f"{user_keys[0]} needs privacy_unit = 'user' (mechanism type {name!r})")
+        return None
+    if unit != "user":
+        raise ValueError(f"privacy_unit must be 'example' or 'user'; got {unit!r} (mechanism type {name!r})")
+    user_sampling = table.get("user_sampling", False)
+    if not isinstance(user_sampling, bool):
+        raise ValueError(f"user_sampling must be true or false; got {user_sampling!r} (mechanism type {name!r})")
+    return dict(
+        max_examples_per_user=None
+        if "max_examples_per_user" not in table
+        else _number(table, "max_examples_per_user", type_name=name, integer=True),
+        users=None if "users" not in table else _number(table, "users", type_name=name, integer=True),
+        user_sampling=user_sampling,
+    )
+
+
+def _user_level_run(run: dict, unit: dict) -> ev.Event:
+    from dplens.accountant.user_level import UserLevelRun
+
+    return UserLevelRun(**run, **unit)
 
 
 def _random_allocation(table: dict) -> tuple[ev.Event, int]:
@@ -412,6 +442,30 @@ def _repeat_and_select(table: dict) -> tuple[ev.Event, int]:
     return _counted(table, event, name)
 
 
+def _adaptive_clipping(table: dict) -> tuple[ev.Event, int]:
+    """Adaptive clipping (Andrew et al. 2021; :class:`dplens.accountant.adaptive_clipping.AdaptiveClipping`): the
+    total ``noise_multiplier`` σ (σ_eff derived) or the ``gradient_noise`` itself, ``count_noise`` σ_b,
+    ``sampling_rate``, ``steps``, optional ``count_sensitivity`` (0.5 centred, 1.0 a raw count)."""
+    from dplens.accountant.adaptive_clipping import AdaptiveClipping, effective_noise_multiplier
+
+    name = "adaptive_clipping"
+    if ("noise_multiplier" in table) == ("gradient_noise" in table):
+        raise ValueError(f"mechanism type {name!r} takes exactly one of 'noise_multiplier' (total) or 'gradient_noise'")
+    count_noise = _number(table, "count_noise", type_name=name)
+    if "noise_multiplier" in table:
+        gradient = effective_noise_multiplier(_number(table, "noise_multiplier", type_name=name), count_noise)
+    else:
+        gradient = _number(table, "gradient_noise", type_name=name)
+    event = AdaptiveClipping(
+        gradient_noise=gradient,
+        count_noise=count_noise,
+        sampling_rate=_number(table, "sampling_rate", type_name=name),
+        steps=_number(table, "steps", type_name=name, integer=True),
+        count_sensitivity=float(table.get("count_sensitivity", 0.5)),
+    )
+    return event, 1
+
+
 def _group_privacy(table: dict) -> tuple[ev.Event, int]:
     from dplens.accountant.group import GroupPrivacy
 
@@ -448,7 +502,19 @@ _BUILTIN: dict[str, tuple[Callable[[dict], tuple[ev.Event, int]], frozenset[str]
     "dp_sgd": (
         _dp_sgd,
         frozenset(
-            {"noise_multiplier", "dataset_size", "batch_size", "epochs", "sampling", "neighboring", "max_batch_size"}
+            {
+                "noise_multiplier",
+                "dataset_size",
+                "batch_size",
+                "epochs",
+                "sampling",
+                "neighboring",
+                "max_batch_size",
+                "privacy_unit",
+                "max_examples_per_user",
+                "user_sampling",
+                "users",
+            }
         ),
     ),
     "random_allocation": (
@@ -500,6 +566,10 @@ _BUILTIN: dict[str, tuple[Callable[[dict], tuple[ev.Event, int]], frozenset[str]
         frozenset({"mechanism", "mean", "shape", "distribution", "count", "neighboring"}),
     ),
     "group_privacy": (_group_privacy, frozenset({"mechanism", "group_size", "count", "neighboring"})),
+    "adaptive_clipping": (
+        _adaptive_clipping,
+        frozenset({"noise_multiplier", "gradient_noise", "count_noise", "sampling_rate", "steps", "count_sensitivity"}),
+    ),
 }
 
 

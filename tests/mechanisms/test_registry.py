@@ -93,6 +93,11 @@ NOT_RUNNABLE = {
         "DpSgdRun",
     ),
     "random_allocation": ({"noise_multiplier": 2.0, "steps": 10}, "RandomAllocation"),
+    # Issue 49: adaptive clipping (the clipped-count query with the gradient noise).
+    "adaptive_clipping": (
+        {"noise_multiplier": 1.1, "count_noise": 12.8, "sampling_rate": 0.01, "steps": 10},
+        "AdaptiveClipping",
+    ),
 }
 
 

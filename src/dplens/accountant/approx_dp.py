@@ -169,3 +169,21 @@ def _(event: ApproxDp):
 def _(event: ApproxDp, *, neighboring: ev.NeighboringRelation, value_discretization_interval: float):
     """dp-accounting's pessimistic PLD of an (ε, δ) guarantee (the same four-point pair, losses rounded up)."""
     return event.finite_pld().to_dp_accounting(value_discretization_interval)
+
+
+def _register_engine() -> None:
+    """dplens's PLD engine models a δ-only guarantee, (0, δ)-DP: with probability δ the output reveals everything (an
+    atom at +∞), otherwise nothing (loss 0) — KOV15 Thm 2.1's pair at ε = 0, both directions alike. It is what a
+    certified truncation composes (e.g. the Binomial tail of a user-level mixture, :mod:`dplens.accountant.user_level`).
+    (ε, δ) with ε > 0 stays on dp-accounting's pessimistic PLD, as before."""
+    from dplens.accountant import pld_engine
+
+    @pld_engine.loss_distribution.register(ApproxDp)
+    def _(event: ApproxDp, grid) -> pld_engine.EventPld:
+        if event.epsilon != 0:
+            raise UnsupportedEventError(f"dplens's PLD engine models (0, delta) guarantees only; got {event!r}")
+        atoms = ((math.inf, event.delta, 0.0), (0.0, 1.0 - event.delta, 1.0 - event.delta))
+        return pld_engine.EventPld(remove=pld_engine.discretise(pld_engine.PrivacyLoss(masses=None, atoms=atoms), grid))
+
+
+_register_engine()

@@ -458,6 +458,13 @@ class DpSgdPrivacy:
     lower_bound: str | None = None
     steps_per_epoch: int | None = None
     risk: dict[str, Any] | None = None  # a calibration to an attack-risk target: the target and what it achieves
+    # Whose privacy ε protects (dplens.accountant.user_level): "example", or "user" with at most
+    # max_examples_per_user examples (example-level sampling) or users sampled (user_sampling, over ``users``).
+    privacy_unit: str = "example"
+    max_examples_per_user: int | None = None
+    user_sampling: bool = False
+    users: int | None = None
+    truncation_delta: float | None = None  # the δ a truncated Binomial tail adds (user-level, large K), included
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -482,6 +489,13 @@ class DpSgdPrivacy:
             out["target_epsilon"] = self.target_epsilon
         if self.risk is not None:
             out["risk"] = self.risk
+        out["privacy_unit"] = self.privacy_unit
+        if self.privacy_unit != "example":
+            out["max_examples_per_user"] = self.max_examples_per_user
+            out["user_sampling"] = self.user_sampling
+            out["users"] = self.users
+            if self.truncation_delta:
+                out["truncation_delta"] = self.truncation_delta
         return out
 
 
@@ -543,6 +557,9 @@ def dp_sgd_epsilon(
     drop_last: bool = False,
 ) -> DpSgdPrivacy:
     """ε of a DP-SGD run under its sampler (default Poisson at q = B/N, add/remove), an upper bound, with its lower end.
+
+    The privacy unit is one example (``privacy_unit="example"`` in the result); for one user (at most K examples, or
+    users sampled) see :func:`dplens.accountant.user_level.user_level_epsilon`.
 
     Example (MNIST: σ = 1.1, 60 epochs; the anchors' PLD value is 2.3818):
         >>> run = dp_sgd_epsilon(dataset_size=60000, batch_size=256, epochs=60, noise_multiplier=1.1, delta=1e-5,

@@ -481,6 +481,8 @@ _CORE_EVENT_MODULES: dict[str, str] = {
     "CyclicBatches": "dplens.accountant.samplers",
     "ShuffleMaxStatistic": "dplens.accountant.samplers",
     "DpSgdRun": "dplens.accountant.dp_sgd",
+    "UserLevelRun": "dplens.accountant.user_level",
+    "AdaptiveClipping": "dplens.accountant.adaptive_clipping",
 }
 
 

@@ -52,6 +52,18 @@ _DEPENDENCIES = ("numpy", "scipy", "mpmath", "dp-accounting", "matplotlib", "jin
 # --------------------------------------------------------------------------------------------
 
 
+def _spec_privacy_unit(tables: Sequence[Mapping[str, Any]]) -> str | None:
+    """The unit of protection a spec's DP-SGD tables state (``privacy_unit = "user"``, issue 49), in words; None when
+    they state none (every table example-level)."""
+    for table in tables:
+        if table.get("type") == "dp_sgd" and table.get("privacy_unit") == "user":
+            if table.get("user_sampling"):
+                return f"one user (all of their examples; users sampled, {table.get('users')} users)"
+            k = table.get("max_examples_per_user")
+            return f"one user (all of their examples, at most {k} per user; examples sampled individually)"
+    return None
+
+
 def describe_neighbouring(relation: str, unit: str) -> str:
     """The neighbouring relation in plain words, for ``unit`` (the unit of protection)."""
     match relation:  # the values of dplens.accountant.events.NeighboringRelation
@@ -377,6 +389,8 @@ def build_report(
     """
     if not isinstance(privacy_unit, str) or not privacy_unit.strip():
         raise ValueError(f"privacy_unit must be a non-empty string; got {privacy_unit!r}")
+    if privacy_unit == DEFAULT_PRIVACY_UNIT:
+        privacy_unit = _spec_privacy_unit(spec.mechanisms) or privacy_unit
     if audit is None and not not_audited_reason:
         raise ValueError("not_audited_reason is required when audit is None")
     summary = accounting.to_dict() if hasattr(accounting, "to_dict") else accounting
