@@ -16,7 +16,8 @@ ids carry the suffix ``@serial``, as xdist's own ``loadgroup`` marks its groups)
 **A CPU budget per test.** A default test that takes more than ``DPLENS_TEST_CPU_LIMIT`` seconds of CPU time (20
 unless set; this process and its reaped children, setup and call, a shared fixture counted in the test that first
 needs it, so that the tests sharing an expensive fixture are marked), or more than ``DPLENS_TEST_WALL_LIMIT`` seconds
-of wall-clock time (60), fails with its name and its times, unless it is marked
+of wall-clock time (60, times the load average per CPU where the machine runs more processes than it has CPUs),
+fails with its name and its times, unless it is marked
 ``@pytest.mark.accepted_long(reason)``. ``slow`` tests are exempt. Set either limit to 0 to turn the guard off
 (profiling). ``DPLENS_TEST_TIMES=FILE`` appends every test's CPU and wall time to FILE (JSON lines, one per test,
 from every worker): the input of the table of the slowest tests in ``benchmarks/RESULTS.md``.
@@ -428,11 +429,22 @@ def _check_budget(item, report) -> None:
         line = json.dumps({"test": item.nodeid.removesuffix(SERIAL_SUFFIX), "cpu": cpu, "wall": wall})
         with open(path, "a", encoding="utf-8") as times:
             times.write(line + "\n")
-    if report.passed and report.when == "call" and not _exempt(item) and (cpu > CPU_LIMIT or wall > WALL_LIMIT):
+    wall_limit = WALL_LIMIT * _oversubscription()
+    if report.passed and report.when == "call" and not _exempt(item) and (cpu > CPU_LIMIT or wall > wall_limit):
         report.outcome = "failed"
         report.longrepr = (
             f"{item.nodeid} took {cpu:.1f} s of CPU time and {wall:.1f} s of wall-clock time, over the default "
-            f"suite's budget of {CPU_LIMIT:g} s CPU / {WALL_LIMIT:g} s wall per test: make it faster, move it to "
-            "`slow` (keeping a smaller default test of its property), or mark it "
-            "@pytest.mark.accepted_long(reason) (root conftest.py)"
+            f"suite's budget of {CPU_LIMIT:g} s CPU / {wall_limit:.0f} s wall per test (the wall-clock ceiling is "
+            f"{WALL_LIMIT:g} s on a machine with a core per runnable process): make it faster, move it to `slow` "
+            "(keeping a smaller default test of its property), or mark it @pytest.mark.accepted_long(reason) "
+            "(root conftest.py)"
         )
+
+
+def _oversubscription() -> float:
+    """How many runnable processes share each CPU (the 1-minute load average per CPU, at least 1): a test that
+    gets a quarter of a core takes four times as long, which says nothing about the test."""
+    try:
+        return max(1.0, os.getloadavg()[0] / available_cpus())
+    except OSError:
+        return 1.0
