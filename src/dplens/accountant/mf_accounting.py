@@ -1,0 +1,616 @@
+"""ε of a matrix-factorisation (correlated-noise) training under the sampler it used, every number labelled.
+
+The mechanisms and their sensitivities are in :mod:`dplens.accountant.matrix_factorization`; this module turns a
+training — strategy, sampler, N, B, epochs, σ (the noise multiplier of the strategy scaled to largest column norm 1,
+jax_privacy's convention) — into (ε, δ), its kind and its lower end:
+
+- ``cyclic-poisson`` (the examples split into b groups, group t mod b active at step t, each of its examples in the
+  batch with probability q = B·b/N; jax_privacy's ``CyclicPoissonSampling``): for a strategy with at most b bands,
+  an example's participations fall in columns b apart, which have disjoint supports, so the run is the composition
+  of ⌈T/b⌉ Poisson-subsampled Gaussians with sensitivities ‖C_{:, j + kb}‖ ≤ 1 (Choquette-Choo, Ganesh, McKenna,
+  McMahan, Rush, Thakurta, Xu, "(Amplified) Banded Matrix Factorization", NeurIPS 2023, arXiv 2306.08153, Thm 4;
+  jax_privacy's ``amplified_bandmf_event`` is DP-SGD with ⌈T/b⌉ rounds). dplens composes the group's own column
+  norms: when one group's norms dominate every other group's (banded Toeplitz: group 0), its pair is attained
+  (an example with the same unit gradient at each of its steps, the others zero: the output blocks are independent),
+  so the PLD bracket is ``certified``; otherwise the elementwise envelope is an ``upper`` bound and a group's own
+  composition a lower bound. With ``max_batch_size``, each round is a truncated subsampled Gaussian (Ganesh 2025,
+  arXiv 2508.15089; jax_privacy's ``truncated_amplified_bandmf_event``): ``upper``, with the Poisson pair at the rate
+  an example is surely kept as lower bound.
+- ``poisson`` (i.i.d. at every step): amplification for a general strategy needs MMCC (Choquette-Choo, Ganesh,
+  Steinke, Thakurta, ICLR 2024), which dplens does not implement: refused, except for a diagonal strategy (1 band),
+  which is DP-SGD. DP-SGD's ε for T steps is *not* valid for a banded strategy.
+- ``cyclic`` (the same order every epoch), ``min-sep`` (the worst pattern of at most k participations b apart):
+  no randomness to amplify; the run is exactly μ-GDP with μ = sensitivity/σ (the Gaussian mechanism on C G; Dong,
+  Roth, Su 2022 Cor. 2.13): ``certified`` where the sensitivity is exact, ``upper`` otherwise.
+- ``fixed-bins``, ``shuffle-once`` (a random but fixed step per epoch), ``shuffle``, ``balls-and-bins`` (one step per
+  epoch, anywhere), ``b-min-sep`` (random participations b apart): the same μ-GDP bound with the schema's worst-case
+  sensitivity, which ignores the sampler's randomness — a valid ``upper`` bound, possibly far above the truth; a
+  certified amplified bound there is research (Monte Carlo: Choquette-Choo et al. 2024, arXiv 2410.06266; Dong &
+  Ganesh 2026; Rényi DP for few bands: Schuchardt & Kalinin 2026), not offered here.
+
+Neighbouring relation: add/remove (default for the Poisson-type samplers) and zero-out give the sensitivities above;
+replace-one (allowed for the unamplified schemas) doubles them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from dplens.accountant import events as ev
+from dplens.accountant import matrix_factorization as mf
+
+__all__ = ["MECHANISMS", "SAMPLINGS", "MfPrivacy", "mf_epsilon", "mf_noise_multiplier"]
+
+MECHANISMS = ("bandmf", "blt", "bsr", "nu-ftrl", "matrix")
+SAMPLINGS = (
+    "cyclic-poisson",
+    "poisson",
+    "b-min-sep",
+    "fixed-bins",
+    "balls-and-bins",
+    "cyclic",
+    "min-sep",
+    "shuffle",
+    "shuffle-once",
+)
+_EPOCH_SAMPLERS = ("fixed-bins", "balls-and-bins", "cyclic", "shuffle", "shuffle-once")
+_DETERMINISTIC = ("cyclic", "min-sep")
+_POISSON_TYPE = ("cyclic-poisson", "poisson", "fixed-bins", "balls-and-bins")
+ADD_REMOVE = ev.NeighboringRelation.ADD_OR_REMOVE_ONE
+ZERO_OUT = ev.NeighboringRelation.REPLACE_SPECIAL
+REPLACE_ONE = ev.NeighboringRelation.REPLACE_ONE
+#: Distinct per-round sensitivities composed one by one; more are rounded up (upper) or down (lower) into this many.
+_MAX_LEVELS = 12
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MfPrivacy:
+    """The privacy of a matrix-factorisation training: ``epsilon`` is always a valid upper bound; ``bound`` is
+    ``certified`` when ``epsilon_lower`` closes a certified bracket, ``upper`` otherwise (``lower_bound`` says what
+    ``epsilon_lower`` is: the bracket's lower end, a lower-bound construction, or None when none is known)."""
+
+    epsilon: float
+    delta: float
+    bound: str
+    epsilon_lower: float | None
+    lower_bound: str | None
+    mechanism: str
+    sampling: str
+    bands: int | None
+    sensitivity: float
+    sensitivity_exact: bool
+    sensitivity_method: str
+    noise_multiplier: float
+    steps: int
+    participations: int
+    amplified: bool
+    neighboring: str
+    dataset_size: int
+    batch_size: int
+    epochs: float
+    details: str
+    rounds: int | None = None
+    sampling_rate: float | None = None
+    strategy: dict[str, Any] | None = None
+    target_epsilon: float | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "bound": self.bound,
+            "epsilon_lower": self.epsilon_lower,
+            "lower_bound": self.lower_bound,
+            "mechanism": self.mechanism,
+            "sampling": self.sampling,
+            "bands": self.bands,
+            "sensitivity": self.sensitivity,
+            "sensitivity_exact": self.sensitivity_exact,
+            "sensitivity_method": self.sensitivity_method,
+            "noise_multiplier": self.noise_multiplier,
+            "noise_multiplier_convention": "relative to the strategy scaled to largest column norm 1",
+            "steps": self.steps,
+            "participations": self.participations,
+            "amplified": self.amplified,
+            "neighboring": self.neighboring,
+            "dataset_size": self.dataset_size,
+            "batch_size": self.batch_size,
+            "epochs": self.epochs,
+            "details": self.details,
+            "rounds": self.rounds,
+            "sampling_rate": self.sampling_rate,
+            "strategy": self.strategy,
+            "notes": list(self.notes),
+            "is_estimate": False,
+        }
+        if self.target_epsilon is not None:
+            out["target_epsilon"] = self.target_epsilon
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# The run: validated description
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Run:
+    mechanism: str
+    sampling: str
+    strategy: mf.Strategy | None  # None: BandMF with unknown banded Toeplitz coefficients (largest column norm 1)
+    bands: int | None
+    steps: int
+    period: int | None
+    dataset_size: int
+    batch_size: int
+    epochs: float
+    relation: ev.NeighboringRelation
+    min_separation: int | None
+    max_participations: int | None
+    max_batch_size: int | None
+
+
+def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value.strip().lower().replace("_", "-") not in allowed:
+        raise ValueError(f"{name} must be one of {list(allowed)}; got {value!r}")
+    return value.strip().lower().replace("_", "-")
+
+
+def _relation(sampling: str, neighboring: Any) -> ev.NeighboringRelation:
+    default = ADD_REMOVE if sampling in _POISSON_TYPE else ZERO_OUT
+    if neighboring is None:
+        return default
+    if isinstance(neighboring, str):
+        try:
+            neighboring = ev.NeighboringRelation(neighboring.strip().lower().replace("-", "_"))
+        except ValueError:
+            allowed = [r.value for r in ev.NeighboringRelation]
+            raise ValueError(f"neighboring must be one of {allowed}; got {neighboring!r}") from None
+    if not isinstance(neighboring, ev.NeighboringRelation):
+        raise ValueError(f"neighboring must be a NeighboringRelation; got {neighboring!r}")
+    if neighboring is REPLACE_ONE and sampling in ("cyclic-poisson", "poisson"):
+        raise ValueError(
+            f"neighboring='replace_one' is not defined for sampling={sampling!r}: use add_remove or zero_out"
+        )
+    return neighboring
+
+
+def _steps(sampling: str, n: int, b: int, epochs: float) -> tuple[int, int | None]:
+    from dplens.accountant.dp_sgd import dp_sgd_steps
+
+    steps = dp_sgd_steps(dataset_size=n, batch_size=b, epochs=epochs)  # validates N, B, E
+    if sampling in _EPOCH_SAMPLERS:
+        period = -(-n // b)
+        return math.ceil(epochs * period - 1e-9), period
+    return steps, None
+
+
+def _strategy(mechanism: str, steps: int, bands: int | None, strategy: Any, params: dict) -> mf.Strategy | None:
+    """The strategy of ``mechanism`` for ``steps`` steps (None: BandMF without its coefficients)."""
+    import numpy as np
+
+    if strategy is not None and mechanism not in ("bandmf", "matrix"):
+        raise ValueError(
+            f"strategy (a file) applies to mechanism 'bandmf' or 'matrix' only; got mechanism={mechanism!r}"
+        )
+    if isinstance(strategy, mf.Strategy):
+        if strategy.steps != steps:
+            raise ValueError(f"strategy must have T = {steps} steps of the run; got {strategy.steps}")
+        return strategy
+    if mechanism == "nu-ftrl":
+        if params.get("nu") is None:
+            raise ValueError("mechanism 'nu-ftrl' needs nu (--nu)")
+        return mf.nu_ftrl_strategy(params["nu"], steps)
+    if mechanism == "blt":
+        if params.get("buf_decay") is None or params.get("output_scale") is None:
+            raise ValueError("mechanism 'blt' needs buf_decay and output_scale (--blt-decay, --blt-scale)")
+        return mf.blt_strategy(params["buf_decay"], params["output_scale"], steps)
+    if mechanism == "bsr":
+        if bands is None:
+            raise ValueError("mechanism 'bsr' needs bands (--bands)")
+        return mf.bsr_strategy(bands, steps)
+    if strategy is None:
+        if mechanism == "matrix":
+            raise ValueError("mechanism 'matrix' needs a strategy (--strategy FILE.npy, a T x T matrix)")
+        if bands is None:
+            raise ValueError("mechanism 'bandmf' needs bands (--bands) or its strategy (--strategy FILE.npy)")
+        return None
+    array = np.asarray(strategy, dtype=float) if not isinstance(strategy, np.ndarray) else strategy
+    if array.ndim == 1:
+        built = mf.toeplitz_strategy(array, steps, name=mechanism)
+    else:
+        built = mf.dense_strategy(array, steps=steps, name=mechanism)
+    if mechanism == "bandmf" and bands is not None and built.bands > bands:
+        raise ValueError(f"bands={bands} does not match the strategy, which has {built.bands} bands")
+    return built
+
+
+def _run(**kw: Any) -> _Run:
+    mechanism = _choice("mechanism", kw["mechanism"], MECHANISMS)
+    sampling = _choice("sampling", kw["sampling"], SAMPLINGS)
+    n, b, epochs = kw["dataset_size"], kw["batch_size"], kw["epochs"]
+    steps, period = _steps(sampling, n, b, epochs)
+    bands = kw.get("bands")
+    if bands is not None:
+        bands = mf._check_int("bands", bands)
+        if bands > steps:
+            raise ValueError(f"bands={bands} exceeds the number of steps T={steps}")
+    if bands is None and sampling == "cyclic-poisson" and mechanism in ("nu-ftrl", "blt"):
+        raise ValueError(
+            f"sampling 'cyclic-poisson' needs bands (--bands: the number of groups b); got none for {mechanism}"
+        )
+    params = {key: kw.get(key) for key in ("nu", "buf_decay", "output_scale")}
+    strategy = _strategy(mechanism, steps, bands, kw.get("strategy"), params)
+    sep, most = kw.get("min_separation"), kw.get("max_participations")
+    if sampling in ("min-sep", "b-min-sep"):
+        if sep is None:
+            raise ValueError(f"sampling={sampling!r} needs min_separation (--min-separation)")
+        mf._check_int("min_separation", sep)
+    elif sep is not None:
+        raise ValueError(f"min_separation applies to sampling 'min-sep' or 'b-min-sep' only; got sampling={sampling!r}")
+    if most is not None:
+        if sampling not in ("min-sep", "b-min-sep"):
+            raise ValueError(f"max_participations applies to 'min-sep' or 'b-min-sep' only; got sampling={sampling!r}")
+        mf._check_int("max_participations", most)
+    cap = kw.get("max_batch_size")
+    if cap is not None and sampling != "cyclic-poisson":
+        raise ValueError(f"max_batch_size applies to sampling 'cyclic-poisson' only; got sampling={sampling!r}")
+    return _Run(
+        mechanism=mechanism,
+        sampling=sampling,
+        strategy=strategy,
+        bands=bands if bands is not None else (strategy.bands if strategy is not None else None),
+        steps=steps,
+        period=period,
+        dataset_size=n,
+        batch_size=b,
+        epochs=float(epochs),
+        relation=_relation(sampling, kw.get("neighboring")),
+        min_separation=sep,
+        max_participations=most,
+        max_batch_size=cap,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Cyclic Poisson: the composition of the worst group's subsampled Gaussians
+# --------------------------------------------------------------------------------------------
+
+
+def _group_norms(run: _Run, bands: int):
+    """Each group's participating column norms, sorted decreasingly, as the columns of an R × b array (zeros pad)."""
+    import numpy as np
+
+    rounds = -(-run.steps // bands)
+    if run.strategy is None:  # banded Toeplitz, norm 1, coefficients unknown: full columns norm 1, the last unknown
+        norms = np.ones(run.steps)
+        tail = run.steps % bands
+        unknown = tail != 0
+    else:
+        norms, unknown = run.strategy.column_norms(), False
+    padded = np.zeros(rounds * bands)
+    padded[: run.steps] = norms
+    table = -np.sort(-padded.reshape(rounds, bands), axis=0)
+    if unknown:  # the partial last round of groups 0 … tail − 1: norm in (0, 1], unknown
+        table[-1, :tail] = np.nan
+    return table
+
+
+def _levels(values, *, up: bool) -> list[tuple[float, int]]:
+    """(sensitivity, count) pairs of the positive ``values``; more than _MAX_LEVELS distinct ones are rounded up
+    (``up``) or down into _MAX_LEVELS quantile buckets — an upper (lower) bound by monotonicity in the sensitivity."""
+    import numpy as np
+
+    v = np.sort(values[values > 0])[::-1]
+    unique, counts = np.unique(v, return_counts=True)
+    if unique.size > _MAX_LEVELS:
+        edges = np.array_split(np.arange(unique.size), _MAX_LEVELS)
+        return [(float(unique[idx[-1]] if up else unique[idx[0]]), int(counts[idx].sum())) for idx in edges if idx.size]
+    return [(float(u), int(c)) for u, c in zip(unique, counts, strict=True)]
+
+
+def _round_event(q: float, sigma: float, s: float, run: _Run, group_size: int) -> ev.Event:
+    if run.max_batch_size is None:
+        return ev.PoissonSampled(sampling_rate=q, event=ev.Gaussian(noise_multiplier=sigma / s))
+    return ev.TruncatedSubsampledGaussian(
+        dataset_size=group_size, sampling_rate=q, truncated_batch_size=run.max_batch_size, noise_multiplier=sigma / s
+    )
+
+
+def _cyclic_poisson(run: _Run, sigma: float, delta: float, tolerance: float) -> dict[str, Any]:
+    import numpy as np
+
+    from dplens.accountant import pld
+
+    bands = run.bands
+    if run.strategy is not None and run.strategy.bands > bands:
+        raise ValueError(
+            f"bands={bands} does not match the strategy, which has {run.strategy.bands} bands: cyclic-poisson "
+            "amplification needs a strategy with at most --bands bands"
+        )
+    q = run.batch_size * bands / run.dataset_size
+    if q > 1:
+        raise ValueError(
+            f"bands={bands} exceeds the number of groups the data allows: sampling probability B*b/N = "
+            f"{run.batch_size}*{bands}/{run.dataset_size} = {q:.6g} > 1"
+        )
+    group_size = -(-run.dataset_size // bands)
+    table = _group_norms(run, bands)
+    known = np.nan_to_num(table, nan=1.0)  # unknown norms ≤ 1: the upper envelope takes 1
+    envelope = known.max(axis=1)
+    attained = [j for j in range(bands) if np.all(np.abs(table[:, j] - envelope) <= 1e-12 * envelope.max())]
+    upper_levels = _levels(envelope, up=True)
+    ledger = [(_round_event(q, sigma, s, run, group_size), count) for s, count in upper_levels]
+    bracket = pld.pld_epsilon(ledger, delta, neighboring=ADD_REMOVE, tolerance=tolerance)
+    exact_levels = len(upper_levels) == len(np.unique(envelope[envelope > 0]))
+    certified = bool(attained) and exact_levels and run.max_batch_size is None and bracket.epsilon_lower is not None
+    if certified:
+        lower, kind = bracket.epsilon_lower, "certified"
+    else:
+        lower, kind = _cyclic_lower(run, table, q, sigma, delta, tolerance, group_size), "lower bound"
+    rounds = table.shape[0]
+    details = (
+        f"BandMF amplification (Choquette-Choo et al. 2023 Thm 4): {rounds} rounds of a Poisson-subsampled Gaussian "
+        f"at q = {q:.6g}, per-round sensitivities {[(round(s, 9), c) for s, c in upper_levels]}"
+    )
+    return dict(
+        epsilon=bracket.epsilon,
+        lower=min(lower, bracket.epsilon) if lower is not None else None,
+        kind=kind if lower is not None else None,
+        certified=certified,
+        sensitivity=float(envelope.max()),
+        rounds=rounds,
+        q=q,
+        details=details,
+        participations=rounds,
+    )
+
+
+def _cyclic_lower(run: _Run, table, q: float, sigma: float, delta: float, tolerance: float, group_size: int):
+    """A lower bound: one group's own rounds (attained), rounded down; unknown norms left out (post-processing)."""
+    import numpy as np
+
+    from dplens.accountant import pld_engine
+
+    known = np.nan_to_num(table, nan=0.0)
+    group = int(np.argmax((known * known).sum(axis=0)))
+    levels = _levels(known[:, group], up=False)
+    if not levels:
+        return None
+    if run.max_batch_size is not None:
+        from scipy.special import bdtr
+
+        # an example is surely kept when at most B_max − 1 others are sampled: a Poisson pair at that rate
+        q = q * float(bdtr(run.max_batch_size - 1, group_size - 1, q))
+        if q <= 0:
+            return None
+    ledger = [(ev.PoissonSampled(sampling_rate=q, event=ev.Gaussian(noise_multiplier=sigma / s)), c) for s, c in levels]
+    return pld_engine.epsilon_bracket(ledger, delta, neighboring=ADD_REMOVE, tolerance=tolerance).lower
+
+
+# --------------------------------------------------------------------------------------------
+# Unamplified schemas: exact μ-GDP of the Gaussian mechanism on C G
+# --------------------------------------------------------------------------------------------
+
+
+def _schema_sensitivity(run: _Run) -> mf.Sensitivity:
+    if run.strategy is None:
+        raise ValueError(
+            f"sampling={run.sampling!r} needs the strategy's coefficients for its sensitivity (--strategy FILE.npy: "
+            "the b coefficients of the banded Toeplitz strategy, or the T x T matrix)"
+        )
+    if run.sampling in ("min-sep", "b-min-sep"):
+        return mf.minsep_sensitivity(
+            run.strategy, min_separation=run.min_separation, max_participations=run.max_participations
+        )
+    if run.sampling in ("cyclic", "fixed-bins", "shuffle-once"):
+        return mf.fixed_epoch_sensitivity(run.strategy, period=run.period)
+    return mf.epoch_block_sensitivity(run.strategy, period=run.period)
+
+
+def _unamplified(run: _Run, sigma: float, delta: float) -> dict[str, Any]:
+    from dplens.accountant import conversions
+
+    sens = _schema_sensitivity(run)
+    factor = 2.0 if run.relation is REPLACE_ONE else 1.0
+    value = factor * sens.value
+    mu = value * (1 + mf.SENSITIVITY_MARGIN) / sigma
+    epsilon = conversions.gdp_epsilon(mu, delta)
+    certified = run.sampling in _DETERMINISTIC and sens.exact
+    lower = conversions.gdp_epsilon(value * (1 - mf.SENSITIVITY_MARGIN) / sigma, delta) if certified else None
+    what = "exact" if certified else "an upper bound (the sampler's randomness is not used)"
+    details = (
+        f"the Gaussian mechanism on C G: mu = sensitivity/sigma = {mu:.6g}-GDP (Dong, Roth, Su 2022 Cor. 2.13), "
+        f"{what}; sensitivity {sens.method}"
+    )
+    return dict(
+        epsilon=epsilon,
+        lower=min(lower, epsilon) if lower is not None else None,
+        kind="certified" if certified else None,
+        certified=certified,
+        sensitivity=value,
+        sensitivity_exact=sens.exact,
+        sensitivity_method=sens.method,
+        rounds=None,
+        q=None,
+        details=details,
+        participations=sens.participations,
+    )
+
+
+def _refuse_iid(run: _Run) -> None:
+    bands = run.strategy.bands if run.strategy is not None else run.bands
+    if bands != 1:
+        raise ValueError(
+            f"sampling='poisson' (i.i.d. at every step) on a strategy with {bands} bands needs MMCC (Choquette-Choo, "
+            "Ganesh, Steinke, Thakurta, ICLR 2024), which dplens does not implement, and DP-SGD's epsilon is not "
+            "valid for it: use cyclic-poisson (BandMF's sampler) or an unamplified schema (min-sep)"
+        )
+
+
+def _account(run: _Run, sigma: float, delta: float, tolerance: float) -> dict[str, Any]:
+    if run.sampling == "poisson":
+        _refuse_iid(run)
+        run = _replace_bands(run, 1)
+    if run.sampling in ("cyclic-poisson", "poisson"):
+        out = _cyclic_poisson(run, sigma, delta, tolerance)
+        out.update(sensitivity_exact=run.strategy is not None, sensitivity_method="largest participating column norm")
+        return out
+    return _unamplified(run, sigma, delta)
+
+
+def _replace_bands(run: _Run, bands: int) -> _Run:
+    import dataclasses
+
+    return dataclasses.replace(run, bands=bands)
+
+
+def _check_sigma(sigma: Any) -> float:
+    if isinstance(sigma, bool) or not isinstance(sigma, int | float) or not (math.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"noise_multiplier must be a finite number > 0; got {sigma!r}")
+    return float(sigma)
+
+
+def _privacy(run: _Run, sigma: float, delta: float, out: dict[str, Any], **extra: Any) -> MfPrivacy:
+    notes = []
+    if not out["certified"]:
+        if run.sampling in ("fixed-bins", "balls-and-bins", "shuffle", "shuffle-once", "b-min-sep"):
+            notes.append(
+                f"unamplified: {run.sampling} sampling amplifies privacy, but a certified amplified bound for a "
+                "matrix mechanism under it is research (Monte Carlo estimates exist); this epsilon is a valid upper "
+                "bound only"
+            )
+        elif run.max_batch_size is not None:
+            notes.append("truncated Poisson: each round's PLD (Ganesh 2025) is an upper bound, not attained")
+        elif run.strategy is None and run.sampling == "cyclic-poisson" and run.steps % run.bands:
+            notes.append("without --strategy the last partial round's column norm is unknown: upper bound")
+    return MfPrivacy(
+        epsilon=out["epsilon"],
+        delta=delta,
+        bound="certified" if out["certified"] else "upper",
+        epsilon_lower=out["lower"],
+        lower_bound=out["kind"],
+        mechanism=run.mechanism,
+        sampling=run.sampling,
+        bands=run.bands,
+        sensitivity=out["sensitivity"],
+        sensitivity_exact=out["sensitivity_exact"],
+        sensitivity_method=out["sensitivity_method"],
+        noise_multiplier=sigma,
+        steps=run.steps,
+        participations=out["participations"],
+        amplified=run.sampling in ("cyclic-poisson", "poisson"),
+        neighboring=run.relation.value,
+        dataset_size=run.dataset_size,
+        batch_size=run.batch_size,
+        epochs=run.epochs,
+        details=out["details"],
+        rounds=out["rounds"],
+        sampling_rate=out["q"],
+        strategy=run.strategy.to_dict() if run.strategy is not None else None,
+        notes=tuple(notes),
+        **extra,
+    )
+
+
+def mf_epsilon(
+    *,
+    mechanism: str,
+    sampling: str,
+    dataset_size: int,
+    batch_size: int,
+    epochs: float,
+    noise_multiplier: float,
+    delta: float,
+    bands: int | None = None,
+    strategy: Any = None,
+    nu: float | None = None,
+    buf_decay: Any = None,
+    output_scale: Any = None,
+    min_separation: int | None = None,
+    max_participations: int | None = None,
+    max_batch_size: int | None = None,
+    neighboring: Any = None,
+    tolerance: float = 1e-3,
+) -> MfPrivacy:
+    """ε at ``delta`` of a matrix-factorisation training under ``sampling`` (see the module docstring), an upper
+    bound, labelled ``certified`` where its bracket closes.
+
+    Example (BandMF, 8 bands, cyclic Poisson, 10 epochs of 256 out of 60 000 at σ = 1: 2344 steps, 293 rounds):
+        >>> run = mf_epsilon(mechanism="bandmf", sampling="cyclic-poisson", bands=8, dataset_size=60000,
+        ...                  batch_size=256, epochs=10, noise_multiplier=1.0, delta=1e-6)
+        >>> run.steps, run.rounds, run.bound, run.epsilon_lower <= run.epsilon
+        (2344, 293, 'certified', True)
+    """
+    from dplens.accountant import conversions
+
+    delta = conversions.check_delta(delta)
+    sigma = _check_sigma(noise_multiplier)
+    run = _run(
+        mechanism=mechanism,
+        sampling=sampling,
+        dataset_size=dataset_size,
+        batch_size=batch_size,
+        epochs=epochs,
+        bands=bands,
+        strategy=strategy,
+        nu=nu,
+        buf_decay=buf_decay,
+        output_scale=output_scale,
+        min_separation=min_separation,
+        max_participations=max_participations,
+        max_batch_size=max_batch_size,
+        neighboring=neighboring,
+    )
+    return _privacy(run, sigma, delta, _account(run, sigma, delta, tolerance))
+
+
+def mf_noise_multiplier(*, target_epsilon: float, delta: float, tolerance: float = 1e-3, **kwargs: Any) -> MfPrivacy:
+    """The smallest σ (to a relative 1e-4) whose training's ε (the upper bound of :func:`mf_epsilon`) is ≤
+    ``target_epsilon``: a bisection in log σ that keeps a safe end (the returned σ was accounted, never overshoots);
+    in closed form for the unamplified schemas (σ = sensitivity/μ*(ε, δ), rounded up and checked)."""
+    from dplens.accountant import conversions, pld
+
+    target = conversions.check_epsilon(target_epsilon, name="target_epsilon")
+    if target == 0:
+        raise ValueError(f"target_epsilon must be > 0; got {target_epsilon!r}")
+    delta = conversions.check_delta(delta)
+    run = _run(**kwargs)
+
+    def epsilon_of(sigma: float) -> float:
+        try:
+            return _account(run, sigma, delta, tolerance)["epsilon"]
+        except pld.PldOutOfRangeError:
+            return math.inf
+
+    if run.sampling not in ("cyclic-poisson", "poisson"):
+        probe = _account(run, 1.0, delta, tolerance)
+        sigma = probe["sensitivity"] * (1 + mf.SENSITIVITY_MARGIN) / conversions.gdp_mu(target, delta) * (1 + 1e-9)
+        while epsilon_of(sigma) > target:  # pragma: no cover - the margin suffices
+            sigma *= 1 + 1e-9
+    else:
+        sigma = _bisect(epsilon_of, target)
+    out = _account(run, sigma, delta, tolerance)
+    if out["epsilon"] > target:  # pragma: no cover - a last line of defence
+        raise AssertionError(f"calibration overshot: epsilon={out['epsilon']!r} > target={target!r}")
+    return _privacy(run, sigma, delta, out, target_epsilon=target)
+
+
+def _bisect(epsilon_of, target: float, low: float = 0.05, high: float = 1000.0) -> float:
+    if epsilon_of(high) > target:
+        raise ValueError(
+            f"target_epsilon={target!r} is unreachable for noise_multiplier <= {high!r}: epsilon there is "
+            f"{epsilon_of(high)!r}"
+        )
+    if epsilon_of(low) <= target:
+        return low
+    while high / low > 1 + 1e-4:
+        mid = math.sqrt(low * high)
+        if epsilon_of(mid) <= target:
+            high = mid
+        else:
+            low = mid
+    return high
