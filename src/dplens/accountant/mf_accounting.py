@@ -457,7 +457,8 @@ def _account(run: _Run, sigma: float, delta: float, tolerance: float) -> dict[st
         run = _replace_bands(run, 1)
     if run.sampling in ("cyclic-poisson", "poisson"):
         out = _cyclic_poisson(run, sigma, delta, tolerance)
-        out.update(sensitivity_exact=run.strategy is not None, sensitivity_method="largest participating column norm")
+        # the largest column norm is 1 by the convention every strategy is validated (or scaled) to
+        out.update(sensitivity_exact=True, sensitivity_method="largest participating column norm (1 by convention)")
         return out
     return _unamplified(run, sigma, delta)
 
