@@ -128,3 +128,41 @@ def test_the_command_line_knows_every_mf_sampler_and_mechanism():
     assert MF_MECHANISMS == MECHANISMS
     assert set(SAMPLINGS) <= set(SAMPLERS + MF_SAMPLERS)
     assert set(MF_SAMPLERS).isdisjoint(s.value for s in Sampler)
+
+
+def test_monte_carlo_keys_beside_the_bound(tmp_path, capsys):
+    path = tmp_path / "c.npy"
+    coefs = np.array([1.0, 0.5, 0.375, 0.3125])
+    np.save(path, coefs / np.linalg.norm(coefs))
+    code = main(
+        [
+            "dp-sgd",
+            "--mechanism",
+            "bandmf",
+            "--bands",
+            "4",
+            "--strategy",
+            str(path),
+            "--sampling",
+            "fixed-bins",
+            "--dataset-size",
+            "160",
+            "--batch-size",
+            "10",
+            "--epochs",
+            "4",
+            "--noise-multiplier",
+            "1.5",
+            "--delta",
+            "1e-3",
+            "--monte-carlo",
+            "100000",
+            "--seed",
+            "0",
+            "--json",
+        ]
+    )
+    payload = json.loads(capsys.readouterr().out)
+    assert code == 0 and payload["bound"] == "upper" and payload["epsilon_monte_carlo"] < payload["epsilon"]
+    assert payload["monte_carlo"]["samples_per_direction"] == 100000 and payload["monte_carlo"]["is_estimate"]
+    assert "delta_accounting" in payload["monte_carlo"] and payload["monte_carlo"]["delta"] == 1e-3

@@ -482,7 +482,17 @@ def _cmd_dp_sgd(args: argparse.Namespace) -> int:
     return 0
 
 
-_MF_FLAGS = ("bands", "strategy", "nu", "blt_decay", "blt_scale", "min_separation", "max_participations")
+_MF_FLAGS = (
+    "bands",
+    "strategy",
+    "nu",
+    "blt_decay",
+    "blt_scale",
+    "min_separation",
+    "max_participations",
+    "monte_carlo",
+    "seed",
+)
 
 
 def _no_mf_flags(args: argparse.Namespace) -> None:
@@ -540,15 +550,23 @@ def _cmd_dp_sgd_mf(args: argparse.Namespace) -> int:
         neighboring=args.neighboring,
     )
     if args.target_epsilon is not None:
+        if args.monte_carlo is not None:
+            raise ValueError("--monte-carlo goes with --noise-multiplier (calibration is on the valid bound)")
         result = mf_noise_multiplier(target_epsilon=args.target_epsilon, **run)
         text = (
             f"noise_multiplier = {result.noise_multiplier:.6g}  gives epsilon = {_fmt(result.epsilon)} <= "
             f"{args.target_epsilon:g} at delta = {args.delta:g} ({result.bound})"
         )
     else:
-        result = mf_epsilon(noise_multiplier=args.noise_multiplier, **run)
+        result = mf_epsilon(noise_multiplier=args.noise_multiplier, monte_carlo=args.monte_carlo, seed=args.seed, **run)
         kind = "certified bracket" if result.bound == "certified" else "upper bound"
         text = f"epsilon <= {_fmt(result.epsilon)}  ({kind}; delta = {args.delta:g})"
+        if result.monte_carlo is not None:
+            text += (
+                f"\n  epsilon ~ {_fmt(result.epsilon_monte_carlo)}  (Monte Carlo ESTIMATE under the verification rule: "
+                f"{result.monte_carlo['samples_per_direction']} samples per direction, base delta "
+                f"{result.monte_carlo['base_delta']:.3g}; not a certified bound)"
+            )
     _emit(result.to_dict(), args.json, text + "\n" + _mf_lines(result))
     return 0
 
@@ -1423,6 +1441,13 @@ def _add_mf_arguments(sgd: Any) -> None:
     mf.add_argument("--blt-scale", metavar="OMEGAS", help="blt: the output scales, comma-separated")
     mf.add_argument("--min-separation", type=_positive_int, help="min-sep, b-min-sep: the least steps between two")
     mf.add_argument("--max-participations", type=_positive_int, help="min-sep, b-min-sep: the most participations")
+    mf.add_argument(
+        "--monte-carlo",
+        type=_positive_int,
+        metavar="SAMPLES",
+        help="fixed-bins: add a Monte Carlo estimate under the verification rule, SAMPLES per direction",
+    )
+    mf.add_argument("--seed", type=int, help="--monte-carlo: the seed of its samples")
 
 
 def _add_audit_parser(sub: Any) -> None:

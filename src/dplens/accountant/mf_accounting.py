@@ -96,6 +96,8 @@ class MfPrivacy:
     strategy: dict[str, Any] | None = None
     target_epsilon: float | None = None
     notes: tuple[str, ...] = field(default=())
+    epsilon_monte_carlo: float | None = None
+    monte_carlo: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -128,6 +130,9 @@ class MfPrivacy:
         }
         if self.target_epsilon is not None:
             out["target_epsilon"] = self.target_epsilon
+        if self.monte_carlo is not None:  # an estimate under the verification rule, never the guarantee
+            out["epsilon_monte_carlo"] = self.epsilon_monte_carlo
+            out["monte_carlo"] = self.monte_carlo
         return out
 
 
@@ -536,6 +541,8 @@ def mf_epsilon(
     max_batch_size: int | None = None,
     neighboring: Any = None,
     tolerance: float = 1e-3,
+    monte_carlo: int | None = None,
+    seed: int | None = None,
 ) -> MfPrivacy:
     """ε at ``delta`` of a matrix-factorisation training under ``sampling`` (see the module docstring), an upper
     bound, labelled ``certified`` where its bracket closes.
@@ -566,7 +573,24 @@ def mf_epsilon(
         max_batch_size=max_batch_size,
         neighboring=neighboring,
     )
-    return _privacy(run, sigma, delta, _account(run, sigma, delta, tolerance))
+    extra = _monte_carlo(run, sigma, delta, monte_carlo, seed) if monte_carlo is not None else {}
+    return _privacy(run, sigma, delta, _account(run, sigma, delta, tolerance), **extra)
+
+
+def _monte_carlo(run: _Run, sigma: float, delta: float, samples: int, seed: int | None) -> dict[str, Any]:
+    """The verified Monte Carlo estimate beside the bound (fixed bins only; :mod:`mf_monte_carlo`)."""
+    from dplens.accountant.mf_monte_carlo import fixed_bins_monte_carlo
+
+    if run.sampling != "fixed-bins":
+        raise ValueError(f"monte_carlo applies to sampling 'fixed-bins' only; got sampling={run.sampling!r}")
+    if run.relation is REPLACE_ONE:
+        raise ValueError("monte_carlo is not offered under neighboring='replace_one' (its pair is add/remove)")
+    if run.strategy is None:
+        raise ValueError("monte_carlo needs the strategy's coefficients (--strategy FILE.npy)")
+    estimate = fixed_bins_monte_carlo(
+        run.strategy, period=run.period, noise_multiplier=sigma, delta=delta, samples=samples, seed=seed
+    )
+    return {"epsilon_monte_carlo": estimate.epsilon, "monte_carlo": estimate.to_dict()}
 
 
 def mf_noise_multiplier(*, target_epsilon: float, delta: float, tolerance: float = 1e-3, **kwargs: Any) -> MfPrivacy:
