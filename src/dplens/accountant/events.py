@@ -481,6 +481,7 @@ _CORE_EVENT_MODULES: dict[str, str] = {
     "CyclicBatches": "dplens.accountant.samplers",
     "ShuffleMaxStatistic": "dplens.accountant.samplers",
     "DpSgdRun": "dplens.accountant.dp_sgd",
+    "MfTraining": "dplens.accountant.mf_accounting",
 }
 
 

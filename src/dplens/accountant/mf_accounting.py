@@ -34,6 +34,7 @@ replace-one (allowed for the unamplified schemas) doubles them.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -326,47 +327,32 @@ def _round_event(q: float, sigma: float, s: float, run: _Run, group_size: int) -
 
 
 def _cyclic_poisson(run: _Run, sigma: float, delta: float, tolerance: float) -> dict[str, Any]:
-    import numpy as np
+    """The certified bracket (or upper bound and lower-bound construction) of the cyclic-Poisson ledgers."""
+    from dplens.accountant import pld, pld_engine
 
-    from dplens.accountant import pld
-
-    bands = run.bands
-    if run.strategy is not None and run.strategy.bands > bands:
-        raise ValueError(
-            f"bands={bands} does not match the strategy, which has {run.strategy.bands} bands: cyclic-poisson "
-            "amplification needs a strategy with at most --bands bands"
-        )
-    q = run.batch_size * bands / run.dataset_size
-    if q > 1:
-        raise ValueError(
-            f"bands={bands} exceeds the number of groups the data allows: sampling probability B*b/N = "
-            f"{run.batch_size}*{bands}/{run.dataset_size} = {q:.6g} > 1"
-        )
-    group_size = -(-run.dataset_size // bands)
-    table = _group_norms(run, bands)
-    known = np.nan_to_num(table, nan=1.0)  # unknown norms ≤ 1: the upper envelope takes 1
-    envelope = known.max(axis=1)
-    attained = [j for j in range(bands) if np.all(np.abs(table[:, j] - envelope) <= 1e-12 * envelope.max())]
-    upper_levels = _levels(envelope, up=True)
-    ledger = [(_round_event(q, sigma, s, run, group_size), count) for s, count in upper_levels]
-    bracket = pld.pld_epsilon(ledger, delta, neighboring=ADD_REMOVE, tolerance=tolerance)
-    exact_levels = len(upper_levels) == len(np.unique(envelope[envelope > 0]))
-    certified = bool(attained) and exact_levels and run.max_batch_size is None and bracket.epsilon_lower is not None
+    upper, lower = _cyclic_ledgers(run, sigma)
+    result = pld.pld_epsilon(upper, delta, neighboring=ADD_REMOVE, tolerance=tolerance)
+    certified = lower is None and result.epsilon_lower is not None
     if certified:
-        lower, kind = bracket.epsilon_lower, "certified"
+        low, kind = result.epsilon_lower, "certified"
+    elif lower:
+        low = pld_engine.epsilon_bracket(lower, delta, neighboring=ADD_REMOVE, tolerance=tolerance).lower
+        kind = "lower bound"
     else:
-        lower, kind = _cyclic_lower(run, table, q, sigma, delta, tolerance, group_size), "lower bound"
-    rounds = table.shape[0]
+        low, kind = None, None
+    q = run.batch_size * run.bands / run.dataset_size
+    rounds = sum(count for _, count in upper)
+    levels = [(round(sigma / _round_sigma(e), 9), c) for e, c in upper]
     details = (
         f"BandMF amplification (Choquette-Choo et al. 2023 Thm 4): {rounds} rounds of a Poisson-subsampled Gaussian "
-        f"at q = {q:.6g}, per-round sensitivities {[(round(s, 9), c) for s, c in upper_levels]}"
+        f"at q = {q:.6g}, per-round sensitivities {levels}"
     )
     return dict(
-        epsilon=bracket.epsilon,
-        lower=min(lower, bracket.epsilon) if lower is not None else None,
-        kind=kind if lower is not None else None,
+        epsilon=result.epsilon,
+        lower=min(low, result.epsilon) if low is not None else None,
+        kind=kind,
         certified=certified,
-        sensitivity=float(envelope.max()),
+        sensitivity=max(s for s, _ in levels),
         rounds=rounds,
         q=q,
         details=details,
@@ -374,26 +360,9 @@ def _cyclic_poisson(run: _Run, sigma: float, delta: float, tolerance: float) -> 
     )
 
 
-def _cyclic_lower(run: _Run, table, q: float, sigma: float, delta: float, tolerance: float, group_size: int):
-    """A lower bound: one group's own rounds (attained), rounded down; unknown norms left out (post-processing)."""
-    import numpy as np
-
-    from dplens.accountant import pld_engine
-
-    known = np.nan_to_num(table, nan=0.0)
-    group = int(np.argmax((known * known).sum(axis=0)))
-    levels = _levels(known[:, group], up=False)
-    if not levels:
-        return None
-    if run.max_batch_size is not None:
-        from scipy.special import bdtr
-
-        # an example is surely kept when at most B_max − 1 others are sampled: a Poisson pair at that rate
-        q = q * float(bdtr(run.max_batch_size - 1, group_size - 1, q))
-        if q <= 0:
-            return None
-    ledger = [(ev.PoissonSampled(sampling_rate=q, event=ev.Gaussian(noise_multiplier=sigma / s)), c) for s, c in levels]
-    return pld_engine.epsilon_bracket(ledger, delta, neighboring=ADD_REMOVE, tolerance=tolerance).lower
+def _round_sigma(event: ev.Event) -> float:
+    inner = getattr(event, "event", event)
+    return float(inner.noise_multiplier)
 
 
 # --------------------------------------------------------------------------------------------
@@ -639,3 +608,189 @@ def _bisect(epsilon_of, target: float, low: float = 0.05, high: float = 1000.0) 
         else:
             low = mid
     return high
+
+
+# --------------------------------------------------------------------------------------------
+# The event: an MF training as the accountant, specs, the ledger and the report see it
+# --------------------------------------------------------------------------------------------
+
+
+def _tuple(value: Any, name: str) -> tuple[float, ...] | None:
+    if value is None:
+        return None
+    try:
+        return tuple(float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a list of numbers; got {value!r}") from None
+
+
+@ev.register_event
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MfTraining(ev.Event):
+    """A matrix-factorisation training under its sampler (see the module docstring), as an event of the core.
+
+    ``coefficients`` (optional) is the first column of a Toeplitz strategy of largest column norm 1 (BandMF's b
+    coefficients, or any Toeplitz C); dense strategies go through :func:`mf_epsilon`. Unamplified schemas are exactly
+    μ-GDP as accounted (:meth:`gdp_mu`); cyclic Poisson is its ledger of subsampled Gaussians (:meth:`standard_event`),
+    with :meth:`lower_bound_events` where that ledger's pair is not attained.
+
+    Example:
+        >>> from dplens.accountant.compose import Accountant
+        >>> run = MfTraining(mechanism="bandmf", bands=8, sampling="cyclic-poisson", dataset_size=60000,
+        ...                  batch_size=256, epochs=10, noise_multiplier=1.0)
+        >>> result = Accountant().compose(run).epsilon_result(1e-6, method="pld")
+        >>> round(result.epsilon, 3), result.epsilon_lower <= result.epsilon
+        (4.403, True)
+    """
+
+    mechanism: str
+    sampling: str
+    dataset_size: int
+    batch_size: int
+    epochs: float
+    noise_multiplier: float
+    bands: int | None = None
+    coefficients: tuple[float, ...] | None = None
+    nu: float | None = None
+    buf_decay: tuple[float, ...] | None = None
+    output_scale: tuple[float, ...] | None = None
+    min_separation: int | None = None
+    max_participations: int | None = None
+    max_batch_size: int | None = None
+    neighboring: ev.NeighboringRelation | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("coefficients", "buf_decay", "output_scale"):
+            object.__setattr__(self, name, _tuple(getattr(self, name), name))
+        object.__setattr__(self, "noise_multiplier", _check_sigma(self.noise_multiplier))
+        run = self.run()  # validates every parameter
+        object.__setattr__(self, "mechanism", run.mechanism)
+        object.__setattr__(self, "sampling", run.sampling)
+        object.__setattr__(self, "neighboring", run.relation)
+        if run.sampling == "poisson":
+            _refuse_iid(run)
+
+    def run(self) -> _Run:
+        return _run_cached(self)
+
+    def _cyclic(self) -> bool:
+        return self.sampling in ("cyclic-poisson", "poisson")
+
+    def gdp_mu(self) -> float | None:
+        """μ of the unamplified schemas (exact μ-GDP of the Gaussian mechanism as accounted); None under sampling."""
+        if self._cyclic():
+            return None
+        run = self.run()
+        factor = 2.0 if run.relation is REPLACE_ONE else 1.0
+        return factor * _schema_sensitivity(run).value * (1 + mf.SENSITIVITY_MARGIN) / self.noise_multiplier
+
+    def _ledgers(self):
+        run = self.run()
+        if run.sampling == "poisson":
+            run = _replace_bands(run, 1)
+        return _cyclic_ledgers(run, self.noise_multiplier)
+
+    def standard_event(self) -> ev.Event | None:
+        """Cyclic Poisson: the composition of the worst group's (envelope's) rounds; None otherwise (μ-GDP)."""
+        if not self._cyclic():
+            return None
+        return _as_event(self._ledgers()[0])
+
+    def lower_bound_events(self) -> tuple[ev.Event, ...] | None:
+        """None where the accounted pair is attained; else the attained constructions (possibly none: ())."""
+        run = self.run()
+        if not self._cyclic():
+            exact = run.sampling in _DETERMINISTIC and _schema_sensitivity(run).exact
+            return None if exact else ()
+        _, lower = self._ledgers()
+        return None if lower is None else ((_as_event(lower),) if lower else ())
+
+
+def _as_event(entries: list[tuple[ev.Event, int]]) -> ev.Event:
+    parts = tuple(e if c == 1 else ev.SelfComposed(event=e, count=c) for e, c in entries)
+    return parts[0] if len(parts) == 1 else ev.Composed(events=parts)
+
+
+def _cyclic_ledgers(run: _Run, sigma: float):
+    """(upper ledger, lower): lower None when the upper pair is attained, else the lower ledger ([] when none)."""
+    import numpy as np
+
+    bands = run.bands
+    if run.strategy is not None and run.strategy.bands > bands:
+        raise ValueError(
+            f"bands={bands} does not match the strategy, which has {run.strategy.bands} bands: cyclic-poisson "
+            "amplification needs a strategy with at most --bands bands"
+        )
+    q = run.batch_size * bands / run.dataset_size
+    if q > 1:
+        raise ValueError(
+            f"bands={bands} exceeds the number of groups the data allows: sampling probability B*b/N = "
+            f"{run.batch_size}*{bands}/{run.dataset_size} = {q:.6g} > 1"
+        )
+    group_size = -(-run.dataset_size // bands)
+    table = _group_norms(run, bands)
+    envelope = np.nan_to_num(table, nan=1.0).max(axis=1)
+    attained = any(np.all(np.abs(table[:, j] - envelope) <= 1e-12 * envelope.max()) for j in range(bands))
+    levels = _levels(envelope, up=True)
+    upper = [(_round_event(q, sigma, s, run, group_size), c) for s, c in levels]
+    if attained and len(levels) == len(np.unique(envelope[envelope > 0])) and run.max_batch_size is None:
+        return upper, None
+    known = np.nan_to_num(table, nan=0.0)
+    group = int(np.argmax((known * known).sum(axis=0)))
+    q_low = q
+    if run.max_batch_size is not None:
+        from scipy.special import bdtr
+
+        q_low = q * float(bdtr(run.max_batch_size - 1, group_size - 1, q))
+    low_levels = _levels(known[:, group], up=False) if q_low > 0 else []
+    lower = [
+        (ev.PoissonSampled(sampling_rate=q_low, event=ev.Gaussian(noise_multiplier=sigma / s)), c)
+        for s, c in low_levels
+    ]
+    return upper, lower
+
+
+@functools.lru_cache(maxsize=128)
+def _run_cached(event: MfTraining) -> _Run:
+    return _run(
+        mechanism=event.mechanism,
+        sampling=event.sampling,
+        dataset_size=event.dataset_size,
+        batch_size=event.batch_size,
+        epochs=event.epochs,
+        bands=event.bands,
+        strategy=None if event.coefficients is None else list(event.coefficients),
+        nu=event.nu,
+        buf_decay=event.buf_decay,
+        output_scale=event.output_scale,
+        min_separation=event.min_separation,
+        max_participations=event.max_participations,
+        max_batch_size=event.max_batch_size,
+        neighboring=event.neighboring,
+    )
+
+
+def _register_interpreters() -> None:
+    from dplens.accountant import pld, rdp
+    from dplens.accountant.curves import Gdp, PrivacyProfile, RdpCurve
+
+    @rdp.rdp_curve.register(MfTraining)
+    def _(event: MfTraining) -> RdpCurve:
+        mu = event.gdp_mu()
+        return Gdp(mu=mu).rdp_curve() if mu is not None else rdp.rdp_curve(event.standard_event())
+
+    @pld.privacy_profile.register(MfTraining)
+    def _(event: MfTraining) -> PrivacyProfile:
+        mu = event.gdp_mu()
+        profile = pld.privacy_profile(ev.Gaussian(noise_multiplier=1 / mu) if mu else event.standard_event())
+        return PrivacyProfile(
+            remove=profile.remove,
+            add=profile.add,
+            epsilon_for_delta=profile.epsilon_for_delta,
+            description=f"{event.mechanism} under {event.sampling} sampling: {profile.description}",
+            discretisation=profile.discretisation,
+            trade_off_function=profile.trade_off_function,
+        )
+
+
+_register_interpreters()
