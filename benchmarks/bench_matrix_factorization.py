@@ -53,6 +53,73 @@ print(json.dumps(out))
 """
 
 
+_PEER_MC = r"""
+import json, sys, time
+import numpy as np
+from jax_privacy import batch_selection
+from jax_privacy.experimental.monte_carlo import sample_generation
+steps, period, sigma, coefs, n = json.loads(sys.argv[1])
+strategy = batch_selection.BallsInBinsSampling(iterations=steps, cycle_length=period)
+start = time.perf_counter()
+remove, _ = sample_generation.get_privacy_loss_sample(strategy, sigma, np.asarray(coefs), 0, True, n)
+add, _ = sample_generation.get_privacy_loss_sample(strategy, sigma, np.asarray(coefs), 1, False, n)
+elapsed = time.perf_counter() - start
+print(json.dumps({"seconds": elapsed, "remove": remove.tolist(), "add": add.tolist()}))
+"""
+#: Fixed bins (issue 48's configuration first): (T, cycle t, bands of BSR, σ, samples per direction for the timing,
+#: samples per direction of the verified estimate at δ = 1e-3).
+MONTE_CARLO = [(64, 16, 4, 1.5, 20_000, 10**6), (1000, 100, 16, 1.0, 5_000, 200_000)]
+
+
+def monte_carlo() -> list[dict]:
+    """dplens's vectorised privacy-loss sampler against jax_privacy's at the same sample count, and the raw ε at
+    δ = 1e-3 from each one's samples (the same estimator), plus dplens's verified ε (δ = 1e-3)."""
+    import numpy as np
+
+    from dplens.accountant import matrix_factorization as mf
+    from dplens.accountant import mf_monte_carlo as mc
+
+    rows = []
+    for steps, period, bands, sigma, n, verify in MONTE_CARLO:
+        strategy = mf.bsr_strategy(bands, steps)
+        proc = subprocess.run(
+            [sys.executable, "-c", _PEER_MC, json.dumps([steps, period, sigma, strategy.coefficients.tolist(), n])],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=_env(),
+        )
+        peer = json.loads(proc.stdout.strip().splitlines()[-1])
+        mc.fixed_bins_losses(strategy, period=period, noise_multiplier=sigma, samples=10, rng=np.random.default_rng(9))
+        start = time.perf_counter()
+        rem, add = mc.fixed_bins_losses(
+            strategy, period=period, noise_multiplier=sigma, samples=n, rng=np.random.default_rng(0)
+        )
+        ours_s = time.perf_counter() - start
+        raw = {
+            who: max(mc._smallest_epsilon(np.asarray(r), 1e-3, 10.0), mc._smallest_epsilon(np.asarray(a), 1e-3, 10.0))
+            for who, (r, a) in (("ours", (rem, add)), ("peer", (peer["remove"], peer["add"])))
+        }
+        start = time.perf_counter()
+        verified = mc.fixed_bins_monte_carlo(
+            strategy, period=period, noise_multiplier=sigma, delta=1e-3, samples=verify, seed=0
+        )
+        verified_s = time.perf_counter() - start
+        rows.append(
+            {
+                "case": [steps, period, bands, sigma],
+                "samples": n,
+                "peer_s": peer["seconds"],
+                "ours_s": ours_s,
+                "raw_epsilon_ours": raw["ours"],
+                "raw_epsilon_peer": raw["peer"],
+                "verified": verified.to_dict(),
+                "verified_s": verified_s,
+            }
+        )
+    return rows
+
+
 def _helper(name: str):
     spec = importlib.util.spec_from_file_location(f"_mf_{name}", ROOT / "tests" / "helpers" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
@@ -149,7 +216,9 @@ def main() -> None:
     sens = sensitivities()
     rows = bandmf()
     peer_process, our_process = processes(BANDMF[0])
+    mc_rows = monte_carlo()
     record = {
+        "monte_carlo": mc_rows,
         "process_case": list(BANDMF[0]),
         "peer_process_s": peer_process,
         "dplens_process_s": our_process,
@@ -192,6 +261,28 @@ def main() -> None:
         f"importing jax_privacy + dp_accounting and accounting `amplified_bandmf_event` {peer_process:.2f} s, "
         f"`dplens dp-sgd --mechanism bandmf ... --json` {our_process:.2f} s ({peer_process / our_process:.1f}×)"
     )
+    _print_monte_carlo(mc_rows)
+
+
+def _print_monte_carlo(rows: list[dict]) -> None:
+    print(
+        "\nFixed bins, Monte Carlo (BSR strategies; both directions): privacy-loss samplers at the same sample "
+        "count, the raw estimate ε̂ at δ = 1e-3 from each one's samples, and dplens's verified ε at 10⁶ samples per "
+        "direction for T = 64, 2·10⁵ for T = 1000 (base δ from the verification rule)\n"
+    )
+    print(
+        "| T, cycle, bands, σ | samples | jax_privacy / dplens sampler | raw ε̂: jax_privacy / dplens "
+        "| dplens verified ε (remove, add) |"
+    )
+    print("|---|---|---|---|---|")
+    for r in rows:
+        v = r["verified"]
+        print(
+            f"| {', '.join(str(x) for x in r['case'])} | {r['samples']} | {r['peer_s']:.2f} s / {r['ours_s']:.3f} s "
+            f"({r['peer_s'] / r['ours_s']:.0f}×) | {r['raw_epsilon_peer']:.3f} / {r['raw_epsilon_ours']:.3f} | "
+            f"{v['epsilon']:.3f} ({v['epsilon_remove']:.3f}, {v['epsilon_add']:.3f}), base δ {v['base_delta']:.3g}, "
+            f"{r['verified_s']:.1f} s |"
+        )
 
 
 if __name__ == "__main__":
