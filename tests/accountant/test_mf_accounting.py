@@ -157,7 +157,33 @@ def test_cyclic_identity_is_sqrt_epochs_gdp():
     assert r.epsilon == pytest.approx(reference.epsilon, rel=1e-8)
 
 
-@pytest.mark.parametrize("sampling", ["fixed-bins", "balls-and-bins", "shuffle", "shuffle-once", "b-min-sep"])
+def test_balls_and_bins_is_bounded_through_dp_sgd_at_sigma_over_the_spectral_norm():
+    """The MF run is a post-processing of DP-SGD under the same sampler at σ/‖C‖₂ (``_post_processing_bound``): on the
+    identity it is DP-SGD itself (up to the norm bound's 1e-12 margin); for BSR far below the unamplified bound."""
+    kw = dict(sampling="balls-and-bins", noise_multiplier=3.0, delta=DELTA, **RUN)
+    ident = mf_epsilon(mechanism="nu-ftrl", nu=1.0, **kw)
+    assert ident.epsilon == pytest.approx(dp_sgd_epsilon(method="pld", **kw).epsilon, rel=1e-6)
+    r = mf_epsilon(mechanism="bsr", bands=8, **kw)
+    norm = mf.operator_norm_bound(mf.bsr_strategy(8, r.steps))
+    assert norm == pytest.approx(np.linalg.norm(mf.bsr_strategy(8, r.steps).dense(), 2), rel=1e-3)
+    reference = dp_sgd_epsilon(**{**kw, "noise_multiplier": 3.0 / norm}, method="pld")
+    assert r.epsilon == pytest.approx(reference.epsilon, rel=1e-9) and r.amplified and r.bound == "upper"
+    assert r.epsilon < conversions.gdp_epsilon(r.sensitivity / 3.0, DELTA)
+    assert any("post-processing" in note for note in r.notes)
+
+
+def test_spectral_norm_bound_is_never_below_the_norm():
+    for s in (mf.nu_ftrl_strategy(0.0, 300), mf.bsr_strategy(5, 300), mf.dense_strategy(_signed_dense_small())):
+        assert mf.operator_norm_bound(s) >= np.linalg.norm(s.dense(), 2) * (1 - 1e-12)
+
+
+def _signed_dense_small() -> np.ndarray:
+    i, j = np.indices((30, 30))
+    m = np.tril(np.cos(1.3 * i + 0.7 * j) + 0.5 * (i == j))
+    return m / np.linalg.norm(m, axis=0).max()
+
+
+@pytest.mark.parametrize("sampling", ["fixed-bins", "shuffle", "shuffle-once", "b-min-sep"])
 def test_random_samplers_get_the_unamplified_bound_labelled_upper(sampling):
     extra = {"min_separation": 200} if sampling == "b-min-sep" else {}
     r = mf_epsilon(mechanism="bsr", bands=8, sampling=sampling, noise_multiplier=3.0, delta=DELTA, **RUN, **extra)

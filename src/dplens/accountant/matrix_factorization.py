@@ -54,6 +54,7 @@ __all__ = [
     "fixed_epoch_sensitivity",
     "minsep_sensitivity",
     "nu_ftrl_strategy",
+    "operator_norm_bound",
     "toeplitz_strategy",
 ]
 
@@ -483,3 +484,18 @@ def epoch_block_sensitivity(strategy: Strategy, *, period: int) -> Sensitivity:
     return Sensitivity(
         value=min(candidates), exact=False, method="upper bound (one participation per epoch)", participations=epochs
     )
+
+
+def operator_norm_bound(strategy: Strategy) -> float:
+    """An upper bound on the spectral norm ‖C‖₂: the Schur test √(‖C‖₁‖C‖_∞) (largest absolute column sum times largest
+    absolute row sum; for Toeplitz C both are Σ_{k<T} |c_k|), or, for a dense C of T ≤ 2048, the computed largest
+    singular value raised by a relative 1e-9 (LAPACK's is accurate to ~1e-15 relative), whichever is smaller."""
+    import numpy as np
+
+    if strategy.is_toeplitz:
+        return float(np.abs(np.asarray(strategy.coefficients)[: strategy.steps]).sum()) * (1 + 1e-12)
+    c = np.abs(strategy.matrix)
+    schur = math.sqrt(float(c.sum(axis=0).max()) * float(c.sum(axis=1).max())) * (1 + 1e-12)
+    if strategy.steps <= 2048:
+        return min(schur, float(np.linalg.norm(strategy.matrix, 2)) * (1 + 1e-9))
+    return schur

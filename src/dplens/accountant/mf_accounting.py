@@ -393,6 +393,9 @@ def _unamplified(run: _Run, sigma: float, delta: float) -> dict[str, Any]:
     value = factor * sens.value
     mu = value * (1 + mf.SENSITIVITY_MARGIN) / sigma
     epsilon = conversions.gdp_epsilon(mu, delta)
+    processed = _post_processing_bound(run, sigma, delta)
+    if processed is not None and processed[0] < epsilon:
+        return _post_processed(run, sens, value, processed)
     certified = run.sampling in _DETERMINISTIC and sens.exact
     lower = conversions.gdp_epsilon(value * (1 - mf.SENSITIVITY_MARGIN) / sigma, delta) if certified else None
     what = "exact" if certified else "an upper bound (the sampler's randomness is not used)"
@@ -412,6 +415,54 @@ def _unamplified(run: _Run, sigma: float, delta: float) -> dict[str, Any]:
         q=None,
         details=details,
         participations=sens.participations,
+    )
+
+
+def _post_processing_bound(run: _Run, sigma: float, delta: float) -> tuple[float, float, Any] | None:
+    """(ε, ‖C‖₂ bound, the DP-SGD result) of the post-processing bound, for the samplers dplens's DP-SGD accounts
+    with amplification (fixed bins, balls-and-bins); None elsewhere.
+
+    [D] The run is a post-processing of DP-SGD under the same sampler at noise σ' = σ/‖C‖₂: from W = X + σ'Z'
+    (released step by step), Y = C W + Z'' with Z'' ~ N(0, σ²I − σ'²CCᵀ) drawn up front (PSD as σ'‖C‖₂ ≤ σ) has
+    Y = CX + N, N ~ N(0, σ²I) independent across steps and of the past, which is the MF output law; C lower-triangular
+    lets step t's gradient be chosen from Y_{<t}, a function of W_{<t} and Z''. So ε_MF ≤ ε_DP-SGD(σ')."""
+    if run.sampling not in ("fixed-bins", "balls-and-bins") or run.strategy is None:
+        return None
+    from dplens.accountant.dp_sgd import dp_sgd_epsilon
+
+    norm = mf.operator_norm_bound(run.strategy)
+    result = dp_sgd_epsilon(
+        dataset_size=run.dataset_size,
+        batch_size=run.batch_size,
+        epochs=run.epochs,
+        noise_multiplier=sigma / norm,
+        delta=delta,
+        method="pld",
+        sampling=run.sampling,
+        neighboring=run.relation,
+    )
+    return result.epsilon, norm, result
+
+
+def _post_processed(run: _Run, sens: mf.Sensitivity, value: float, processed: tuple) -> dict[str, Any]:
+    epsilon, norm, result = processed
+    details = (
+        f"post-processing of DP-SGD under {run.sampling} sampling at sigma/||C||_2 (||C||_2 <= {norm:.6g}): "
+        f"{result.details}; below the unamplified mu-GDP bound (sensitivity {sens.method})"
+    )
+    return dict(
+        epsilon=epsilon,
+        lower=None,
+        kind=None,
+        certified=False,
+        sensitivity=value,
+        sensitivity_exact=sens.exact,
+        sensitivity_method=sens.method,
+        rounds=None,
+        q=None,
+        details=details,
+        participations=sens.participations,
+        post_processed=True,
     )
 
 
@@ -452,7 +503,13 @@ def _check_sigma(sigma: Any) -> float:
 def _privacy(run: _Run, sigma: float, delta: float, out: dict[str, Any], **extra: Any) -> MfPrivacy:
     notes = []
     if not out["certified"]:
-        if run.sampling in ("fixed-bins", "balls-and-bins", "shuffle", "shuffle-once", "b-min-sep"):
+        if out.get("post_processed"):
+            notes.append(
+                f"amplified through DP-SGD's bound under {run.sampling} at sigma/||C||_2 (the run is its "
+                "post-processing): a valid upper bound, not tight; a certified amplified bound for a matrix mechanism "
+                "under this sampler is research"
+            )
+        elif run.sampling in ("fixed-bins", "balls-and-bins", "shuffle", "shuffle-once", "b-min-sep"):
             notes.append(
                 f"unamplified: {run.sampling} sampling amplifies privacy, but a certified amplified bound for a "
                 "matrix mechanism under it is research (Monte Carlo estimates exist); this epsilon is a valid upper "
@@ -477,7 +534,7 @@ def _privacy(run: _Run, sigma: float, delta: float, out: dict[str, Any], **extra
         noise_multiplier=sigma,
         steps=run.steps,
         participations=out["participations"],
-        amplified=run.sampling in ("cyclic-poisson", "poisson"),
+        amplified=run.sampling in ("cyclic-poisson", "poisson") or bool(out.get("post_processed")),
         neighboring=run.relation.value,
         dataset_size=run.dataset_size,
         batch_size=run.batch_size,
