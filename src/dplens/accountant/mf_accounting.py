@@ -88,9 +88,9 @@ class MfPrivacy:
     participations: int
     amplified: bool
     neighboring: str
-    dataset_size: int
-    batch_size: int
-    epochs: float
+    dataset_size: int | None
+    batch_size: int | None
+    epochs: float | None
     details: str
     rounds: int | None = None
     sampling_rate: float | None = None
@@ -318,11 +318,11 @@ def _levels(values, *, up: bool) -> list[tuple[float, int]]:
     return [(float(u), int(c)) for u, c in zip(unique, counts, strict=True)]
 
 
-def _round_event(q: float, sigma: float, s: float, run: _Run, group_size: int) -> ev.Event:
-    if run.max_batch_size is None:
+def _round_event(q: float, sigma: float, s: float, cap: int | None, group_size: int) -> ev.Event:
+    if cap is None:
         return ev.PoissonSampled(sampling_rate=q, event=ev.Gaussian(noise_multiplier=sigma / s))
     return ev.TruncatedSubsampledGaussian(
-        dataset_size=group_size, sampling_rate=q, truncated_batch_size=run.max_batch_size, noise_multiplier=sigma / s
+        dataset_size=group_size, sampling_rate=q, truncated_batch_size=cap, noise_multiplier=sigma / s
     )
 
 
@@ -770,7 +770,6 @@ def _as_event(entries: list[tuple[ev.Event, int]]) -> ev.Event:
 
 def _cyclic_ledgers(run: _Run, sigma: float):
     """(upper ledger, lower): lower None when the upper pair is attained, else the lower ledger ([] when none)."""
-    import numpy as np
 
     bands = run.bands
     if run.strategy is not None and run.strategy.bands > bands:
@@ -785,20 +784,27 @@ def _cyclic_ledgers(run: _Run, sigma: float):
             f"{run.batch_size}*{bands}/{run.dataset_size} = {q:.6g} > 1"
         )
     group_size = -(-run.dataset_size // bands)
-    table = _group_norms(run, bands)
+    return _ledgers_from(_group_norms(run, bands), q, sigma, run.max_batch_size, group_size)
+
+
+def _ledgers_from(table, q: float, sigma: float, cap: int | None, group_size: int):
+    """The cyclic-Poisson ledgers of a table of group norms (see :func:`_cyclic_ledgers`)."""
+    import numpy as np
+
+    bands = table.shape[1]
     envelope = np.nan_to_num(table, nan=1.0).max(axis=1)
     attained = any(np.all(np.abs(table[:, j] - envelope) <= 1e-12 * envelope.max()) for j in range(bands))
     levels = _levels(envelope, up=True)
-    upper = [(_round_event(q, sigma, s, run, group_size), c) for s, c in levels]
-    if attained and len(levels) == len(np.unique(envelope[envelope > 0])) and run.max_batch_size is None:
+    upper = [(_round_event(q, sigma, s, cap, group_size), c) for s, c in levels]
+    if attained and len(levels) == len(np.unique(envelope[envelope > 0])) and cap is None:
         return upper, None
     known = np.nan_to_num(table, nan=0.0)
     group = int(np.argmax((known * known).sum(axis=0)))
     q_low = q
-    if run.max_batch_size is not None:
+    if cap is not None:
         from scipy.special import bdtr
 
-        q_low = q * float(bdtr(run.max_batch_size - 1, group_size - 1, q))
+        q_low = q * float(bdtr(cap - 1, group_size - 1, q))
     low_levels = _levels(known[:, group], up=False) if q_low > 0 else []
     lower = [
         (ev.PoissonSampled(sampling_rate=q_low, event=ev.Gaussian(noise_multiplier=sigma / s)), c)
@@ -851,3 +857,122 @@ def _register_interpreters() -> None:
 
 
 _register_interpreters()
+
+
+def bandmf_epsilon(
+    *,
+    iterations: int,
+    sampling_prob: float,
+    noise_multiplier: float,
+    delta: float,
+    strategy: Any = None,
+    num_bands: int | None = None,
+    column_normalize: bool = False,
+    truncated_batch_size: int | None = None,
+    num_examples: int | None = None,
+    tolerance: float = 1e-3,
+) -> MfPrivacy:
+    """ε of BandMF under cyclic Poisson in jax_privacy's own terms (``BandMFExecutionPlanConfig``): ``iterations``,
+    the Toeplitz ``strategy`` coefficients (b = their number; divided by their norm, the largest column norm, as
+    jax_privacy's plan does), the per-group ``sampling_prob``, σ relative to that norm, optionally
+    ``column_normalize`` (every column scaled to norm 1: the last partial rounds too, so the pair is attained) and
+    truncation (``truncated_batch_size``; the largest group, ⌈num_examples / b⌉, where jax_privacy's event takes
+    ``num_examples // b``).
+
+    Example (jax_privacy's docstring configuration, 4 bands, 1000 iterations at q = 0.4, σ = 3):
+        >>> r = bandmf_epsilon(iterations=1000, sampling_prob=0.4, noise_multiplier=3.0, delta=1e-5,
+        ...                    strategy=[1.0, 0.5, 0.2, 0.1])
+        >>> r.rounds, r.bound
+        (250, 'certified')
+    """
+    import numpy as np
+
+    from dplens.accountant import conversions, pld, pld_engine
+
+    delta = conversions.check_delta(delta)
+    sigma = _check_sigma(noise_multiplier)
+    steps, bands, built, group_size = _bandmf_inputs(
+        iterations, sampling_prob, strategy, num_bands, truncated_batch_size, num_examples
+    )
+    cap = truncated_batch_size
+    run = _Run(
+        mechanism="bandmf",
+        sampling="cyclic-poisson",
+        strategy=None if column_normalize else built,
+        bands=bands,
+        steps=steps,
+        period=None,
+        dataset_size=num_examples or 0,
+        batch_size=0,
+        epochs=0.0,
+        relation=ADD_REMOVE,
+        min_separation=None,
+        max_participations=None,
+        max_batch_size=cap,
+    )
+    table = _group_norms(run, bands)
+    if column_normalize:
+        table = np.where(np.isnan(table), 1.0, table)
+    upper, lower = _ledgers_from(table, float(sampling_prob), sigma, cap, group_size)
+    result = pld.pld_epsilon(upper, delta, neighboring=ADD_REMOVE, tolerance=tolerance)
+    certified = lower is None and result.epsilon_lower is not None
+    if certified:
+        low, kind = result.epsilon_lower, "certified"
+    elif lower:
+        low, kind = (
+            pld_engine.epsilon_bracket(lower, delta, neighboring=ADD_REMOVE, tolerance=tolerance).lower,
+            "lower bound",
+        )
+    else:
+        low, kind = None, None
+    rounds = sum(count for _, count in upper)
+    return MfPrivacy(
+        epsilon=result.epsilon,
+        delta=delta,
+        bound="certified" if certified else "upper",
+        epsilon_lower=None if low is None else min(low, result.epsilon),
+        lower_bound=kind,
+        mechanism="bandmf",
+        sampling="cyclic-poisson",
+        bands=bands,
+        sensitivity=max(sigma / _round_sigma(e) for e, _ in upper),
+        sensitivity_exact=True,
+        sensitivity_method="largest participating column norm (1 by convention)",
+        noise_multiplier=sigma,
+        steps=steps,
+        participations=rounds,
+        amplified=True,
+        neighboring=ADD_REMOVE.value,
+        dataset_size=num_examples,
+        batch_size=None,
+        epochs=None,
+        details=f"BandMF amplification (Choquette-Choo et al. 2023 Thm 4), jax_privacy's parameters: {rounds} rounds "
+        f"at sampling_prob = {sampling_prob:g}",
+        rounds=rounds,
+        sampling_rate=float(sampling_prob),
+        strategy=None if built is None else built.to_dict(),
+    )
+
+
+def _bandmf_inputs(iterations, sampling_prob, strategy, num_bands, cap, num_examples):
+    """(T, b, the strategy scaled to norm 1 or None, the largest group's size) of :func:`bandmf_epsilon`, validated."""
+    import numpy as np
+
+    steps = mf._check_int("iterations", iterations)
+    if isinstance(sampling_prob, bool) or not isinstance(sampling_prob, int | float) or not 0 < sampling_prob <= 1:
+        raise ValueError(f"sampling_prob must be a number in (0, 1]; got {sampling_prob!r}")
+    if strategy is None:
+        if num_bands is None:
+            raise ValueError("bandmf_epsilon needs strategy (the Toeplitz coefficients) or num_bands")
+        bands, built = mf._check_int("num_bands", num_bands), None
+    else:
+        built = mf.toeplitz_strategy(strategy, steps, name="bandmf", normalize=True)
+        bands = len(np.asarray(strategy, dtype=float).ravel())
+        if num_bands is not None and num_bands != bands:
+            raise ValueError(f"num_bands={num_bands} does not match the strategy's {bands} coefficients")
+    if bands > steps:
+        raise ValueError(f"the strategy's {bands} bands exceed iterations={steps}")
+    if cap is not None and num_examples is None:
+        raise ValueError("truncated_batch_size needs num_examples (jax_privacy's groups of num_examples // bands)")
+    group_size = max(1, -(-(num_examples or bands) // bands))  # the largest group (jax_privacy takes the floor)
+    return steps, bands, built, group_size
