@@ -160,12 +160,12 @@ def test_cyclic_identity_is_sqrt_epochs_gdp():
 def test_balls_and_bins_is_bounded_through_dp_sgd_at_sigma_over_the_spectral_norm():
     """The MF run is a post-processing of DP-SGD under the same sampler at σ/‖C‖₂ (``_post_processing_bound``): on the
     identity it is DP-SGD itself (up to the norm bound's 1e-12 margin); for BSR far below the unamplified bound."""
-    kw = dict(sampling="balls-and-bins", noise_multiplier=3.0, delta=DELTA, **RUN)
+    kw = dict(sampling="balls-and-bins", noise_multiplier=3.0, delta=DELTA, epochs=3, **SMALL)
     ident = mf_epsilon(mechanism="nu-ftrl", nu=1.0, **kw)
     assert ident.epsilon == pytest.approx(dp_sgd_epsilon(method="pld", **kw).epsilon, rel=1e-6)
     r = mf_epsilon(mechanism="bsr", bands=8, **kw)
     norm = mf.operator_norm_bound(mf.bsr_strategy(8, r.steps))
-    assert norm == pytest.approx(np.linalg.norm(mf.bsr_strategy(8, r.steps).dense(), 2), rel=1e-3)
+    assert norm == pytest.approx(np.linalg.norm(mf.bsr_strategy(8, r.steps).dense(), 2), rel=1e-2)
     reference = dp_sgd_epsilon(**{**kw, "noise_multiplier": 3.0 / norm}, method="pld")
     assert r.epsilon == pytest.approx(reference.epsilon, rel=1e-9) and r.amplified and r.bound == "upper"
     assert r.epsilon < conversions.gdp_epsilon(r.sensitivity / 3.0, DELTA)
@@ -285,17 +285,17 @@ def test_unamplified_sensitivity_matches_the_core():
     [
         dict(mechanism="bandmf", bands=8, sampling="cyclic-poisson"),
         dict(mechanism="bandmf", bands=7, sampling="cyclic-poisson"),
-        dict(mechanism="bsr", bands=8, sampling="min-sep", min_separation=235),
-        dict(mechanism="bsr", bands=8, sampling="fixed-bins"),
+        dict(mechanism="bsr", bands=8, sampling="min-sep", min_separation=40),
+        dict(mechanism="bsr", bands=8, sampling="cyclic"),
     ],
 )
 def test_the_event_accounts_like_mf_epsilon(kwargs):
     from dplens.accountant.compose import Accountant
     from dplens.accountant.mf_accounting import MfTraining
 
-    event = MfTraining(noise_multiplier=1.0, **RUN, **kwargs)
+    event = MfTraining(noise_multiplier=1.0, epochs=3, **SMALL, **kwargs)
     result = Accountant().compose(event).epsilon_result(DELTA, method="pld")
-    direct = mf_epsilon(noise_multiplier=1.0, delta=DELTA, **RUN, **kwargs)
+    direct = mf_epsilon(noise_multiplier=1.0, delta=DELTA, epochs=3, **SMALL, **kwargs)
     # μ-GDP schemas: the Accountant's PLD engine discretises the Gaussian (pessimistically), mf_epsilon is exact
     assert direct.epsilon * (1 - 1e-12) <= result.epsilon <= direct.epsilon * (1 + 1e-4)
     if direct.epsilon_lower is None:
@@ -320,3 +320,13 @@ def test_the_spec_type_and_its_refusals():
         parse_spec({"mechanism": [{**table, "sampling": "poisson"}]})
     with pytest.raises(ValueError, match=r"unknown|allowed"):
         parse_spec({"mechanism": [{**table, "strategy_file": "x.npy"}]})
+
+
+@pytest.mark.slow  # about 17 allocation PLDs at small noise: 10-40 s on 2 shared cores
+def test_balls_and_bins_calibration_uses_the_reported_bound_and_never_overshoots():
+    kw = dict(mechanism="bsr", bands=4, sampling="balls-and-bins", delta=DELTA, epochs=3, **SMALL)
+    r = mf_noise_multiplier(target_epsilon=2.0, **kw)
+    assert r.epsilon <= 2.0 and mf_epsilon(noise_multiplier=r.noise_multiplier, **kw).epsilon <= 2.0
+    closed = conversions.gdp_mu(2.0, DELTA)  # the unamplified calibration: sigma = sensitivity / mu*
+    assert r.noise_multiplier < r.sensitivity / closed
+    assert mf_epsilon(noise_multiplier=r.noise_multiplier / (1 + 1e-3), **kw).epsilon > 2.0 * (1 - 1e-3)

@@ -428,19 +428,23 @@ def _post_processing_bound(run: _Run, sigma: float, delta: float) -> tuple[float
     lets step t's gradient be chosen from Y_{<t}, a function of W_{<t} and Z''. So ε_MF ≤ ε_DP-SGD(σ')."""
     if run.sampling not in ("fixed-bins", "balls-and-bins") or run.strategy is None:
         return None
+    from dplens.accountant import pld
     from dplens.accountant.dp_sgd import dp_sgd_epsilon
 
     norm = mf.operator_norm_bound(run.strategy)
-    result = dp_sgd_epsilon(
-        dataset_size=run.dataset_size,
-        batch_size=run.batch_size,
-        epochs=run.epochs,
-        noise_multiplier=sigma / norm,
-        delta=delta,
-        method="pld",
-        sampling=run.sampling,
-        neighboring=run.relation,
-    )
+    try:
+        result = dp_sgd_epsilon(
+            dataset_size=run.dataset_size,
+            batch_size=run.batch_size,
+            epochs=run.epochs,
+            noise_multiplier=sigma / norm,
+            delta=delta,
+            method="pld",
+            sampling=run.sampling,
+            neighboring=run.relation,
+        )
+    except (OverflowError, pld.PldOutOfRangeError):  # out of the allocation PLD's range (tiny σ): the GDP bound stands
+        return None
     return result.epsilon, norm, result
 
 
@@ -642,6 +646,10 @@ def mf_noise_multiplier(*, target_epsilon: float, delta: float, tolerance: float
         sigma = probe["sensitivity"] * (1 + mf.SENSITIVITY_MARGIN) / conversions.gdp_mu(target, delta) * (1 + 1e-9)
         while epsilon_of(sigma) > target:  # pragma: no cover - the margin suffices
             sigma *= 1 + 1e-9
+        if run.sampling in ("fixed-bins", "balls-and-bins") and run.strategy is not None:
+            # the reported ε is the smaller of the μ-GDP and the post-processing bounds (both decrease in σ): the
+            # closed form is a safe end, the bisection finds the smallest σ on the reported number
+            sigma = _bisect(epsilon_of, target, high=sigma)
     else:
         sigma = _bisect(epsilon_of, target)
     out = _account(run, sigma, delta, tolerance)
