@@ -35,6 +35,9 @@ SAMPLERS = (
     "fixed-size",
     "cyclic",
 )
+# dplens.accountant.mf_accounting's mechanisms and its samplers beyond SAMPLERS (a test keeps them equal).
+MF_MECHANISMS = ("bandmf", "blt", "bsr", "nu-ftrl", "matrix")
+MF_SAMPLERS = ("cyclic-poisson", "b-min-sep", "min-sep")
 CONVERSIONS = ("optimal", "classic")
 #: The PLD engine's relative bracket width by default (dplens.accountant.pld.DEFAULT_TOLERANCE; a test checks it).
 DEFAULT_TOLERANCE = 1e-3
@@ -439,6 +442,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_dp_sgd(args: argparse.Namespace) -> int:
     from dplens.accountant.dp_sgd import dp_sgd_epsilon, dp_sgd_noise_multiplier
 
+    if args.mechanism is not None:
+        _no_unit_or_tuning_for_mf(args)
+        return _cmd_dp_sgd_mf(args)
+    _no_mf_flags(args)
     unit = _privacy_unit_arguments(args)
     if unit:  # one user, not one example (see the privacy-unit block below)
         from dplens.accountant.user_level import user_level_epsilon as dp_sgd_epsilon
@@ -480,6 +487,125 @@ def _cmd_dp_sgd(args: argparse.Namespace) -> int:
     payload, text = _with_tuning(args, result, result.to_dict(), text + "\n" + _dp_sgd_lines(result))
     _emit(payload, args.json, text)
     return 0
+
+
+_MF_FLAGS = (
+    "bands",
+    "strategy",
+    "nu",
+    "blt_decay",
+    "blt_scale",
+    "min_separation",
+    "max_participations",
+    "monte_carlo",
+    "seed",
+)
+
+
+def _no_mf_flags(args: argparse.Namespace) -> None:
+    """Without --mechanism: the matrix-factorisation samplers and flags are refused (they would be ignored)."""
+    if args.sampling in MF_SAMPLERS:
+        raise ValueError(f"--sampling {args.sampling} applies to matrix-factorisation training only (--mechanism)")
+    for name in _MF_FLAGS:
+        if getattr(args, name) is not None:
+            raise ValueError(f"--{name.replace('_', '-')} applies to matrix-factorisation training only (--mechanism)")
+
+
+def _float_list(name: str, text: str | None) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        return [float(part) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{name} must be comma-separated numbers; got {text[:60]!r}") from None
+
+
+def _load_strategy(path: str | None) -> Any:
+    if path is None:
+        return None
+    import numpy as np
+
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"--strategy: cannot read {path!r} as a .npy array ({type(err).__name__})") from None
+
+
+def _no_unit_or_tuning_for_mf(args: argparse.Namespace) -> None:
+    """A matrix-factorisation number is per example and per run: a user-level or tuning claim is refused, never
+    answered with the example-level, single-run number."""
+    if args.privacy_unit != "example" or args.max_examples_per_user is not None or args.user_sampling:
+        raise ValueError(
+            "--privacy-unit user is not accounted for --mechanism (matrix factorisation): its epsilon protects one "
+            "example; use the DP-SGD sampler flags without --mechanism for a user-level number"
+        )
+    if args.tuning_runs is not None:
+        raise ValueError("--tuning-runs is not accounted for --mechanism (matrix factorisation): one training only")
+
+
+def _cmd_dp_sgd_mf(args: argparse.Namespace) -> int:
+    """``dp-sgd --mechanism ...``: a matrix-factorisation training (dplens.accountant.mf_accounting)."""
+    from dplens.accountant.mf_accounting import mf_epsilon, mf_noise_multiplier
+
+    if args.max_tpr is not None or args.max_advantage is not None:
+        raise ValueError("--max-tpr / --max-advantage are not offered with --mechanism: use --target-epsilon")
+    if args.method == "rdp":
+        raise ValueError("--method rdp is not offered with --mechanism (PLD for cyclic-poisson, exact GDP otherwise)")
+    run = dict(
+        mechanism=args.mechanism,
+        sampling=args.sampling,
+        dataset_size=args.dataset_size,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        delta=args.delta,
+        bands=args.bands,
+        strategy=_load_strategy(args.strategy),
+        nu=args.nu,
+        buf_decay=_float_list("--blt-decay", args.blt_decay),
+        output_scale=_float_list("--blt-scale", args.blt_scale),
+        min_separation=args.min_separation,
+        max_participations=args.max_participations,
+        max_batch_size=args.max_batch_size,
+        neighboring=args.neighboring,
+    )
+    if args.target_epsilon is not None:
+        if args.monte_carlo is not None:
+            raise ValueError("--monte-carlo goes with --noise-multiplier (calibration is on the valid bound)")
+        result = mf_noise_multiplier(target_epsilon=args.target_epsilon, **run)
+        text = (
+            f"noise_multiplier = {result.noise_multiplier:.6g}  gives epsilon = {_fmt(result.epsilon)} <= "
+            f"{args.target_epsilon:g} at delta = {args.delta:g} ({result.bound})"
+        )
+    else:
+        result = mf_epsilon(noise_multiplier=args.noise_multiplier, monte_carlo=args.monte_carlo, seed=args.seed, **run)
+        kind = "certified bracket" if result.bound == "certified" else "upper bound"
+        text = f"epsilon <= {_fmt(result.epsilon)}  ({kind}; delta = {args.delta:g})"
+        if result.monte_carlo is not None:
+            text += (
+                f"\n  epsilon ~ {_fmt(result.epsilon_monte_carlo)}  (Monte Carlo ESTIMATE under the verification rule: "
+                f"{result.monte_carlo['samples_per_direction']} samples per direction, base delta "
+                f"{result.monte_carlo['base_delta']:.3g}; not a certified bound)"
+            )
+    payload = {**result.to_dict(), "privacy_unit": "example"}
+    _emit(payload, args.json, text + "\n" + _mf_lines(result) + "\n  privacy unit: one example (one training run)")
+    return 0
+
+
+def _mf_lines(result: Any) -> str:
+    lines = [
+        f"  mechanism: {result.mechanism} ({result.bands} bands); sampling: {result.sampling}; {result.steps} steps; "
+        f"neighbouring relation: {result.neighboring}",
+        f"  sensitivity: {result.sensitivity:.6g} x clip norm ({'exact' if result.sensitivity_exact else 'upper'}"
+        f"; {result.sensitivity_method})",
+    ]
+    if result.epsilon_lower is None:
+        lines.append("  lower end: none known for this sampler")
+    elif result.lower_bound == "certified":
+        lines.append(f"  epsilon >= {_fmt(result.epsilon_lower)}  (certified lower end: the true epsilon lies between)")
+    else:
+        lines.append(f"  epsilon >= {_fmt(result.epsilon_lower)}  (LOWER BOUND only: an attained construction)")
+    lines += [f"  note: {note}" for note in result.notes]
+    return "\n".join(lines)
 
 
 def _dp_sgd_lines(result: Any) -> str:
@@ -1434,7 +1560,7 @@ def _add_dp_sgd_parser(sub: Any) -> None:
     )
     sgd.add_argument(
         "--sampling",
-        choices=SAMPLERS,
+        choices=SAMPLERS + MF_SAMPLERS,
         default="poisson",
         help="how the training drew its batches (balls-and-bins: a fresh allocation each epoch; shuffle: a new "
         "permutation each epoch cut into fixed-size batches; fixed-bins: one allocation cycled)",
@@ -1448,8 +1574,38 @@ def _add_dp_sgd_parser(sub: Any) -> None:
         "--max-batch-size", type=_positive_int, help="truncated-poisson: the largest batch the loader keeps"
     )
     _add_privacy_unit_parser(sgd)
+    _add_mf_arguments(sgd)
     _add_json(sgd)
     sgd.set_defaults(func=_cmd_dp_sgd)
+
+
+def _add_mf_arguments(sgd: Any) -> None:
+    """Matrix-factorisation (correlated-noise) training: ``dp-sgd --mechanism ...`` (issue 48's contract)."""
+    mf = sgd.add_argument_group("matrix-factorisation training (correlated noise)")
+    mf.add_argument(
+        "--mechanism",
+        choices=MF_MECHANISMS,
+        help="the strategy: bandmf (banded Toeplitz), blt, bsr, nu-ftrl, matrix (--strategy FILE.npy); the noise "
+        "multiplier is relative to the strategy scaled to largest column norm 1",
+    )
+    mf.add_argument("--bands", type=_positive_int, help="bands b (bandmf, bsr; cyclic-poisson: b groups)")
+    mf.add_argument(
+        "--strategy",
+        metavar="FILE.npy",
+        help="a T x T lower-triangular strategy with largest column norm 1 (or, 1-D, a Toeplitz first column)",
+    )
+    mf.add_argument("--nu", type=_non_negative, help="nu-ftrl: the parameter nu in [0, 1]")
+    mf.add_argument("--blt-decay", metavar="THETAS", help="blt: the buffer decays, comma-separated")
+    mf.add_argument("--blt-scale", metavar="OMEGAS", help="blt: the output scales, comma-separated")
+    mf.add_argument("--min-separation", type=_positive_int, help="min-sep, b-min-sep: the least steps between two")
+    mf.add_argument("--max-participations", type=_positive_int, help="min-sep, b-min-sep: the most participations")
+    mf.add_argument(
+        "--monte-carlo",
+        type=_positive_int,
+        metavar="SAMPLES",
+        help="fixed-bins: add a Monte Carlo estimate under the verification rule, SAMPLES per direction",
+    )
+    mf.add_argument("--seed", type=int, help="--monte-carlo: the seed of its samples")
 
 
 def _add_audit_parser(sub: Any) -> None:

@@ -245,6 +245,39 @@ def _user_level_run(run: dict, unit: dict) -> ev.Event:
     return UserLevelRun(**run, **unit)
 
 
+def _matrix_factorization(table: dict) -> tuple[ev.Event, int]:
+    """A matrix-factorisation (correlated-noise) training under its sampler
+    (:class:`dplens.accountant.mf_accounting.MfTraining`): ``mechanism`` (bandmf, blt, bsr, nu-ftrl), ``sampling``,
+    ``noise_multiplier`` (relative to the strategy scaled to largest column norm 1), ``dataset_size``, ``batch_size``,
+    ``epochs``; as the strategy and sampler need: ``bands``, ``coefficients`` (a Toeplitz first column of norm 1),
+    ``nu``, ``buf_decay`` / ``output_scale``, ``min_separation``, ``max_participations``, ``max_batch_size``,
+    ``neighboring``."""
+    from dplens.accountant.mf_accounting import MfTraining
+
+    name = "matrix_factorization"
+    for key in ("mechanism", "sampling"):
+        if not isinstance(table.get(key), str):
+            raise ValueError(f"{key} must be a string; got {table.get(key)!r} (mechanism type {name!r})")
+    optional_int = {k: _number(table, k, type_name=name, integer=True) if k in table else None for k in _MF_INTS}
+    lists = {k: table.get(k) for k in ("coefficients", "buf_decay", "output_scale")}
+    event = MfTraining(
+        mechanism=table["mechanism"],
+        sampling=table["sampling"],
+        noise_multiplier=_number(table, "noise_multiplier", type_name=name),
+        dataset_size=_number(table, "dataset_size", type_name=name, integer=True),
+        batch_size=_number(table, "batch_size", type_name=name, integer=True),
+        epochs=_number(table, "epochs", type_name=name),
+        nu=_number(table, "nu", type_name=name) if "nu" in table else None,
+        neighboring=None if "neighboring" not in table else _relation(table, ev.NeighboringRelation.ADD_OR_REMOVE_ONE),
+        **optional_int,
+        **lists,
+    )
+    return event, 1
+
+
+_MF_INTS = ("bands", "min_separation", "max_participations", "max_batch_size")
+
+
 def _random_allocation(table: dict) -> tuple[ev.Event, int]:
     """Balls-and-bins epochs: each record in ``selected`` (default 1) of the ``steps`` steps of an epoch, a fresh
     allocation each of ``epochs`` epochs (:class:`dplens.accountant.samplers.RandomAllocation`)."""
@@ -514,6 +547,28 @@ _BUILTIN: dict[str, tuple[Callable[[dict], tuple[ev.Event, int]], frozenset[str]
                 "max_examples_per_user",
                 "user_sampling",
                 "users",
+            }
+        ),
+    ),
+    "matrix_factorization": (
+        _matrix_factorization,
+        frozenset(
+            {
+                "mechanism",
+                "sampling",
+                "noise_multiplier",
+                "dataset_size",
+                "batch_size",
+                "epochs",
+                "bands",
+                "coefficients",
+                "nu",
+                "buf_decay",
+                "output_scale",
+                "min_separation",
+                "max_participations",
+                "max_batch_size",
+                "neighboring",
             }
         ),
     ),

@@ -47,6 +47,19 @@ RUNNABLE = {
         {"noise_multiplier": 1.0, "sampling_rate": 0.1, "steps": 5, "count": 2},
     ],
     "corrdp_laplace": [{"epsilon": 0.5}, {"epsilon": 0.5, "count": 2}],
+    # Issue 48: a BandMF training under cyclic Poisson, audited on a Dirac canary (its correlated noise simulated).
+    "matrix_factorization": [
+        {
+            "mechanism": "bandmf",
+            "bands": 4,
+            "coefficients": [0.8, 0.4, 0.4, 0.2],
+            "sampling": "cyclic-poisson",
+            "noise_multiplier": 1.0,
+            "dataset_size": 400,
+            "batch_size": 20,
+            "epochs": 2,
+        }
+    ],
     "dp_ftrl": [
         {"nu": 0.5, "noise_multiplier": 2.0, "steps": 8},
         {"nu": 0.3, "noise_multiplier": 3.0, "steps": 12, "epochs": 2, "count": 2},

@@ -483,6 +483,7 @@ _CORE_EVENT_MODULES: dict[str, str] = {
     "DpSgdRun": "dplens.accountant.dp_sgd",
     "UserLevelRun": "dplens.accountant.user_level",
     "AdaptiveClipping": "dplens.accountant.adaptive_clipping",
+    "MfTraining": "dplens.accountant.mf_accounting",
 }
 
 

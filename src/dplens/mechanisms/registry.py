@@ -109,6 +109,12 @@ class ProductMechanism:
 
 
 def _standard(event: ev.Event, count: int) -> Any | None:
+    from dplens.accountant.mf_accounting import MfTraining
+
+    if isinstance(event, MfTraining):  # the Dirac-canary game on a BandMF training (cyclic Poisson)
+        from dplens.mechanisms.matrix_factorization import BandMfCanaryMechanism
+
+        return repeat(BandMfCanaryMechanism(event), count)
     match event:
         case ev.Gaussian():
             # count Gaussian releases of the same query ≡ one with σ/√count (the mean is sufficient).

@@ -1,0 +1,168 @@
+"""``dplens dp-sgd --mechanism ...``: issue 48's CLI contract for matrix-factorisation trainings."""
+
+import json
+
+import numpy as np
+import pytest
+
+from dplens.cli import main
+
+BASE = ["dp-sgd", "--dataset-size", "60000", "--batch-size", "256", "--epochs", "10", "--delta", "1e-6"]
+KEYS = {"epsilon", "bound", "epsilon_lower", "mechanism", "sampling", "bands", "sensitivity"}
+
+
+def run(capsys, *argv):
+    code = main([*BASE, *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_bandmf_cyclic_poisson_json_contract(capsys):
+    code, out, err = run(
+        capsys,
+        "--mechanism",
+        "bandmf",
+        "--bands",
+        "8",
+        "--sampling",
+        "cyclic-poisson",
+        "--noise-multiplier",
+        "1",
+        "--json",
+    )
+    assert code == 0 and err == ""
+    payload = json.loads(out)
+    assert payload.keys() >= KEYS
+    assert payload["bound"] == "certified" and payload["mechanism"] == "bandmf" and payload["bands"] == 8
+    assert payload["sampling"] == "cyclic-poisson" and payload["sensitivity"] == 1.0
+    assert payload["epsilon_lower"] <= payload["epsilon"]
+    assert "Infinity" not in out and "NaN" not in out
+
+
+def test_strategy_file_and_calibration(tmp_path, capsys):
+    steps = 2344
+    coefs = np.array([1.0, 0.5, 0.25, 0.125])
+    path = tmp_path / "c.npy"
+    np.save(path, coefs / np.linalg.norm(coefs))
+    code, out, _ = run(
+        capsys,
+        "--mechanism",
+        "bandmf",
+        "--bands",
+        "4",
+        "--strategy",
+        str(path),
+        "--sampling",
+        "min-sep",
+        "--min-separation",
+        "100",
+        "--max-participations",
+        "10",
+        "--target-epsilon",
+        "4",
+        "--json",
+    )
+    payload = json.loads(out)
+    assert code == 0 and payload["epsilon"] <= 4 and payload["bound"] == "certified"
+    assert payload["sensitivity"] == pytest.approx(10**0.5)  # bands <= separation: sqrt(k)
+    assert payload["steps"] == steps
+
+
+def test_text_output_labels_the_bound(capsys):
+    code, out, _ = run(
+        capsys, "--mechanism", "bsr", "--bands", "4", "--sampling", "fixed-bins", "--noise-multiplier", "3"
+    )
+    assert code == 0 and "upper bound" in out and "research" in out and "none known" in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--mechanism", "bandmf", "--bands", "8", "--sampling", "poisson"], "needs MMCC"),
+        (["--sampling", "cyclic-poisson"], "applies to matrix-factorisation training only"),
+        (["--bands", "4"], "--bands applies to matrix-factorisation"),
+        (["--mechanism", "bandmf", "--bands", "300", "--sampling", "cyclic-poisson"], "exceeds the number of groups"),
+        (["--mechanism", "bandmf", "--sampling", "cyclic-poisson"], "needs bands"),
+        (["--mechanism", "matrix", "--strategy", "/nonexistent.npy", "--sampling", "cyclic"], "cannot read"),
+        (["--mechanism", "bsr", "--bands", "4", "--sampling", "min-sep"], "needs min_separation"),
+        (["--mechanism", "bandmf", "--bands", "4", "--sampling", "cyclic-poisson", "--method", "rdp"], "rdp"),
+    ],
+)
+def test_bad_input_one_line_exit_2(capsys, extra, message):
+    code, out, err = run(capsys, *extra, "--noise-multiplier", "1")
+    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize(
+    ("matrix", "message"),
+    [
+        (np.triu(np.ones((2344, 2344))) / 2344**0.5, "lower-triangular"),
+        (2 * np.eye(2344), "got largest column norm 2"),
+        (np.eye(100), "T = 2344 steps"),
+    ],
+)
+def test_bad_strategy_files(tmp_path, capsys, matrix, message):
+    path = tmp_path / "s.npy"
+    np.save(path, matrix)
+    code, out, err = run(
+        capsys,
+        "--mechanism",
+        "matrix",
+        "--strategy",
+        str(path),
+        "--sampling",
+        "min-sep",
+        "--min-separation",
+        "100",
+        "--noise-multiplier",
+        "1",
+    )
+    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_command_line_knows_every_mf_sampler_and_mechanism():
+    from dplens.accountant.dp_sgd import Sampler
+    from dplens.accountant.mf_accounting import MECHANISMS, SAMPLINGS
+    from dplens.cli import MF_MECHANISMS, MF_SAMPLERS, SAMPLERS
+
+    assert MF_MECHANISMS == MECHANISMS
+    assert set(SAMPLINGS) <= set(SAMPLERS + MF_SAMPLERS)
+    assert set(MF_SAMPLERS).isdisjoint(s.value for s in Sampler)
+
+
+def test_monte_carlo_keys_beside_the_bound(tmp_path, capsys):
+    path = tmp_path / "c.npy"
+    coefs = np.array([1.0, 0.5, 0.375, 0.3125])
+    np.save(path, coefs / np.linalg.norm(coefs))
+    code = main(
+        [
+            "dp-sgd",
+            "--mechanism",
+            "bandmf",
+            "--bands",
+            "4",
+            "--strategy",
+            str(path),
+            "--sampling",
+            "fixed-bins",
+            "--dataset-size",
+            "160",
+            "--batch-size",
+            "10",
+            "--epochs",
+            "4",
+            "--noise-multiplier",
+            "1.5",
+            "--delta",
+            "1e-3",
+            "--monte-carlo",
+            "100000",
+            "--seed",
+            "0",
+            "--json",
+        ]
+    )
+    payload = json.loads(capsys.readouterr().out)
+    assert code == 0 and payload["bound"] == "upper" and payload["epsilon_monte_carlo"] < payload["epsilon"]
+    assert payload["monte_carlo"]["samples_per_direction"] == 100000 and payload["monte_carlo"]["is_estimate"]
+    assert "delta_accounting" in payload["monte_carlo"] and payload["monte_carlo"]["delta"] == 1e-3
