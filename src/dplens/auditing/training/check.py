@@ -162,7 +162,7 @@ def check_dp_sgd(
         >>> result = check_dp_sgd(reference_step(1.0, 1.0, 50), noise_multiplier=1.0, max_grad_norm=1.0,
         ...                       batch_size=50, dataset_size=5000, steps=20, delta=1e-5, trials=200)
         >>> sorted(result.to_dict())[:4], result.audit.epsilon_lower_bound <= result.claimed_epsilon
-        (['alpha', 'alpha_split', 'audit', 'checks'], True)
+        (['alpha', 'alpha_each', 'alpha_split', 'audit'], True)
     """
     started = time.perf_counter()
     total = steps_of(steps=steps, epochs=epochs, dataset_size=dataset_size, batch_size=batch_size)
