@@ -24,10 +24,9 @@ __all__ = ["BatchSource", "declared_batches"]
 
 def _poisson(n: int, q: float, steps: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
     """Independent Bernoulli(q) inclusion of each record in each step: geometric gaps over the steps·n grid."""
-    total = steps * n
     done = 0
     while done < steps:
-        block = min(steps - done, max(1, 2**20 // n))
+        block = min(steps - done, max(1, 2**16 // n))  # lazily: a long iterable costs only what is consumed
         cells = block * n
         expected = cells * q
         draws = int(expected + 8 * math.sqrt(expected + 1) + 16)
@@ -41,7 +40,6 @@ def _poisson(n: int, q: float, steps: int, rng: np.random.Generator) -> Iterator
         for t in range(block):
             yield (positions[cuts[t] : cuts[t + 1]] % n).astype(np.int64)
         done += block
-    del total
 
 
 def _epochs(n: int, b: int, rng: np.random.Generator, order: str) -> Iterator[np.ndarray]:
