@@ -1352,19 +1352,9 @@ def _add_audit_parser(sub: Any) -> None:
 def _cmd_check_dp_sgd(args: argparse.Namespace) -> int:
     """``dplens check-dp-sgd``: :func:`dplens.check_dp_sgd` on the imported step (and sampler), as from Python."""
     from dplens._api import check_dp_sgd
-    from dplens.auditing.training.check import default_trials
 
     if (args.steps is None) == (args.epochs is None):
         raise CliError("give exactly one of --steps and --epochs")
-    if args.trials is None:
-        steps = args.steps
-        if steps is None:
-            steps = math.ceil(args.epochs * args.dataset_size / args.batch_size)
-        args.trials = default_trials(max(1, steps))
-        print(
-            f"dplens check-dp-sgd: {args.trials} trainings per side (the default for {steps} steps; --trials)",
-            file=sys.stderr,
-        )
     result = check_dp_sgd(
         args.step,
         sampler=args.sampler,

@@ -70,10 +70,14 @@ def test_json_contract_and_exit_zero(steps_module, capsys):
     assert {"epsilon_lower_bound", "assumptions"} <= set(data["model_based"])
 
 
-def test_default_trials_are_printed(steps_module, capsys):
-    argv = ["check-dp-sgd", "--step", f"{steps_module}:raises", "--dataset-size", "500", "--steps", "200"]
-    assert main([*argv, *BASE]) == 2  # printed before the run starts (the step then fails at once)
-    assert "1000 trainings per side (the default for 200 steps" in capsys.readouterr().err
+def test_default_trials_are_printed(steps_module, capsys, monkeypatch):
+    from dplens.auditing.training import check
+
+    monkeypatch.setattr(check, "default_trials", lambda steps: 40)  # the real default is ~2e5 step calls per side
+    argv = ["check-dp-sgd", "--step", f"{steps_module}:good", "--dataset-size", "500", "--steps", "3"]
+    assert main([*argv, *BASE]) == 0
+    assert "40 trainings per side (the default for 3 steps)" in capsys.readouterr().out
+    assert check.default_trials.__class__ is type(lambda: 0)
 
 
 def test_violation_exits_one_only_with_fail_on_violation(steps_module, capsys):

@@ -9,7 +9,7 @@ VIOLATION if any check, the audit or the model-based bound says so; PASS only if
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,7 @@ class DpSgdCheckResult:
     trials: int
     seed: int
     seconds: float
+    trials_default: bool = False
     notes: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
@@ -68,6 +69,7 @@ class DpSgdCheckResult:
             "alpha_split": len(self.checks) + 2,
             "alpha_each": self.alpha / (len(self.checks) + 2),
             "trials_per_side": self.trials,
+            "trials_default": self.trials_default,
             "seed": self.seed,
             "seconds": self.seconds,
             "notes": list(self.notes),
@@ -75,10 +77,11 @@ class DpSgdCheckResult:
 
     def summary(self) -> str:
         """The text the command line prints: one line per check, then the audit and the model-based bound."""
+        default = f" (the default for {self.declared.steps} steps)" if self.trials_default else ""
         lines = [
             f"check-dp-sgd: {self.verdict}  ({self.subject}; declared sampler {self.declared.sampler!r}, "
             f"claimed epsilon = {self.claimed_epsilon:.4g} at delta = {self.declared.delta:g}; {self.trials} "
-            f"trainings per side; alpha = {self.alpha:g}, Bonferroni over {len(self.checks) + 2})"
+            f"trainings per side{default}; alpha = {self.alpha:g}, Bonferroni over {len(self.checks) + 2})"
         ]
         for c in self.checks:
             lines.append(f"  {c.verdict:<12} {c.name}: {c.finding}")
@@ -180,9 +183,11 @@ def check_dp_sgd(
     _options(alpha, observe, workers, trials, seed)
     step = subject if isinstance(subject, StepSubject) else StepSubject(subject)
     source = _sampler(sampler_function, decl)
-    trials = default_trials(total) if trials is None else trials
+    chosen = trials is None
+    trials = default_trials(total) if chosen else trials
     run = dict(trials=trials, seed=seed, workers=workers, scheduler=scheduler, progress=progress)
-    return _check(step, source, decl, alpha=float(alpha), observe=observe, started=started, **run)
+    result = _check(step, source, decl, alpha=float(alpha), observe=observe, started=started, **run)
+    return replace(result, trials_default=chosen)
 
 
 def _check(step, source, decl: Declaration, *, alpha: float, observe: str, started: float, **run: Any):
