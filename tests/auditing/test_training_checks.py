@@ -201,3 +201,52 @@ def test_under_noised_training_is_found_by_the_audit_and_the_model_based_bound()
     assert result.verdict == "VIOLATION"
     assert result.model_based.verdict == "VIOLATION"
     assert result.audit.epsilon_lower_bound > result.claimed_epsilon, result.summary()
+
+
+def test_final_model_observer_audits_the_sum_of_the_steps():
+    def tenth(g, rng):
+        return (_clipped_sum(g) + rng.normal(0, 0.1 * SIGMA * C, g.shape[1])) / B
+
+    result = check_dp_sgd(
+        tenth,
+        noise_multiplier=SIGMA,
+        max_grad_norm=C,
+        batch_size=B,
+        dataset_size=500,
+        steps=3,
+        delta=1e-5,
+        trials=600,
+        seed=4,
+        observe="final",
+    )
+    assert result.audit.observe == "final" and "final model" in result.audit.statistic
+    assert result.audit.verdict == "VIOLATION", result.summary()
+
+
+BUGS = [
+    (mean_noise_on_sum, "noise_std"),
+    (rank_one, "noise_gaussian_independent"),
+    (no_clipping, "clipping"),
+    (batch_clipping, "clipping"),
+    (actual_batch, "normalisation"),
+    (reused_generator, "fresh_noise"),
+    (nan_leak, "non_finite_rows"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("step", "check"), BUGS, ids=[b.__name__ for b, _ in BUGS])
+def test_planted_bug_is_named_in_95_percent_of_20_seeds(step, check):
+    named = sum(_checks(step, seed)[check].verdict == "VIOLATION" for seed in range(20))
+    assert named >= 19
+
+
+@pytest.mark.slow
+def test_reference_step_is_flagged_at_a_rate_consistent_with_alpha_over_40_seeds():
+    from scipy import stats
+
+    flagged = sum(
+        any(c.verdict == "VIOLATION" for c in _checks(reference_step(SIGMA, C, B), seed).values()) for seed in range(40)
+    )
+    # the six step checks hold 6/9 of alpha = 0.05 here: the one-sided binomial test against 0.05 must not reject
+    assert stats.binomtest(flagged, 40, 0.05, alternative="greater").pvalue > 0.01, flagged
