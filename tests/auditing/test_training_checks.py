@@ -223,6 +223,29 @@ def test_final_model_observer_audits_the_sum_of_the_steps():
     assert result.audit.verdict == "VIOLATION", result.summary()
 
 
+_IMPORT_TIME_GENERATOR = np.random.default_rng(7)
+
+
+def own_generator(g, rng):  # ignores rng: its generator was seeded once, at import
+    return (_clipped_sum(g) + _IMPORT_TIME_GENERATOR.normal(0, SIGMA * C, g.shape[1])) / B
+
+
+def test_a_generator_seeded_at_import_repeats_its_noise_across_worker_processes():
+    result = check_dp_sgd(
+        own_generator,
+        noise_multiplier=SIGMA,
+        max_grad_norm=C,
+        batch_size=B,
+        dataset_size=500,
+        steps=3,
+        delta=1e-5,
+        trials=200,
+        workers=2,
+    )
+    fresh = next(c for c in result.checks if c.name == "fresh_noise")
+    assert fresh.verdict == "VIOLATION" and "first-step noise values of the trainings repeat" in fresh.finding
+
+
 BUGS = [
     (mean_noise_on_sum, "noise_std"),
     (rank_one, "noise_gaussian_independent"),
