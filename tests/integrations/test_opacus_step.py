@@ -66,3 +66,21 @@ def test_under_noised_make_private_is_a_noise_std_violation():
 def test_a_clip_larger_than_declared_is_a_clipping_violation():
     found = _found(1.0, max_grad_norm=20.0, calls=300)
     assert found["clipping"].verdict == "VIOLATION", found["clipping"].finding
+
+
+def test_opacus_poisson_loader_passes_the_sampling_law_and_a_shuffled_loader_declared_poisson_does_not():
+    from opacus.data_loader import DPDataLoader
+    from torch.utils.data import DataLoader
+
+    from dplens.auditing.training.batches import BatchSource
+    from dplens.integrations.opacus_step import loader_sampler
+
+    decl = Declaration(noise_multiplier=1.0, max_grad_norm=1.0, batch_size=50, dataset_size=5000, steps=100, delta=1e-5)
+    loaders = {
+        "PASS": lambda d: DPDataLoader.from_data_loader(DataLoader(d, batch_size=50)),
+        "VIOLATION": lambda d: DataLoader(d, batch_size=50, shuffle=True),
+    }
+    for verdict, make_loader in loaders.items():
+        source = BatchSource("poisson", 5000, 50, 100, loader_sampler(make_loader), "loader")
+        found = checks.sampling_check(source, decl, 0.05 / 9, np.random.SeedSequence(0))
+        assert found.verdict == verdict, found.finding

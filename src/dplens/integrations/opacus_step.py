@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["opacus_step"]
+__all__ = ["loader_sampler", "opacus_step"]
 
 
 class _OpacusStep:
@@ -84,3 +84,27 @@ def opacus_step(make_private: Any, *, dataset_size: int, batch_size: int) -> _Op
         >>> step = opacus_step(make_private, dataset_size=5000, batch_size=50)  # doctest: +SKIP
     """
     return _OpacusStep(make_private, dataset_size, batch_size)
+
+
+def loader_sampler(make_loader: Any) -> Any:
+    """A ``sampler(dataset_size, rng)`` for :func:`dplens.check_dp_sgd` that reads the batches of a real torch loader.
+
+    ``make_loader(dataset)`` builds the loader the training uses over a dataset whose records are their own indices
+    (for instance ``lambda d: DPDataLoader.from_data_loader(DataLoader(d, batch_size=B))``, Opacus's Poisson
+    loader, or ``lambda d: DataLoader(d, batch_size=B, shuffle=True)`` under ``poisson_sampling=False``); the loader
+    is iterated epoch after epoch, its randomness from torch's global generator (dplens re-seeds it per training).
+    """
+    if not callable(make_loader):
+        raise ValueError(f"loader_sampler: make_loader must be callable; got {make_loader!r}")
+
+    def sampler(dataset_size: int, rng: np.random.Generator):
+        import torch
+
+        loader = make_loader(torch.utils.data.TensorDataset(torch.arange(dataset_size)))
+        while True:
+            for batch in loader:
+                indices = batch[0] if isinstance(batch, list | tuple) else batch
+                yield indices.reshape(-1).numpy()
+
+    sampler.__qualname__ = f"loader_sampler({getattr(make_loader, '__qualname__', 'make_loader')})"
+    return sampler

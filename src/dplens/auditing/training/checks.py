@@ -508,7 +508,7 @@ def step_checks(
 
 
 def _sampler_runs(source, decl: Declaration, seed: np.random.SeedSequence) -> list[list[np.ndarray]]:
-    runs = int(max(10, min(200, 2e7 // (decl.steps * decl.dataset_size))))
+    runs = int(max(10, min(200, 2e7 // (decl.steps * decl.dataset_size), 2000 // decl.steps)))
     out = []
     for r, child in enumerate(seed.spawn(runs)):
         globals_seed, batch_seed = child.spawn(2)
