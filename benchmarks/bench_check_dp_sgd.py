@@ -111,9 +111,11 @@ CASES = {
 }
 
 
-def _seeds(count: int) -> dict:
+def _seeds(count: int, only: str | None = None) -> dict:
     out = {}
     for name, (step, declared, function, check) in CASES.items():
+        if only is not None and not any(part in name for part in only.split(",")):
+            continue
         started, rows = time.perf_counter(), []
         for seed in range(count):
             r = check_dp_sgd(
@@ -190,15 +192,19 @@ def main() -> None:
     parser.add_argument("--trials", type=int)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--only", help="seeds: the cases whose names contain one of these comma-separated words")
     args = parser.parse_args()
     if args.mode == "gap":
         result = _one(args.trials or 10000, args.workers, shuffled, "shuffled loader declared Poisson")
     elif args.mode == "model-based":
         result = _one(args.trials or 2000, args.workers, None, "reference step, Poisson")
     else:
-        result = _seeds(args.seeds)
+        result = _seeds(args.seeds, args.only)
     result = {"machine": platform.platform(), "python": sys.version.split()[0], "mode": args.mode, "data": result}
-    (HERE / f"results_check_dp_sgd_{args.mode}.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+    suffix = "" if args.only is None else "_only"
+    (HERE / f"results_check_dp_sgd_{args.mode}{suffix}.json").write_text(
+        json.dumps(result, indent=1, default=str) + "\n"
+    )
 
 
 if __name__ == "__main__":
