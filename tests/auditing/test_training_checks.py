@@ -243,7 +243,7 @@ def test_a_generator_seeded_at_import_repeats_its_noise_across_worker_processes(
         workers=2,
     )
     fresh = next(c for c in result.checks if c.name == "fresh_noise")
-    assert fresh.verdict == "VIOLATION" and "first-step noise values of the trainings repeat" in fresh.finding
+    assert fresh.verdict == "VIOLATION" and "trainings' first-step noise repeat" in fresh.finding
 
 
 BUGS = [

@@ -385,8 +385,8 @@ def gaussian_check(p: Probes, decl: Declaration, alpha: float, rng: np.random.Ge
 
 def fresh_check(p: Probes, decl: Declaration, alpha: float, prints: np.ndarray | None) -> Check:
     """Fresh noise at every step and training: no repeated noise vector among the probe calls, no positive correlation
-    between consecutive calls (α/2) or between sequences at the same step (α/2), and no first-step noise value of the
-    audit's trainings repeated in another training (an exact double repeats with probability 0)."""
+    between consecutive calls (α/2) or between sequences at the same step (α/2), and no first-step noise (two untouched
+    coordinates) of the audit's trainings repeated in another training (by chance: probability ~n²·2⁻⁴⁹ in float32)."""
     z = p.noise
     name, quantity = "fresh_noise", "correlation of consecutive calls' noise"
     repeats = z.shape[0] - np.unique(z, axis=0).shape[0]
@@ -400,8 +400,8 @@ def fresh_check(p: Probes, decl: Declaration, alpha: float, prints: np.ndarray |
     z_cross = cross * math.sqrt(across.size)
     train_repeats = 0
     if prints is not None and prints.size:
-        values = prints.ravel()
-        train_repeats = int(values.size - np.unique(values).size)
+        pairs = prints.reshape(-1, 2)  # a pair of float32 values collides with probability ~2^-48, one ~2^-24
+        train_repeats = int(pairs.shape[0] - np.unique(pairs, axis=0).shape[0])
     details = {
         "repeated_probe_noise": int(repeats),
         "lag_correlation": lag,
@@ -410,7 +410,7 @@ def fresh_check(p: Probes, decl: Declaration, alpha: float, prints: np.ndarray |
     }
     if repeats or train_repeats:
         finding = (
-            f"noise repeats: {repeats} probe calls and {train_repeats} first-step noise values of the trainings "
+            f"noise repeats: {repeats} probe calls and {train_repeats} trainings' first-step noise "
             "repeat earlier ones (a generator re-seeded to the same state)"
         )
     elif z_lag > _z(alpha / 2):
