@@ -85,6 +85,7 @@ _EXPORTS: dict[str, str] = {
     "attack_risk": "dplens._api:attack_risk",
     "audit": "dplens._api:audit",
     "sweep": "dplens._api:sweep",
+    "check_dp_sgd": "dplens._api:check_dp_sgd",
     "SweepResult": "dplens.accountant.sweep:SweepResult",
     # audits
     "AuditResult": "dplens.auditing.games:AuditResult",
@@ -168,6 +169,7 @@ __all__ = [
     "batched",
     "build_report",
     "calibrate",
+    "check_dp_sgd",
     "dp_sgd_epsilon",
     "dp_sgd_noise_multiplier",
     "event_from_dict",
@@ -201,7 +203,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from dplens._api import AuditMode, attack_risk, audit, calibrate, generate_report, sweep
+    from dplens._api import AuditMode, attack_risk, audit, calibrate, check_dp_sgd, generate_report, sweep
     from dplens.accountant.adaptive_clipping import AdaptiveClipping
     from dplens.accountant.approx_dp import ApproxDp
     from dplens.accountant.calibrate import CalibrationResult, RiskCalibrationResult, RiskTarget

@@ -823,3 +823,25 @@ def sweep(
     if loaded is None:
         raise ValueError(f"spec must be a Spec or a spec path; got {spec!r}")
     return compute(loaded, params=params, delta=delta, method=method, tolerance=tolerance, progress=progress)
+
+
+def check_dp_sgd(subject: Any, **options: Any) -> Any:
+    """Does the DP-SGD step that ran implement the mechanism that was accounted? (``dplens check-dp-sgd``)
+
+    ``subject`` is a framework-free step ``step(per_sample_gradients, rng) -> update`` or ``"module:function"``; the
+    options are :func:`dplens.auditing.training.check.check_dp_sgd`'s (``noise_multiplier``, ``max_grad_norm``,
+    ``batch_size``, ``dataset_size``, ``delta``, exactly one of ``steps`` and ``epochs``, ``sampler``,
+    ``sampler_function``, ``normalise``, ``trials``, ``seed``, ``alpha``, ``observe``, ``neighboring``, ``workers``).
+    The result's ``to_dict()`` has ``verdict``, ``checks``, ``audit`` and ``model_based``.
+
+    Example:
+        >>> import dplens
+        >>> from dplens.auditing.training.framework_free import reference_step
+        >>> result = dplens.check_dp_sgd(reference_step(1.0, 1.0, 50), noise_multiplier=1.0, max_grad_norm=1.0,
+        ...                              batch_size=50, dataset_size=5000, steps=10, delta=1e-5, trials=100)
+        >>> [c.name for c in result.checks][:3]
+        ['noise_std', 'noise_gaussian_independent', 'normalisation']
+    """
+    from dplens.auditing.training.check import check_dp_sgd as run
+
+    return run(subject, **options)

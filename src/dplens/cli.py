@@ -1403,6 +1403,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dp_sgd_parser(sub)
     _add_audit_parser(sub)
     _add_audit_scores_parser(sub)
+    _add_check_dp_sgd_parser(sub)
     _add_report_parser(sub)
     _add_registry_parser(sub)
     _add_demo_parser(sub)
@@ -1647,6 +1648,100 @@ def _add_audit_parser(sub: Any) -> None:
         "--fail-on-violation", action="store_true", help="exit with status 1 when the verdict is VIOLATION (for CI)"
     )
     aud.set_defaults(func=_cmd_audit)
+
+
+def _cmd_check_dp_sgd(args: argparse.Namespace) -> int:
+    """``dplens check-dp-sgd``: :func:`dplens.check_dp_sgd` on the imported step (and sampler), as from Python."""
+    from dplens._api import check_dp_sgd
+
+    if (args.steps is None) == (args.epochs is None):
+        raise CliError("give exactly one of --steps and --epochs")
+    result = check_dp_sgd(
+        args.step,
+        sampler=args.sampler,
+        sampler_function=args.sampler_function,
+        noise_multiplier=args.noise_multiplier,
+        max_grad_norm=args.max_grad_norm,
+        batch_size=args.batch_size,
+        dataset_size=args.dataset_size,
+        steps=args.steps,
+        epochs=args.epochs,
+        delta=args.delta,
+        normalise=args.normalise,
+        trials=args.trials,
+        seed=args.seed,
+        alpha=args.alpha,
+        observe=args.observe,
+        neighboring=args.neighboring,
+        workers=args.workers,
+        progress=not args.quiet and not args.json,
+    )
+    _emit(result.to_dict(), args.json, result.summary())
+    return 1 if args.fail_on_violation and result.verdict == "VIOLATION" else 0
+
+
+def _add_check_dp_sgd_parser(sub: Any) -> None:
+    chk = sub.add_parser(
+        "check-dp-sgd",
+        help="does the DP-SGD step that ran do what was accounted? (implementation checks, audit, model-based bound)",
+    )
+    chk.add_argument(
+        "--step",
+        metavar="MODULE:FUNCTION",
+        required=True,
+        help="step(per_sample_gradients, rng) -> update (MODULE from the current directory)",
+    )
+    chk.add_argument(
+        "--sampler",
+        choices=SAMPLERS,
+        default="poisson",
+        help="the declared sampler (what the accountant's epsilon assumes)",
+    )
+    chk.add_argument(
+        "--sampler-function",
+        metavar="MODULE:FUNCTION",
+        help="sampler(dataset_size, rng) -> iterable of index arrays: the code that forms the batches "
+        "(default: dplens forms them by --sampler and checks the step alone)",
+    )
+    chk.add_argument("--noise-multiplier", type=_non_negative, required=True, help="declared noise std / clip norm")
+    chk.add_argument("--max-grad-norm", type=_non_negative, required=True, help="declared clipping norm C")
+    chk.add_argument("--batch-size", type=_positive_int, required=True, help="declared (expected) batch size B")
+    chk.add_argument("--dataset-size", type=_positive_int, required=True, help="data set size N")
+    chk.add_argument("--steps", type=_positive_int, help="steps T (exactly one of --steps and --epochs)")
+    chk.add_argument("--epochs", type=_non_negative, help="epochs E (T = ceil(E*N/B), as dp-sgd)")
+    chk.add_argument("--delta", type=_probability, required=True, help="the delta of the claim")
+    chk.add_argument(
+        "--normalise",
+        choices=("expected", "sum"),
+        default="expected",
+        help="expected: the noisy sum divided by B (default); sum: not divided",
+    )
+    chk.add_argument("--trials", type=_positive_int, help="trainings per side (default chosen by dplens and printed)")
+    chk.add_argument("--seed", type=_seed, default=0, help="root seed (default 0)")
+    chk.add_argument(
+        "--alpha",
+        type=_probability,
+        default=0.05,
+        help="significance, split (Bonferroni) over every check, the audit and the model-based bound",
+    )
+    chk.add_argument(
+        "--observe",
+        choices=("every", "final"),
+        default="every",
+        help="the observer sees every step's update, or only their sum (last iterate)",
+    )
+    chk.add_argument(
+        "--neighboring",
+        choices=("add_remove", "zero_out", "replace_one"),
+        help="the claim's neighbouring relation (default: as dp-sgd for the declared sampler)",
+    )
+    chk.add_argument("--workers", type=_workers, default=1, help="local worker processes (default 1)")
+    chk.add_argument("--quiet", action="store_true", help="no progress bar")
+    chk.add_argument(
+        "--fail-on-violation", action="store_true", help="exit with status 1 when the verdict is VIOLATION (for CI)"
+    )
+    _add_json(chk)
+    chk.set_defaults(func=_cmd_check_dp_sgd)
 
 
 def _add_audit_scores_parser(sub: Any) -> None:

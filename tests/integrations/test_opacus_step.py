@@ -1,0 +1,86 @@
+"""The Opacus subject of check_dp_sgd (issue 46): crafted per-sample gradients through the user's make_private reach
+Opacus's DPOptimizer exactly; its noise, normalisation and clipping pass the checks, an under-noised make_private is
+a VIOLATION of noise_std, a missing clip is a VIOLATION of clipping, and a NaN row leaks (Opacus is not nan_safe)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason='needs the [torch] extra: pip install "dplens[torch]"')
+pytest.importorskip("opacus", reason='needs the [torch] extra: pip install "dplens[torch]"')
+
+from opacus import PrivacyEngine  # noqa: E402
+
+from dplens.auditing.training import checks  # noqa: E402
+from dplens.auditing.training.declared import Declaration  # noqa: E402
+from dplens.auditing.training.framework_free import StepSubject  # noqa: E402
+from dplens.integrations.opacus_step import opacus_step  # noqa: E402
+
+N, B = 400, 8
+DECL = Declaration(noise_multiplier=1.0, max_grad_norm=1.0, batch_size=B, dataset_size=N, steps=50, delta=1e-5)
+
+
+def _private(noise_multiplier: float, max_grad_norm: float):
+    def make_private(module, optimizer, loader):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return PrivacyEngine().make_private(
+                module=module,
+                optimizer=optimizer,
+                data_loader=loader,
+                noise_multiplier=noise_multiplier,
+                max_grad_norm=max_grad_norm,
+            )
+
+    return make_private
+
+
+def _found(noise_multiplier: float, max_grad_norm: float = 1.0, calls: int = 600) -> dict[str, checks.Check]:
+    step = StepSubject(opacus_step(_private(noise_multiplier, max_grad_norm), dataset_size=N, batch_size=B))
+    probes = checks.run_probes(step, DECL, np.random.SeedSequence(0), calls=calls)
+    return {c.name: c for c in checks.step_checks(probes, DECL, 0.05 / 8, np.random.default_rng(0), None)}
+
+
+def test_the_injected_gradient_is_the_crafted_vector():
+    step = opacus_step(_private(1e-9, 100.0), dataset_size=N, batch_size=B)  # no noise to speak of, no clipping
+    grads = np.random.default_rng(1).normal(size=(B, 5))
+    update = step(grads, np.random.default_rng(0))
+    np.testing.assert_allclose(update, grads.sum(axis=0) / B, rtol=1e-5, atol=1e-6)
+
+
+def test_opacus_passes_noise_normalisation_and_clipping_and_its_nan_rows_leak():
+    found = _found(1.0)
+    for name in ("noise_std", "noise_gaussian_independent", "normalisation", "clipping", "fresh_noise"):
+        assert found[name].verdict in ("PASS", "INCONCLUSIVE"), found[name].finding
+    assert found["non_finite_rows"].verdict == "VIOLATION"  # Opacus's clipping is not nan_safe
+
+
+def test_under_noised_make_private_is_a_noise_std_violation():
+    found = _found(0.3, calls=300)
+    assert found["noise_std"].verdict == "VIOLATION", found["noise_std"].finding
+
+
+def test_a_clip_larger_than_declared_is_a_clipping_violation():
+    found = _found(1.0, max_grad_norm=20.0, calls=300)
+    assert found["clipping"].verdict == "VIOLATION", found["clipping"].finding
+
+
+def test_opacus_poisson_loader_passes_the_sampling_law_and_a_shuffled_loader_declared_poisson_does_not():
+    from opacus.data_loader import DPDataLoader
+    from torch.utils.data import DataLoader
+
+    from dplens.auditing.training.batches import BatchSource
+    from dplens.integrations.opacus_step import loader_sampler
+
+    decl = Declaration(noise_multiplier=1.0, max_grad_norm=1.0, batch_size=50, dataset_size=5000, steps=100, delta=1e-5)
+    loaders = {
+        "PASS": lambda d: DPDataLoader.from_data_loader(DataLoader(d, batch_size=50)),
+        "VIOLATION": lambda d: DataLoader(d, batch_size=50, shuffle=True),
+    }
+    for verdict, make_loader in loaders.items():
+        source = BatchSource("poisson", 5000, 50, 100, loader_sampler(make_loader), "loader")
+        found = checks.sampling_check(source, decl, 0.05 / 9, np.random.SeedSequence(0))
+        assert found.verdict == verdict, found.finding
