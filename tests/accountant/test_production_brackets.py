@@ -136,3 +136,49 @@ def test_unresolvable_grid_says_why():
     assert bracket.note is not None and "window" in bracket.note
     assert bracket.lower <= bracket.upper
     assert bracket.upper >= 0.0596  # the engine's own value at a 1e-6 grid is 0.059695
+
+
+def test_binomial_quantile_matches_the_full_scan():
+    from scipy.special import bdtrc
+
+    from dplens.accountant import allocation
+
+    rng = np.random.default_rng(47)
+    for _ in range(200):
+        steps = int(rng.integers(1, 3000))
+        probability = float(10 ** rng.uniform(-6, 0))
+        failure = float(10 ** rng.uniform(-16, -2))
+        tails = bdtrc(np.arange(steps + 1, dtype=float), steps, probability)
+        expected = int(np.argmax(tails <= failure)) if (tails <= failure).any() else steps
+        assert allocation._binomial_quantile(steps, probability, failure) == expected
+
+
+def test_deviation_extremes_match_every_count():
+    from dplens.accountant import allocation
+
+    rng = np.random.default_rng(2602)
+    for _ in range(300):
+        steps = int(rng.integers(2, 10**5))
+        worst = int(rng.integers(0, min(steps, 2000) + 1))
+        linear, var = float(10 ** rng.uniform(-5, 1)), float(10 ** rng.uniform(-8, 1))
+        mu = float(rng.normal())
+        low, high = mu - float(10 ** rng.uniform(-4, 2)), mu + float(10 ** rng.uniform(-4, 2))
+
+        def ends(counts, mu=mu, low=low, high=high, linear=linear, var=var, steps=steps, log_term=30.0):
+            regular = steps - counts
+            u = linear + np.sqrt(linear * linear + 2.0 * regular * var * log_term)
+            return float(np.min(regular * mu - u + counts * low)), float(np.max(regular * mu + u + counts * high))
+
+        every = ends(np.arange(worst + 1, dtype=float))
+        few = ends(allocation._extreme_counts(worst, steps, linear, 2.0 * var * 30.0, (mu - low, high - mu)))
+        assert few == pytest.approx(every, rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.slow
+def test_one_epoch_of_a_billion_records_is_answered():
+    # N = 10⁹, B = 10: 10⁸ steps in one epoch. Blocked Chernoff windows asked for 2.6·10¹⁰ points; now ~20 s.
+    from dplens.accountant.samplers import RandomAllocation
+
+    bracket = pe.epsilon_bracket([(RandomAllocation(noise_multiplier=1.0, steps=10**8), 1)], 1e-6)
+    assert 0 < bracket.lower <= bracket.upper < 1e-3
+    assert bracket.relative_width <= 5e-3
