@@ -182,3 +182,74 @@ def test_one_epoch_of_a_billion_records_is_answered():
     bracket = pe.epsilon_bracket([(RandomAllocation(noise_multiplier=1.0, steps=10**8), 1)], 1e-6)
     assert 0 < bracket.lower <= bracket.upper < 1e-3
     assert bracket.relative_width <= 5e-3
+
+
+def test_cli_json_has_no_bare_infinity(capsys):
+    import json
+
+    from dplens import cli
+
+    cli._emit({"epsilon": math.inf, "nested": [{"low": -math.inf, "nan": math.nan}], "ok": 1.5}, True, "")
+    out = capsys.readouterr().out
+
+    def refuse(token):
+        raise AssertionError(f"bare {token} in JSON")
+
+    data = json.loads(out, parse_constant=refuse)
+    assert data == {"epsilon": "Infinity", "nested": [{"low": "-Infinity", "nan": None}], "ok": 1.5}
+
+
+def test_balls_and_bins_out_of_range_falls_back_to_fewer_steps():
+    # The fallback for 10⁸ steps per epoch, exercised at t = 200: the upper end of t' = 20 steps per epoch bounds the
+    # run from above (post-processing), the sum statistic from below; the note states the width and the reason.
+    from dplens import cli
+    from dplens.accountant import dp_sgd
+
+    run = dp_sgd.DpSgdRun(noise_multiplier=1.0, dataset_size=400, batch_size=2, epochs=1, sampling="balls-and-bins")
+    direct = dp_sgd.dp_sgd_epsilon(
+        dataset_size=400, batch_size=2, epochs=1, noise_multiplier=1.0, delta=1e-5, sampling="balls-and-bins"
+    )
+    assert direct.bracket_note is None and direct.epsilon_lower <= direct.epsilon
+    bound = dp_sgd._fewer_steps_bound(run, 1e-5, dp_sgd.Method.PLD, ValueError("out of range"))
+    assert math.isfinite(bound.epsilon) and bound.epsilon >= direct.epsilon_lower
+    assert bound.epsilon_lower <= direct.epsilon and bound.lower_bound == "lower bound"
+    assert "20 steps per epoch" in bound.bracket_note and "% wide" in bound.bracket_note
+    assert bound.to_dict()["bracket_note"] == bound.bracket_note
+    assert "note: the bracket" in cli._dp_sgd_lines(bound)
+
+
+def test_allocation_is_non_increasing_in_the_steps_per_epoch():
+    # The post-processing behind the fallback: one of t steps is at least as private as one of t' < t.
+    from dplens.accountant.samplers import RandomAllocation
+
+    few = pe.epsilon_bracket([(RandomAllocation(noise_multiplier=1.0, steps=20), 3)], 1e-5)
+    many = pe.epsilon_bracket([(RandomAllocation(noise_multiplier=1.0, steps=200), 3)], 1e-5)
+    assert many.lower <= few.upper
+
+
+@pytest.mark.slow
+def test_billion_records_ten_per_batch_low_noise_is_finite():
+    import json
+    import subprocess
+    import sys
+
+    args = ["--dataset-size", "1000000000", "--batch-size", "10", "--epochs", "1", "--noise-multiplier", "0.6"]
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dplens.cli",
+            "dp-sgd",
+            *args,
+            "--delta",
+            "1e-6",
+            "--sampling",
+            "balls-and-bins",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    data = json.loads(out, parse_constant=lambda token: pytest.fail(f"bare {token}"))
+    assert 0 < data["epsilon"] < 1 and "bracket_note" in data

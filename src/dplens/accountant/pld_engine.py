@@ -125,7 +125,7 @@ def _check_loss_range(low: float, high: float, what: str) -> None:
 
 
 class WindowTooLargeError(ValueError):
-    """A grid would need more than ``MAX_WINDOW`` points (a coarser interval or a larger tolerance is needed)."""
+    """A grid would need more than ``MAX_WINDOW`` points (the callers say what to change: the engine knows no flags)."""
 
 
 def normal_tails(z: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
@@ -433,8 +433,7 @@ def discretise(loss: PrivacyLoss, grid: LossGrid) -> LossPmfs:
         k_hi = max(math.ceil(hi / delta), k_lo + 1)
         if k_hi - k_lo > MAX_WINDOW:
             raise WindowTooLargeError(
-                f"the PLD grid would need {k_hi - k_lo} points for one event at interval={delta:g}; "
-                "use a coarser interval"
+                f"the PLD grid would need {k_hi - k_lo} points for one event at interval={delta:g} (limit {MAX_WINDOW})"
             )
         coarse = np.append(np.arange(k_lo, k_hi, COARSE_SPAN, dtype=np.int64), k_hi)
         masses = _shifted_masses(loss.masses, shift)
@@ -1294,8 +1293,7 @@ def _compose_kind(
     size = _fast_length(j_hi - j_lo + 1)
     if size > MAX_WINDOW:
         raise WindowTooLargeError(
-            f"the composed PLD needs a window of {j_hi - j_lo + 1} points at interval={interval:g} "
-            f"(limit {MAX_WINDOW}); use a coarser interval or a larger tolerance"
+            f"the composed PLD needs a window of {j_hi - j_lo + 1} points at interval={interval:g} (limit {MAX_WINDOW})"
         )
     j_hi = j_lo + size - 1
     # The bounds at the window actually used (it may have grown): mass strictly above / below it.
