@@ -437,8 +437,8 @@ class DpSgdPrivacy:
         ...                      method="rdp")
         >>> run.steps, round(run.epsilon, 4), run.method, run.sampling
         (14063, 2.5966, 'rdp', 'poisson')
-        >>> sorted(run.to_dict())[:4]
-        ['batch_size', 'dataset_size', 'delta', 'details']
+        >>> sorted(run.to_dict())[:4]  # RDP is 9 % above the PLD bracket's lower end: a note says so
+        ['batch_size', 'bracket_note', 'dataset_size', 'delta']
     """
 
     epsilon: float
@@ -518,6 +518,9 @@ def _privacy(event: DpSgdRun, result: Any, **extra: Any) -> DpSgdPrivacy:
     reason = note.split(": ", 1)[-1] if note else None
     if reason is None and lower is not None and plan.lower is not None:
         reason = f"the lower end is the best known lower-bound construction for sampling={event.sampling!r}"
+    method = getattr(result.method, "value", result.method)
+    if reason is None and method != Method.PLD.value:
+        reason = f"the upper end is the {method} route's, the lower end the PLD engine's certified one"
     extra.setdefault("bracket_note", bracket_note(lower, result.epsilon, reason))
     return DpSgdPrivacy(
         epsilon=result.epsilon,
