@@ -253,3 +253,22 @@ def test_billion_records_ten_per_batch_low_noise_is_finite():
     ).stdout
     data = json.loads(out, parse_constant=lambda token: pytest.fail(f"bare {token}"))
     assert 0 < data["epsilon"] < 1 and "bracket_note" in data
+
+
+def test_truncated_poisson_with_a_generous_cap_has_the_poisson_bracket():
+    # B_max = 1300 for an expected batch of 1000: a step truncates with probability 4e-20, counted as an infinite
+    # loss; the lower end is the Poisson pair at q·P(Binomial(N − 1, q) ≤ B_max − 1) (attained).
+    import dp_accounting as dpa
+
+    from dplens.accountant.dp_sgd import dp_sgd_epsilon
+
+    run = dict(dataset_size=10**5, batch_size=1000, epochs=10, noise_multiplier=1.0, delta=1e-6)
+    truncated = dp_sgd_epsilon(**run, sampling="truncated-poisson", max_batch_size=1300)
+    assert truncated.details.startswith("pld (dplens engine") and truncated.bracket_note is None
+    assert (truncated.epsilon - truncated.epsilon_lower) <= 5e-3 * truncated.epsilon
+    accountant = dpa.pld.PLDAccountant(value_discretization_interval=1e-4)
+    step = dpa.TruncatedSubsampledGaussianDpEvent(
+        dataset_size=10**5, sampling_probability=0.01, truncated_batch_size=1300, noise_multiplier=1.0
+    )
+    accountant.compose(dpa.SelfComposedDpEvent(step, truncated.steps))
+    assert truncated.epsilon_lower <= accountant.get_epsilon(1e-6)

@@ -807,6 +807,45 @@ def _(event: ev.PoissonSampled, grid: LossGrid) -> EventPld:
     return EventPld(remove=discretise(remove, grid), add=discretise(add, grid))
 
 
+#: Truncated Poisson is modelled by the engine when a step truncates a batch holding the record with at most this
+#: probability (that step's loss is then counted as infinite); above it dp-accounting's mixture answers.
+MAX_TRUNCATION = 1e-18
+
+
+@loss_distribution.register
+def _(event: ev.TruncatedSubsampledGaussian, grid: LossGrid) -> EventPld:
+    """Truncated Poisson sampling (dp-accounting's ``TruncatedSubsampledGaussianDpEvent``, arXiv 2508.15089): its
+    pair is a mixture, the index revealed, of the Poisson-subsampled Gaussian at q (no truncation) and, with the
+    probability p that the other records alone fill the batch, a sensitivity-2C step. The engine bounds the latter by
+    a perfectly distinguishing pair (an atom at +∞: any pair is a post-processing of it), which costs p per step in δ:
+    it models the event only where p ≤ ``MAX_TRUNCATION`` (a batch cap a few standard deviations above its mean), so
+    the bracket is the Poisson one; elsewhere dp-accounting's mixture answers (the fallback)."""
+    from scipy.special import bdtrc
+
+    if grid.neighboring is not ev.NeighboringRelation.ADD_OR_REMOVE_ONE:
+        raise UnsupportedEventError(f"the PLD engine models truncated Poisson under add/remove; got {event!r}")
+    q, n, cap = event.sampling_rate, event.dataset_size, event.truncated_batch_size
+    if q == 0 or cap == 0:
+        return EventPld(remove=discretise(PrivacyLoss(masses=None, atoms=((0.0, 1.0, 1.0),)), grid))
+    truncation = float(bdtrc(cap - 1, n - 1, q)) if cap - 1 < n - 1 else 0.0
+    if truncation > MAX_TRUNCATION:
+        raise UnsupportedEventError(f"truncation probability {truncation:.3g} per step: dp-accounting's mixture")
+    pld = loss_distribution(
+        ev.PoissonSampled(sampling_rate=q, event=ev.Gaussian(noise_multiplier=event.noise_multiplier)), grid
+    )
+    if truncation == 0:
+        return pld
+
+    def capped(pmfs: LossPmfs) -> LossPmfs:
+        def one(pmf: GridPmf) -> GridPmf:
+            mass = (1.0 - truncation) * pmf.infinity_mass + truncation
+            return GridPmf(start=pmf.start, pmf=pmf.pmf * (1.0 - truncation), infinity_mass=mass, offset=pmf.offset)
+
+        return LossPmfs(pessimistic=one(pmfs.pessimistic), optimistic=one(pmfs.optimistic))
+
+    return EventPld(remove=capped(pld.remove), add=capped(pld.add) if pld.add is not None else None)
+
+
 # --------------------------------------------------------------------------------------------
 # The ledger: leaves and counts
 # --------------------------------------------------------------------------------------------
@@ -1953,7 +1992,7 @@ def _resolving_interval(entries: list[tuple[ev.Event, int]]) -> float:
 def _subsampling_rate(event: ev.Event) -> float | None:
     """The probability that a run of ``event`` touches the record (None: not a subsampled mechanism)."""
     match event:
-        case ev.PoissonSampled():
+        case ev.PoissonSampled() | ev.TruncatedSubsampledGaussian():
             return event.sampling_rate
         case ev.MixtureOfGaussians():
             probs = [p for p, c in zip(event.sampling_probs, event.sensitivities, strict=True) if c != 0]
