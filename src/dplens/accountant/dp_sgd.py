@@ -573,10 +573,16 @@ def dp_sgd_epsilon(
         if event.sampler is not Sampler.BALLS_AND_BINS:
             raise
         return _fewer_steps_bound(event, delta, as_method(method), err)
+    if math.isinf(result.epsilon) and event.sampler is Sampler.BALLS_AND_BINS:
+        # The allocation PLD's error terms exceed δ (an infinite upper end is no answer for a finite σ).
+        reason = ValueError("its upper end is infinite")
+        return _fewer_steps_bound(event, delta, as_method(method), reason, known_lower=result.epsilon_lower)
     return _privacy(event, result)
 
 
-def _fewer_steps_bound(event: DpSgdRun, delta: float, method: Method, err: Exception) -> DpSgdPrivacy:
+def _fewer_steps_bound(
+    event: DpSgdRun, delta: float, method: Method, err: Exception, *, known_lower: float | None = None
+) -> DpSgdPrivacy:
     """Balls-and-bins beyond the allocation PLD's range (10⁸ steps per epoch at σ < 0.7): the upper end of the same
     run with t' = t/10^k steps per epoch, the first that is in range.
 
@@ -593,22 +599,37 @@ def _fewer_steps_bound(event: DpSgdRun, delta: float, method: Method, err: Excep
     sigma, t = event.noise_multiplier, plan.steps_per_epoch or 2
     full, partial = divmod(plan.steps, t)
     coarser = t // 10
-    while coarser >= 2:
-        entries = _fewer_steps_ledger(sigma, coarser, full, partial, t)
+    while True:
+        # t' = 1 is the allocation revealed: a Gaussian step per epoch (with probability ρ in a partial one).
+        entries = (
+            _fewer_steps_ledger(sigma, coarser, full, partial, t)
+            if coarser >= 2
+            else _revealed(sigma, full, partial, t)
+        )
         try:
-            result = Accountant().compose(_as_event(entries)).epsilon_result(delta, method=method, lower=False)
+            result = (
+                Accountant()
+                .compose(_as_event(entries))
+                .epsilon_result(delta, method=method if coarser >= 2 else Method.BEST, lower=False)
+            )
         except ValueError:  # the PLD route out of range again (UnsupportedEventError is a ValueError)
+            result = None
+        if result is None or not math.isfinite(result.epsilon):
+            if coarser < 2:
+                break
             coarser //= 10
             continue
+        coarser = max(coarser, 1)
         inclusion = 1.0 if full else partial / t
         mu = inclusion * math.sqrt(full + (1 if partial else 0)) / (sigma * math.sqrt(t))
-        lower = min(conversions.gdp_epsilon(mu, delta), result.epsilon)
+        lower = min(max(conversions.gdp_epsilon(mu, delta), known_lower or 0.0), result.epsilon)
+        source = f"that of {coarser} steps per epoch" if coarser >= 2 else "that of the allocation revealed"
         width = 100.0 * (result.epsilon - lower) / result.epsilon if result.epsilon > 0 else 0.0
         note = (
             f"the bracket [{lower:.6g}, {result.epsilon:.6g}] is {width:.3g}% wide (relative): the allocation PLD at "
-            f"{t} steps per epoch is out of range ({err}); the upper end is that of {coarser} steps per epoch (a "
-            "valid upper bound: epsilon does not decrease with fewer steps per epoch), the lower end the sum "
-            "statistic of each epoch"
+            f"{t} steps per epoch is out of range ({err}); the upper end is {source} (a valid upper bound: epsilon "
+            "does not decrease with fewer steps per epoch), the lower end the sum statistic of each epoch or the "
+            "allocation's own certified one"
         )
         accounted = _AccountedAt(epsilon=result.epsilon, delta=delta, method=result.method, details=result.details)
         return replace(_privacy(event, accounted, bracket_note=note), epsilon_lower=lower, lower_bound="lower bound")
@@ -616,6 +637,17 @@ def _fewer_steps_bound(event: DpSgdRun, delta: float, method: Method, err: Excep
         f"sampling='balls-and-bins' with {t} steps per epoch at noise_multiplier={sigma!r} is out of range for the "
         f"PLD engine ({err}); a larger batch_size (fewer steps per epoch) gives a valid upper bound for this run"
     ) from None
+
+
+def _revealed(sigma: float, full: int, partial: int, t: int) -> tuple:
+    """The run with each epoch's allocation revealed: one Gaussian step per full epoch, and a Poisson-sampled one at
+    ρ = partial/t for a partial epoch (a valid upper bound: the allocation is a post-processing of it)."""
+    entries: list = []
+    if full:
+        entries.append((_gaussian(sigma), full))
+    if partial:
+        entries.append((_poisson(partial / t, sigma), 1))
+    return tuple(entries)
 
 
 def _fewer_steps_ledger(sigma: float, steps: int, full: int, partial: int, t: int) -> tuple:

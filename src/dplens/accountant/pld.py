@@ -542,13 +542,6 @@ def pld_epsilon(
             epsilon_lower=lower_end,
             bracket_note=bracket_note(lower_end, epsilon, _FALLBACK_REASON.format(interval=fallback)),
         )
-    if math.isinf(bracket.upper) and not bracket.pld.non_private:
-        # A private ledger whose upper end is infinite: the engine's error terms (floating point, windows) exceed δ.
-        # That is no answer: refuse, so that another route answers or the caller says what to change.
-        raise PldOutOfRangeError(
-            f"out of supported range for PLD accounting: the engine's error bounds exceed delta={delta:g} for this "
-            "ledger (its upper end would be infinite)"
-        )
     lower_end, method = _engine_lower(bracket, entries, measure, neighboring, lower)
     return PldResult(
         epsilon=bracket.upper,
