@@ -183,9 +183,23 @@ def _workers(text: str) -> int:
 
 def _emit(payload: dict[str, Any], as_json: bool, text: str) -> None:
     if as_json:
-        print(json.dumps(payload, sort_keys=True, default=_json_default))
+        print(json.dumps(_rfc_json(payload), sort_keys=True, default=_json_default, allow_nan=False))
     else:
         print(text)
+
+
+def _rfc_json(value: Any) -> Any:
+    """``value`` with every non-finite float written as the project's JSON convention (±∞ as "Infinity" strings, NaN
+    as null: :func:`dplens._numbers.json_number`), so that the output is RFC 8259 JSON (no bare Infinity/NaN)."""
+    from dplens._numbers import json_number
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return json_number(value)
+    if isinstance(value, dict):
+        return {key: _rfc_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_rfc_json(item) for item in value]
+    return value
 
 
 def _verdict_status(args: argparse.Namespace, result: Any) -> int:
@@ -624,6 +638,8 @@ def _dp_sgd_lines(result: Any) -> str:
             "the true epsilon lies between)"
         )
     lines.append(_privacy_unit_line(result))
+    if getattr(result, "bracket_note", None):
+        lines.append(f"  note: {result.bracket_note}")
     return "\n".join(lines)
 
 

@@ -73,11 +73,14 @@ class EpsilonResult:
     is_estimate: bool = False
     routes: tuple[EpsilonResult, ...] = field(default=())
     epsilon_lower: float | None = None
+    bracket_note: str | None = None  # a bracket wider than 0.5 %: its width and the reason (issue 47)
 
     def to_dict(self) -> dict[str, Any]:
         out = _route_dict(self, epsilon=self.epsilon)
         if self.epsilon_lower is not None:
             out["epsilon_lower"] = self.epsilon_lower
+        if self.bracket_note is not None:
+            out["bracket_note"] = self.bracket_note
         if self.routes:
             out["routes"] = [r.to_dict() for r in self.routes]
         return out
@@ -302,6 +305,7 @@ class Accountant:
                 details=result.method,
                 discretisation=result.discretisation(),
                 epsilon_lower=result.epsilon_lower,
+                bracket_note=result.bracket_note,
             )
         if method is Method.EXACT:
             profile = self.exact_profile()
@@ -348,6 +352,8 @@ class Accountant:
         best = min(routes, key=lambda r: r.epsilon)
         # Every route's lower end bounds the same true ε from below, so the largest one is the bracket's.
         lowers = [r.epsilon_lower for r in routes if r.epsilon_lower is not None]
+        low = min(max(lowers), best.epsilon) if lowers else None
+        reasons = [r.bracket_note.split(": ", 1)[-1] for r in routes if r.bracket_note]
         return EpsilonResult(
             epsilon=best.epsilon,
             delta=delta,
@@ -356,7 +362,8 @@ class Accountant:
             optimal_order=best.optimal_order,
             discretisation=best.discretisation,
             routes=tuple(routes),
-            epsilon_lower=min(max(lowers), best.epsilon) if lowers else None,
+            epsilon_lower=low,
+            bracket_note=pld.bracket_note(low, best.epsilon, reasons[0] if reasons else None),
         )
 
     def all_routes(self, delta: float, *, lower: bool = True) -> list[EpsilonResult]:

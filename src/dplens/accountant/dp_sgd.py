@@ -21,7 +21,7 @@ import enum
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dplens.accountant import events as ev
@@ -437,8 +437,8 @@ class DpSgdPrivacy:
         ...                      method="rdp")
         >>> run.steps, round(run.epsilon, 4), run.method, run.sampling
         (14063, 2.5966, 'rdp', 'poisson')
-        >>> sorted(run.to_dict())[:4]
-        ['batch_size', 'dataset_size', 'delta', 'details']
+        >>> sorted(run.to_dict())[:4]  # RDP is 9 % above the PLD bracket's lower end: a note says so
+        ['batch_size', 'bracket_note', 'dataset_size', 'delta']
     """
 
     epsilon: float
@@ -465,6 +465,7 @@ class DpSgdPrivacy:
     user_sampling: bool = False
     users: int | None = None
     truncation_delta: float | None = None  # the δ a truncated Binomial tail adds (user-level, large K), included
+    bracket_note: str | None = None  # [epsilon_lower, epsilon] wider than 0.5 %: its width and the reason
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -496,6 +497,8 @@ class DpSgdPrivacy:
             out["users"] = self.users
             if self.truncation_delta:
                 out["truncation_delta"] = self.truncation_delta
+        if self.bracket_note is not None:
+            out["bracket_note"] = self.bracket_note
         return out
 
 
@@ -518,11 +521,21 @@ def _lower_end(event: DpSgdRun, delta: float, result: Any) -> float | None:
 
 
 def _privacy(event: DpSgdRun, result: Any, **extra: Any) -> DpSgdPrivacy:
+    from dplens.accountant.pld import bracket_note
+
     plan = event.plan()
     lower = _lower_end(event, result.delta, result)
     details = result.details
     if plan.notes:
         details += "; " + "; ".join(plan.notes)
+    note = getattr(result, "bracket_note", None)
+    reason = note.split(": ", 1)[-1] if note else None
+    if reason is None and lower is not None and plan.lower is not None:
+        reason = f"the lower end is the best known lower-bound construction for sampling={event.sampling!r}"
+    method = getattr(result.method, "value", result.method)
+    if reason is None and method != Method.PLD.value:
+        reason = f"the upper end is the {method} route's, the lower end the PLD engine's certified one"
+    extra.setdefault("bracket_note", bracket_note(lower, result.epsilon, reason))
     return DpSgdPrivacy(
         epsilon=result.epsilon,
         delta=result.delta,
@@ -567,10 +580,105 @@ def dp_sgd_epsilon(
         >>> run.steps, round(run.epsilon, 3), run.epsilon_lower <= 2.3818 <= run.epsilon
         (14063, 2.382, True)
     """
+    from dplens.accountant.rdp import UnsupportedEventError
+
     shape = dict(dataset_size=dataset_size, batch_size=batch_size, epochs=epochs, sampling=sampling)
     event = _run_event(noise_multiplier, shape, neighboring, max_batch_size, drop_last)
-    result = Accountant().compose(event).epsilon_result(delta, method=as_method(method))
+    try:
+        result = Accountant().compose(event).epsilon_result(delta, method=as_method(method))
+    except UnsupportedEventError as err:
+        if event.sampler is not Sampler.BALLS_AND_BINS:
+            raise
+        return _fewer_steps_bound(event, delta, as_method(method), err)
+    if math.isinf(result.epsilon) and event.sampler is Sampler.BALLS_AND_BINS:
+        # The allocation PLD's error terms exceed δ (an infinite upper end is no answer for a finite σ).
+        reason = ValueError("its upper end is infinite")
+        return _fewer_steps_bound(event, delta, as_method(method), reason, known_lower=result.epsilon_lower)
     return _privacy(event, result)
+
+
+def _fewer_steps_bound(
+    event: DpSgdRun, delta: float, method: Method, err: Exception, *, known_lower: float | None = None
+) -> DpSgdPrivacy:
+    """Balls-and-bins beyond the allocation PLD's range (10⁸ steps per epoch at σ < 0.7): the upper end of the same
+    run with t' = t/10^k steps per epoch, the first that is in range.
+
+    A valid upper bound: the dominating pair of an allocation of one of t steps, (1 − ρ)Q + (ρ/t)·Σⱼ N(eⱼ, σ²I) against
+    Q = N(0, σ²I) (Feldman & Shenfeld, arXiv 2502.08202, Section 3), is a post-processing of the pair for t' ≤ t
+    steps at the same ρ: append t − t' fresh N(0, σ²) outputs and permute all t uniformly at random (the record's
+    step is then uniform over t, the others' noise unchanged); epoch by epoch the whole run is. The lower end is the
+    sum statistic of each epoch (Σ of its t noisy sums: N(ρ, tσ²) against N(0, tσ²), a post-processing; E epochs
+    compose to √E·ρ/(σ√t)-GDP).
+    """
+    from dplens.accountant import conversions
+
+    plan = event.plan()
+    sigma, t = event.noise_multiplier, plan.steps_per_epoch or 2
+    full, partial = divmod(plan.steps, t)
+    coarser = t // 10
+    while True:
+        # t' = 1 is the allocation revealed: a Gaussian step per epoch (with probability ρ in a partial one).
+        entries = (
+            _fewer_steps_ledger(sigma, coarser, full, partial, t)
+            if coarser >= 2
+            else _revealed(sigma, full, partial, t)
+        )
+        try:
+            result = (
+                Accountant()
+                .compose(_as_event(entries))
+                .epsilon_result(delta, method=method if coarser >= 2 else Method.BEST, lower=False)
+            )
+        except ValueError:  # the PLD route out of range again (UnsupportedEventError is a ValueError)
+            result = None
+        if result is None or not math.isfinite(result.epsilon):
+            if coarser < 2:
+                break
+            coarser //= 10
+            continue
+        coarser = max(coarser, 1)
+        inclusion = 1.0 if full else partial / t
+        mu = inclusion * math.sqrt(full + (1 if partial else 0)) / (sigma * math.sqrt(t))
+        lower = min(max(conversions.gdp_epsilon(mu, delta), known_lower or 0.0), result.epsilon)
+        source = f"that of {coarser} steps per epoch" if coarser >= 2 else "that of the allocation revealed"
+        width = 100.0 * (result.epsilon - lower) / result.epsilon if result.epsilon > 0 else 0.0
+        note = (
+            f"the bracket [{lower:.6g}, {result.epsilon:.6g}] is {width:.3g}% wide (relative): the allocation PLD at "
+            f"{t} steps per epoch is out of range ({err}); the upper end is {source} (a valid upper bound: epsilon "
+            "does not decrease with fewer steps per epoch), the lower end the sum statistic of each epoch or the "
+            "allocation's own certified one"
+        )
+        accounted = _AccountedAt(epsilon=result.epsilon, delta=delta, method=result.method, details=result.details)
+        return replace(_privacy(event, accounted, bracket_note=note), epsilon_lower=lower, lower_bound="lower bound")
+    raise ValueError(
+        f"sampling='balls-and-bins' with {t} steps per epoch at noise_multiplier={sigma!r} is out of range for the "
+        f"PLD engine ({err}); a larger batch_size (fewer steps per epoch) gives a valid upper bound for this run"
+    ) from None
+
+
+def _revealed(sigma: float, full: int, partial: int, t: int) -> tuple:
+    """The run with each epoch's allocation revealed: one Gaussian step per full epoch, and a Poisson-sampled one at
+    ρ = partial/t for a partial epoch (a valid upper bound: the allocation is a post-processing of it)."""
+    entries: list = []
+    if full:
+        entries.append((_gaussian(sigma), full))
+    if partial:
+        entries.append((_poisson(partial / t, sigma), 1))
+    return tuple(entries)
+
+
+def _fewer_steps_ledger(sigma: float, steps: int, full: int, partial: int, t: int) -> tuple:
+    """:func:`_allocation_epochs` with ``steps`` ≤ t steps per epoch at the same inclusion (see
+    :func:`_fewer_steps_bound`)."""
+    from dplens.accountant.samplers import RandomAllocation
+
+    entries: list = []
+    if full:
+        entries.append((RandomAllocation(noise_multiplier=sigma, steps=steps), full))
+    if partial:
+        size = max(2, min(partial, steps))
+        entries.append((RandomAllocation(noise_multiplier=sigma, steps=size, inclusion=partial / t), 1))
+    return tuple(entries)
 
 
 def _run_event(noise_multiplier: float, shape: dict, neighboring: Any, max_batch_size: Any, drop_last: Any) -> DpSgdRun:
@@ -732,6 +840,7 @@ class _AccountedAt:
     method: Method
     details: str
     epsilon_lower: float | None = None
+    bracket_note: str | None = None
 
 
 # --------------------------------------------------------------------------------------------

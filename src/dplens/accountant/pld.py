@@ -338,6 +338,7 @@ class PldResult:
     delta_lower: float | None = None
     tolerance: float | None = None
     tolerance_met: bool | None = None
+    bracket_note: str | None = None  # a bracket wider than NOTE_WIDTH: its width and the reason
 
     def to_dict(self) -> dict:
         out = {
@@ -347,7 +348,7 @@ class PldResult:
             "neighboring": self.neighboring,
             "method": self.method,
         }
-        for key in ("epsilon_lower", "delta_lower", "tolerance", "tolerance_met"):
+        for key in ("epsilon_lower", "delta_lower", "tolerance", "tolerance_met", "bracket_note"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -369,6 +370,14 @@ class PldResult:
 _FALLBACK_METHOD = "pld (dp-accounting, connect-the-dots, pessimistic)"
 _ENGINE_METHOD = "pld (dplens engine: pessimistic connect-the-dots / optimistic inscribed merge, certified bracket)"
 _CONSTRUCTED_LOWER = "; lower end from attained lower-bound pairs (the accounted pair of a sampler is not attained)"
+_CONSTRUCTED_REASON = (
+    "the upper end bounds the sampler by a pair it does not attain; the lower end comes from attained lower-bound "
+    "pairs, so the gap is partly the sampler's analysis, not the discretisation"
+)
+_FALLBACK_REASON = (
+    "the upper end is dp-accounting's pessimistic PLD at value_discretization_interval={interval:g} (dplens's engine "
+    "does not model this ledger); the lower end comes from attained lower-bound pairs"
+)
 
 
 def _leaf_entries(entries: list[tuple[ev.Event, int]]) -> list[tuple[ev.Event, int]]:
@@ -531,6 +540,7 @@ def pld_epsilon(
             neighboring=neighboring.value,
             method=method,
             epsilon_lower=lower_end,
+            bracket_note=bracket_note(lower_end, epsilon, _FALLBACK_REASON.format(interval=fallback)),
         )
     lower_end, method = _engine_lower(bracket, entries, measure, neighboring, lower)
     return PldResult(
@@ -538,8 +548,27 @@ def pld_epsilon(
         delta=delta,
         method=method,
         epsilon_lower=lower_end,
+        bracket_note=bracket_note(
+            lower_end, bracket.upper, bracket.note if method == _ENGINE_METHOD else _CONSTRUCTED_REASON
+        ),
         **_engine_fields(bracket, neighboring, tolerance, interval),
     )
+
+
+#: Brackets wider than this (relative) carry a note with their width and its reason (issue 47).
+NOTE_WIDTH = 5e-3
+
+
+def bracket_note(lower: float | None, upper: float, reason: str | None = None) -> str | None:
+    """A note stating a bracket's relative width and why it is that wide, for brackets wider than ``NOTE_WIDTH``
+    (None for narrower ones). ``reason``: the engine's (why its refinement stopped), or the caller's."""
+    if lower is None or not math.isfinite(upper) or upper <= 0:
+        return None
+    width = (upper - lower) / upper
+    if width <= NOTE_WIDTH:
+        return None
+    why = reason or "the accounting route stopped refining there"
+    return f"the bracket [{lower:.6g}, {upper:.6g}] is {100 * width:.3g}% wide (relative): {why}"
 
 
 def pld_delta(
