@@ -143,6 +143,9 @@ def render_statement(report: Report) -> str:
         f"{claim.neighbouring_description}."
     )
     lines.append("")
+    if report.privacy_scope:
+        lines += _wrap(f"Privacy unit and tuning: {report.privacy_scope['sentence']}")
+        lines.append("")
     lines += _wrap(
         "Against what: any adversary who sees every released output, whatever else they know about the data; "
         "the guarantee bounds how much any such adversary can learn about whether the protected unit is in the "
