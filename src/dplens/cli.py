@@ -1222,12 +1222,25 @@ def _cmd_budget_status(args: argparse.Namespace) -> int:
             if period.largest:
                 top = ", ".join(f"{r.name} ({_fmt(r.epsilon_alone)})" for r in period.largest)
                 lines.append(f"    largest (epsilon of the release alone): {top}")
+        lines += _study_lines(item.studies)
         if item.chargers:
             lines.append("  charged by: " + ", ".join(f"{k} ({v})" for k, v in sorted(item.chargers.items())))
         if view is not None:
             lines += _budget_risk_lines(view, budget.name)
     print("\n".join(lines))
     return 0
+
+
+def _study_lines(studies: dict[str, Any], shown: int = 20) -> list[str]:
+    """``budget status``: each release that is a tuning study (its runs, their distribution; issue 49)."""
+    if not studies:
+        return []
+    from dplens.ledger.studies import study_words
+
+    lines = [f"  release {name!r}: {study_words(rows)}" for name, rows in list(studies.items())[:shown]]
+    if len(studies) > shown:
+        lines.append(f"  ... and {len(studies) - shown} more tuning studies (--json lists them)")
+    return lines
 
 
 def _cmd_budget_verify(args: argparse.Namespace) -> int:

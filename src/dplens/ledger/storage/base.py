@@ -372,6 +372,17 @@ class Store:
         )
         return dict(rows)
 
+    def release_names_of(self, budget: str, shas: Sequence[str]) -> list[tuple[str, str]]:
+        """(name, events SHA-256) of the budget's releases whose events are one of ``shas``, in charge order."""
+        if not shas:
+            return []
+        marks = ", ".join("?" for _ in shas)
+        return self.execute(
+            f"SELECT name, entries_sha256 FROM dplens_releases WHERE budget = ? AND entries_sha256 IN ({marks}) "
+            "ORDER BY seq",
+            (budget, *shas),
+        )
+
     # ---- periods -------------------------------------------------------------------------------
 
     def period_state(self, budget: str, period: str) -> PeriodState | None:
