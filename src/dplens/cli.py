@@ -261,6 +261,7 @@ def _cmd_account(args: argparse.Namespace) -> int:
         if result.epsilon_lower is not None:
             lines.append(_bracket_text(result.epsilon_lower, result.epsilon))
         lines.append(f"  neighbouring relation: {acc.neighboring.value}; every epsilon above is an upper bound")
+        lines += _account_scope(spec, payload)
         _emit(payload, args.json, "\n".join(lines))
     else:
         delta = acc.delta(args.epsilon, method=method)
@@ -271,8 +272,45 @@ def _cmd_account(args: argparse.Namespace) -> int:
             "neighboring": acc.neighboring.value,
             "spec_sha256": spec.sha256,
         }
-        _emit(payload, args.json, f"delta = {delta:.6g}  (epsilon = {args.epsilon:g}, method = {method.value})")
+        text = [f"delta = {delta:.6g}  (epsilon = {args.epsilon:g}, method = {method.value})"]
+        _emit(payload, args.json, "\n".join(text + _account_scope(spec, payload)))
     return 0
+
+
+def _account_scope(spec: Any, payload: dict[str, Any]) -> list[str]:
+    """``privacy_unit`` (and the user-level parameters) where the spec's dp_sgd tables state one, ``tuning`` where
+    a repeat_and_select table is accounted (issue 49): added to ``payload``; the text lines saying so."""
+    from dplens.reports.scope import privacy_scope
+
+    scope = privacy_scope(spec.mechanisms)
+    if scope is None:
+        return []
+    lines = []
+    if scope["unit"] is not None:
+        payload["privacy_unit"] = scope["unit"]
+        if scope["unit"] == "user":
+            row = scope["user_level"][0]
+            payload.update(
+                max_examples_per_user=row["max_examples_per_user"],
+                user_sampling=row["user_sampling"],
+                users=row["users"],
+            )
+        lines.append(
+            f"  privacy unit: {scope['unit_words']}" + (" (mixed user/example tables)" if scope["mixed"] else "")
+        )
+    if scope["includes_tuning"]:
+        payload["includes_tuning"] = True
+        payload["tuning"] = [
+            {k: row[k] for k in ("mean_runs", "distribution", "shape", "count", "mechanism")} for row in scope["tuning"]
+        ]
+        lines.append(
+            "  the epsilon INCLUDES the tuning: "
+            + "; ".join(
+                f"{row['mean_runs']:g} runs on average ({row['distribution']}), best released"
+                for row in scope["tuning"]
+            )
+        )
+    return lines
 
 
 # --------------------------------------------------------------------------------------------
