@@ -1201,6 +1201,10 @@ def _cmd_budget_charge(args: argparse.Namespace) -> int:
         text = f"accepted: {result.reason}; " + "; ".join(parts)
     else:
         text = ("accepted: " if result.accepted else "") + result.reason
+    if result.tuning:
+        from dplens.ledger.studies import study_words
+
+        text += f"\n  {study_words(result.tuning)}"
     _emit(result.to_dict(), args.json, text)
     return 0 if result.accepted else EXIT_REFUSED
 

@@ -85,3 +85,34 @@ def test_budget_status_shows_a_user_level_study(tmp_path, capsys):
     (row,) = release["tuning"]
     assert row["privacy_unit"] == "user" and row["max_examples_per_user"] == 2 and row["mean_runs"] == 10.0
     assert budget["tuning_studies"] == 1 and budget["releases_count"] == 1
+
+
+def test_the_charge_and_the_reports_ledger_section_name_the_study(tmp_path, capsys):
+    from dplens.ledger.report import ledger_section
+    from dplens.reports.render import _ledger_statement_lines
+
+    spec = tmp_path / "study.toml"
+    spec.write_text(
+        '[[mechanism]]\ntype = "repeat_and_select"\nmean = 40\nshape = "poisson"\n[mechanism.mechanism]\n'
+        'type = "gaussian"\nnoise_multiplier = 30.0\n'
+    )
+    book = str(tmp_path / "book.db")
+    assert run(capsys, ["budget", "create", book, "--unit", "one person", "--epsilon", "5", "--delta", "1e-6"])[0] == 0
+    code, out, _ = run(capsys, ["budget", "charge", book, str(spec), "--release", "search", "--json"])
+    payload = json.loads(out)
+    assert code == 0 and payload["tuning"][0]["mean_runs"] == 40.0 and payload["tuning"][0]["distribution"] == "poisson"
+    code, out, _ = run(capsys, ["budget", "charge", book, str(spec), "--release", "search-2"])
+    assert code == 0 and "tuning study of 40 runs on average (poisson) of Gaussian" in out
+    plain = tmp_path / "plain.toml"
+    plain.write_text('[[mechanism]]\ntype = "gaussian"\nnoise_multiplier = 30.0\n')
+    code, out, _ = run(capsys, ["budget", "charge", book, str(plain), "--release", "plain", "--json"])
+    assert code == 0 and "tuning" not in json.loads(out)
+    section = ledger_section(book)
+    (budget,) = section["budgets"]
+    assert budget["tuning_studies"] == 2 and set(budget["tuning_study_releases"]) == {"search", "search-2"}
+
+    class _Report:  # the statement's ledger paragraph reads the report's budget_ledger section only
+        budget_ledger = section
+
+    text = " ".join(" ".join(_ledger_statement_lines(_Report())).split())
+    assert "2 release(s) are tuning studies, each charged as one release with its selection included" in text

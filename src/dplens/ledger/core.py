@@ -634,6 +634,8 @@ def _budget_charge(plan: _Plan, decision: Decision, *, duplicate: bool = False) 
 
 
 def _charge_result(item: _Release, decisions: list[BudgetCharge], refused: list[str]) -> ChargeResult:
+    from dplens.ledger.studies import MARKER, tuning_studies
+
     duplicate = all(d.duplicate for d in decisions)
     accepted = not refused
     if accepted:
@@ -657,6 +659,7 @@ def _charge_result(item: _Release, decisions: list[BudgetCharge], refused: list[
         budgets=tuple(decisions),
         reason=reason,
         time_utc=_iso(item.when),
+        tuning=tuple(tuning_studies(item.entries)) if MARKER in item.text else (),
     )
 
 

@@ -226,9 +226,13 @@ class ChargeResult:
     budgets: tuple[BudgetCharge, ...]
     reason: str
     time_utc: str
+    #: the tuning studies among the release's events (:func:`dplens.ledger.studies.tuning_studies`): a search of
+    #: many runs charged as this one release, its selection included; empty when the release is not a study
+    tuning: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        study = {"tuning": [dict(s) for s in self.tuning]} if self.tuning else {}
+        return study | {
             "release": self.release,
             "accepted": self.accepted,
             "duplicate": self.duplicate,

@@ -256,6 +256,15 @@ def _ledger_statement_lines(report: Report) -> list[str]:
                     f"{fmt_lower(period['remaining_epsilon'])} (LOWER BOUND).",
                     "  ",
                 )
+            count = budget.get("tuning_studies") or 0
+            if count:
+                shown = list(budget.get("tuning_study_releases") or {})[:10]
+                more = f" and {count - len(shown)} more" if count > len(shown) else ""
+                lines += _wrap(
+                    f"- {budget['name']}: {count} release(s) are tuning studies, each charged as one release with its "
+                    f"selection included: {', '.join(shown)}{more}.",
+                    "  ",
+                )
     return lines
 
 
