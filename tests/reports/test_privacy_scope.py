@@ -120,6 +120,8 @@ def test_an_example_level_report_with_a_person_level_unit_is_flagged():
     report = _report([RUN], privacy_unit="one patient")
     item = report.nist.item("unit_of_privacy")
     assert item.status is NistStatus.FLAGGED and "accounted for one training example" in item.finding
+    one_each = _report([RUN], privacy_unit="one patient", deployment={"records_per_person": 1})
+    assert one_each.nist.item("unit_of_privacy").status is NistStatus.SHOWN
     plain = _report([RUN])
     assert plain.nist.item("unit_of_privacy").status is NistStatus.SHOWN
     assert plain.nist.item("unit_contributions").status is NistStatus.FLAGGED  # a person may hold many examples

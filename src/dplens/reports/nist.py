@@ -355,7 +355,8 @@ def _unit(
     said = "; ".join(dict.fromkeys(t for t in (claim["privacy_unit"] if unit_given else None, label) if t))
     accounted = None if scope is None else scope.get("unit")
     if accounted is not None:
-        return _unit_accounted(claim, said, accounted, scope)
+        one_each = deployment.get("records_per_person") == 1
+        return _unit_accounted(claim, said, accounted, scope, one_each=one_each)
     if unit_given or label:
         return _item(
             "unit_of_privacy",
@@ -370,7 +371,9 @@ def _unit(
     return _item("unit_of_privacy", NistStatus.NOT_ASSESSED, finding)
 
 
-def _unit_accounted(claim: Mapping[str, Any], said: str, accounted: str, scope: Mapping[str, Any]) -> NistItem:
+def _unit_accounted(
+    claim: Mapping[str, Any], said: str, accounted: str, scope: Mapping[str, Any], *, one_each: bool = False
+) -> NistItem:
     """The unit the DP-SGD tables are accounted for (issue 49): shown; flagged when the author states a person-level
     unit for an example-level ε (a user-level claim must never rest on the per-example number)."""
     where = "Privacy unit and tuning section (the spec's dp_sgd privacy_unit, accounted)"
@@ -378,7 +381,7 @@ def _unit_accounted(claim: Mapping[str, Any], said: str, accounted: str, scope: 
     if accounted == "user":
         finding = f"the ε is accounted for {scope['unit_words']} (dp_sgd privacy_unit = 'user').{stated}"
         return _item("unit_of_privacy", NistStatus.SHOWN, finding, where)
-    if said and _unit_level(said) == "person":
+    if said and _unit_level(said) == "person" and not one_each:
         finding = (
             f"the unit is stated as '{said}', but the DP-SGD ε is accounted for one training example: it is NOT a "
             "guarantee for a person who contributes several examples (state privacy_unit = 'user' with "
@@ -386,7 +389,8 @@ def _unit_accounted(claim: Mapping[str, Any], said: str, accounted: str, scope: 
         )
         return _item("unit_of_privacy", NistStatus.FLAGGED, finding, where)
     mixed = " (the spec mixes user- and example-level tables)" if scope.get("mixed") else ""
-    finding = f"the DP-SGD ε is accounted for one training example{mixed}.{stated}"
+    each = " The author declares one example per person ([deployment] records_per_person = 1)." if one_each else ""
+    finding = f"the DP-SGD ε is accounted for one training example{mixed}.{stated}{each}"
     return _item("unit_of_privacy", NistStatus.SHOWN, finding, where)
 
 
