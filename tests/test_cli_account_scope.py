@@ -61,3 +61,10 @@ def test_a_spec_without_dp_sgd_has_no_unit(capsys, tmp_path):
         )
     )
     assert "privacy_unit" not in payload and "tuning" not in payload
+
+
+def test_mixed_units_are_accounted_for_an_example(capsys, tmp_path):
+    spec = f'[[mechanism]]\n{RUN}privacy_unit = "user"\nmax_examples_per_user = 3\n\n[[mechanism]]\n{RUN}'
+    payload = json.loads(account(capsys, tmp_path, spec, "--delta", "1e-6", "--method", "rdp", "--json"))
+    assert payload["privacy_unit"] == "example" and payload["mixed_privacy_units"] is True
+    assert "max_examples_per_user" not in payload

@@ -288,6 +288,8 @@ def _account_scope(spec: Any, payload: dict[str, Any]) -> list[str]:
     lines = []
     if scope["unit"] is not None:
         payload["privacy_unit"] = scope["unit"]
+        if scope["mixed"]:  # user- and example-level tables: the composed epsilon is an example's
+            payload["mixed_privacy_units"] = True
         if scope["unit"] == "user":
             row = scope["user_level"][0]
             payload.update(
