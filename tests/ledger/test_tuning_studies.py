@@ -116,3 +116,18 @@ def test_the_charge_and_the_reports_ledger_section_name_the_study(tmp_path, caps
 
     text = " ".join(" ".join(_ledger_statement_lines(_Report())).split())
     assert "2 release(s) are tuning studies, each charged as one release with its selection included" in text
+
+
+def test_many_distinct_studies_are_listed_in_charge_order(tmp_path):
+    """More distinct study event sets than one statement asks for (500 per query)."""
+    with Ledger.open(tmp_path / "book.db", create=True) as book:
+        book.create_budget(unit="one person", epsilon=1e9, delta=DELTA)
+        with book._store.read() as db:
+            assert db.release_names_of("default", []) == []
+        for i in range(3):
+            book.charge(RepeatAndSelect(event=RUN, mean=2.0 + i, shape=1.0), release=f"s{i}")
+        with book._store.read() as db:
+            shas = [sha for sha, _ in db.event_groups("default", "all")]
+            fake = [f"{n:064x}" for n in range(1200)]  # digests of no release, around the real ones
+            names = db.release_names_of("default", [*fake[:600], *reversed(shas), *fake[600:]])
+    assert [name for name, _ in names] == ["s0", "s1", "s2"]
