@@ -89,7 +89,7 @@ def test_budget_status_shows_a_user_level_study(tmp_path, capsys):
 
 def test_the_charge_and_the_reports_ledger_section_name_the_study(tmp_path, capsys):
     from dplens.ledger.report import ledger_section
-    from dplens.reports.render import _ledger_statement_lines
+    from dplens.reports.render import _ledger_statement_lines, render_html
 
     spec = tmp_path / "study.toml"
     spec.write_text(
@@ -111,11 +111,18 @@ def test_the_charge_and_the_reports_ledger_section_name_the_study(tmp_path, caps
     (budget,) = section["budgets"]
     assert budget["tuning_studies"] == 2 and set(budget["tuning_study_releases"]) == {"search", "search-2"}
 
-    class _Report:  # the statement's ledger paragraph reads the report's budget_ledger section only
-        budget_ledger = section
-
-    text = " ".join(" ".join(_ledger_statement_lines(_Report())).split())
+    released = dplens.parse_spec({"mechanism": [{"type": "gaussian", "noise_multiplier": 30.0}]})
+    report = dplens.build_report(
+        spec=released,
+        accounting=released.accountant().summary(DELTA),
+        title="t",
+        not_audited_reason="test",
+        budget_ledger=section,
+    )
+    text = " ".join(" ".join(_ledger_statement_lines(report)).split())
     assert "2 release(s) are tuning studies, each charged as one release with its selection included" in text
+    html = render_html(report)
+    assert 'class="ledger-studies"' in html and "<code>search</code> (40 runs on average, poisson)" in html
 
 
 def test_many_distinct_studies_are_listed_in_charge_order(tmp_path):
