@@ -261,6 +261,7 @@ def _cmd_account(args: argparse.Namespace) -> int:
         if result.epsilon_lower is not None:
             lines.append(_bracket_text(result.epsilon_lower, result.epsilon))
         lines.append(f"  neighbouring relation: {acc.neighboring.value}; every epsilon above is an upper bound")
+        lines += _account_scope(spec, payload)
         _emit(payload, args.json, "\n".join(lines))
     else:
         delta = acc.delta(args.epsilon, method=method)
@@ -271,8 +272,47 @@ def _cmd_account(args: argparse.Namespace) -> int:
             "neighboring": acc.neighboring.value,
             "spec_sha256": spec.sha256,
         }
-        _emit(payload, args.json, f"delta = {delta:.6g}  (epsilon = {args.epsilon:g}, method = {method.value})")
+        text = [f"delta = {delta:.6g}  (epsilon = {args.epsilon:g}, method = {method.value})"]
+        _emit(payload, args.json, "\n".join(text + _account_scope(spec, payload)))
     return 0
+
+
+def _account_scope(spec: Any, payload: dict[str, Any]) -> list[str]:
+    """``privacy_unit`` (and the user-level parameters) where the spec's dp_sgd tables state one, ``tuning`` where
+    a repeat_and_select table is accounted (issue 49): added to ``payload``; the text lines saying so."""
+    from dplens.reports.scope import privacy_scope
+
+    scope = privacy_scope(spec.mechanisms)
+    if scope is None:
+        return []
+    lines = []
+    if scope["unit"] is not None:
+        payload["privacy_unit"] = scope["unit"]
+        if scope["mixed"]:  # user- and example-level tables: the composed epsilon is an example's
+            payload["mixed_privacy_units"] = True
+        if scope["unit"] == "user":
+            row = scope["user_level"][0]
+            payload.update(
+                max_examples_per_user=row["max_examples_per_user"],
+                user_sampling=row["user_sampling"],
+                users=row["users"],
+            )
+        lines.append(
+            f"  privacy unit: {scope['unit_words']}" + (" (mixed user/example tables)" if scope["mixed"] else "")
+        )
+    if scope["includes_tuning"]:
+        payload["includes_tuning"] = True
+        payload["tuning"] = [
+            {k: row[k] for k in ("mean_runs", "distribution", "shape", "count", "mechanism")} for row in scope["tuning"]
+        ]
+        lines.append(
+            "  the epsilon INCLUDES the tuning: "
+            + "; ".join(
+                f"{row['mean_runs']:g} runs on average ({row['distribution']}), best released"
+                for row in scope["tuning"]
+            )
+        )
+    return lines
 
 
 # --------------------------------------------------------------------------------------------
@@ -1163,6 +1203,10 @@ def _cmd_budget_charge(args: argparse.Namespace) -> int:
         text = f"accepted: {result.reason}; " + "; ".join(parts)
     else:
         text = ("accepted: " if result.accepted else "") + result.reason
+    if result.tuning:
+        from dplens.ledger.studies import study_words
+
+        text += f"\n  {study_words(result.tuning)}"
     _emit(result.to_dict(), args.json, text)
     return 0 if result.accepted else EXIT_REFUSED
 
@@ -1222,12 +1266,25 @@ def _cmd_budget_status(args: argparse.Namespace) -> int:
             if period.largest:
                 top = ", ".join(f"{r.name} ({_fmt(r.epsilon_alone)})" for r in period.largest)
                 lines.append(f"    largest (epsilon of the release alone): {top}")
+        lines += _study_lines(item.studies)
         if item.chargers:
             lines.append("  charged by: " + ", ".join(f"{k} ({v})" for k, v in sorted(item.chargers.items())))
         if view is not None:
             lines += _budget_risk_lines(view, budget.name)
     print("\n".join(lines))
     return 0
+
+
+def _study_lines(studies: dict[str, Any], shown: int = 20) -> list[str]:
+    """``budget status``: each release that is a tuning study (its runs, their distribution; issue 49)."""
+    if not studies:
+        return []
+    from dplens.ledger.studies import study_words
+
+    lines = [f"  release {name!r}: {study_words(rows)}" for name, rows in list(studies.items())[:shown]]
+    if len(studies) > shown:
+        lines.append(f"  ... and {len(studies) - shown} more tuning studies (--json lists them)")
+    return lines
 
 
 def _cmd_budget_verify(args: argparse.Namespace) -> int:

@@ -472,6 +472,7 @@ class Ledger:
                     filter=rule.filter_state(state.sums),
                 )
             )
+        studies = _studies(db, budget.name, [p.period for p in periods])
         current = period_key(budget.period, when)
         now = next((p for p in periods if p.period == current), None)
         spent = now.spent_epsilon if now is not None else 0.0
@@ -483,6 +484,7 @@ class Ledger:
             periods=tuple(periods),
             releases=releases,
             chargers=chargers,
+            studies=studies,
         )
 
     def _store_caches(self, computed: list[tuple[str, str, str, dict[str, Any]]]) -> None:
@@ -593,6 +595,21 @@ class _Plan:
         return replace(self, known={digest: result})
 
 
+def _studies(db: storage.Store, budget: str, periods: Sequence[str]) -> dict[str, tuple[dict[str, Any], ...]]:
+    """The tuning studies among a budget's releases, by release name (:mod:`dplens.ledger.studies`): only the
+    distinct event sets of each period are read (one per group, through the covering index), and only those that
+    hold a repeat-and-select are decoded."""
+    from dplens.ledger.studies import MARKER, tuning_studies
+
+    found: dict[str, tuple[dict[str, Any], ...]] = {}
+    for period in periods:
+        for sha, text in db.group_texts(budget, period).items():
+            if sha not in found and MARKER in text:
+                found[sha] = tuple(tuning_studies(sources.decode_entries(text)))
+    shas = [sha for sha, studies in found.items() if studies]
+    return {name: found[sha] for name, sha in db.release_names_of(budget, shas)}
+
+
 def _spent(db: storage.Store, budget: Budget, rule: Rule, state: PeriodState | None) -> Spent:
     """The spent ε of a period (0 before its first release) by the budget's rule."""
     if state is None or state.releases == 0:
@@ -617,6 +634,8 @@ def _budget_charge(plan: _Plan, decision: Decision, *, duplicate: bool = False) 
 
 
 def _charge_result(item: _Release, decisions: list[BudgetCharge], refused: list[str]) -> ChargeResult:
+    from dplens.ledger.studies import MARKER, tuning_studies
+
     duplicate = all(d.duplicate for d in decisions)
     accepted = not refused
     if accepted:
@@ -640,6 +659,7 @@ def _charge_result(item: _Release, decisions: list[BudgetCharge], refused: list[
         budgets=tuple(decisions),
         reason=reason,
         time_utc=_iso(item.when),
+        tuning=tuple(tuning_studies(item.entries)) if MARKER in item.text else (),
     )
 
 

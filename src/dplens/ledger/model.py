@@ -226,9 +226,13 @@ class ChargeResult:
     budgets: tuple[BudgetCharge, ...]
     reason: str
     time_utc: str
+    #: the tuning studies among the release's events (:func:`dplens.ledger.studies.tuning_studies`): a search of
+    #: many runs charged as this one release, its selection included; empty when the release is not a study
+    tuning: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        study = {"tuning": [dict(s) for s in self.tuning]} if self.tuning else {}
+        return study | {
             "release": self.release,
             "accepted": self.accepted,
             "duplicate": self.duplicate,
@@ -325,6 +329,17 @@ class BudgetStatus:
     periods: tuple[PeriodStatus, ...]
     releases: tuple[ReleaseRow, ...]
     chargers: dict[str, int] = field(default_factory=dict)
+    #: the releases that are tuning studies (:mod:`dplens.ledger.studies`), by name: each charged as one release,
+    #: its runs and their distribution, the selection included in its ε
+    studies: dict[str, tuple[dict[str, Any], ...]] = field(default_factory=dict)
+
+    def _release_dicts(self) -> list[dict[str, Any]]:
+        out = [r.to_dict() for r in self.releases]
+        if self.studies:
+            for row in out:
+                if row["name"] in self.studies:
+                    row["tuning"] = [dict(s) for s in self.studies[row["name"]]]
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return self.budget.to_dict() | {
@@ -337,7 +352,8 @@ class BudgetStatus:
             "releases_count": len(self.releases),
             "periods": [p.to_dict() for p in self.periods],
             "chargers": dict(self.chargers),
-            "releases": [r.to_dict() for r in self.releases],
+            "releases": self._release_dicts(),
+            "tuning_studies": len(self.studies),
         }
 
 

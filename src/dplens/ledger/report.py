@@ -12,6 +12,10 @@ from typing import Any
 __all__ = ["ledger_section"]
 
 
+#: The tuning studies a report's ledger section names (the count covers them all).
+_STUDIES_SHOWN = 100
+
+
 def ledger_section(location: str | os.PathLike, *, points: int = 30, timeout: float = 60.0) -> dict[str, Any]:
     """Every budget of the ledger at ``location``: target, spent and remaining per period, and the spent ε after up
     to ``points`` evenly spaced releases of each period (the figure of spend over time). Every ε is an upper bound;
@@ -69,6 +73,10 @@ def ledger_section(location: str | os.PathLike, *, points: int = 30, timeout: fl
                     "releases_count": len(item.releases),
                     "chargers": dict(item.chargers),
                     "periods": periods,
+                    "tuning_studies": len(item.studies),  # releases that are tuning studies (issue 49)
+                    "tuning_study_releases": {  # the first 100 of them, with their runs and distribution
+                        name: [dict(r) for r in rows] for name, rows in list(item.studies.items())[:_STUDIES_SHOWN]
+                    },
                 }
             )
     return {

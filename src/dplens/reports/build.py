@@ -34,6 +34,7 @@ from dplens.reports.model import (
     combined_status,
 )
 from dplens.reports.nist import evaluate_nist
+from dplens.reports.scope import privacy_scope
 
 __all__ = [
     "CERTIFICATION_TOLERANCE",
@@ -50,18 +51,6 @@ _DEPENDENCIES = ("numpy", "scipy", "mpmath", "dp-accounting", "matplotlib", "jin
 # --------------------------------------------------------------------------------------------
 # Plain-language descriptions
 # --------------------------------------------------------------------------------------------
-
-
-def _spec_privacy_unit(tables: Sequence[Mapping[str, Any]]) -> str | None:
-    """The unit of protection a spec's DP-SGD tables state (``privacy_unit = "user"``, issue 49), in words; None when
-    they state none (every table example-level)."""
-    for table in tables:
-        if table.get("type") == "dp_sgd" and table.get("privacy_unit") == "user":
-            if table.get("user_sampling"):
-                return f"one user (all of their examples; users sampled, {table.get('users')} users)"
-            k = table.get("max_examples_per_user")
-            return f"one user (all of their examples, at most {k} per user; examples sampled individually)"
-    return None
 
 
 def describe_neighbouring(relation: str, unit: str) -> str:
@@ -389,8 +378,13 @@ def build_report(
     """
     if not isinstance(privacy_unit, str) or not privacy_unit.strip():
         raise ValueError(f"privacy_unit must be a non-empty string; got {privacy_unit!r}")
-    if privacy_unit == DEFAULT_PRIVACY_UNIT:
-        privacy_unit = _spec_privacy_unit(spec.mechanisms) or privacy_unit
+    unit_given = privacy_unit != DEFAULT_PRIVACY_UNIT
+    if deployment is None and getattr(spec, "deployment", None) is not None:
+        deployment = spec.deployment.to_dict()
+    deployment = None if deployment is None else dict(deployment)
+    scope = privacy_scope(spec.mechanisms, deployment=deployment)
+    if not unit_given and scope is not None and scope["unit"] == "user":
+        privacy_unit = scope["unit_words"]  # the user-level tables' unit (issue 49), never "one record"
     if audit is None and not not_audited_reason:
         raise ValueError("not_audited_reason is required when audit is None")
     summary = accounting.to_dict() if hasattr(accounting, "to_dict") else accounting
@@ -410,9 +404,6 @@ def build_report(
         sampling=describe_sampling(ledger),
         ledger=ledger,
     )
-    if deployment is None and getattr(spec, "deployment", None) is not None:
-        deployment = spec.deployment.to_dict()
-    deployment = None if deployment is None else dict(deployment)
     nist = evaluate_nist(
         claim=claim.to_dict(),
         accounting=section.to_dict(),
@@ -420,7 +411,8 @@ def build_report(
         additional_audits=extras,
         components=mechanism.components,
         deployment=deployment,
-        unit_given=privacy_unit != DEFAULT_PRIVACY_UNIT,
+        unit_given=unit_given,
+        scope=scope,
         not_audited_reason=not_audited_reason,
         budget_ledger=budget_ledger,
     )
@@ -436,6 +428,7 @@ def build_report(
         verdict=_with_additional(_verdict(claim, section, audit, not_audited_reason), extras, _certifies(section)),
         additional_audits=extras,
         budget_ledger=None if budget_ledger is None else dict(budget_ledger),
+        privacy_scope=scope,
         provenance=provenance(
             spec=spec,
             seeds=seeds if seeds is not None else ({"audit": audit.seed} if audit is not None else {}),

@@ -620,6 +620,9 @@ class Report:
     budget_ledger: dict[str, Any] | None = None
     nist: NistEvaluation
     deployment: dict[str, Any] | None = None
+    #: what the ε covers (:func:`dplens.reports.scope.privacy_scope`): the privacy unit the DP-SGD tables are
+    #: accounted for and the tuning searches included; absent when the spec has neither (and in older reports).
+    privacy_scope: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -654,10 +657,13 @@ class Report:
             budget_ledger=self.budget_ledger,
             nist=self.nist,
             deployment=self.deployment,
+            privacy_scope=self.privacy_scope,
         )
 
     def to_dict(self) -> dict[str, Any]:
         ledger = {} if self.budget_ledger is None else {"budget_ledger": self.budget_ledger}
+        if self.privacy_scope is not None:
+            ledger["privacy_scope"] = self.privacy_scope
         return ledger | {
             "format": REPORT_FORMAT,
             "schema_version": self.schema_version,
@@ -720,4 +726,5 @@ class Report:
             deployment=None if data.get("deployment") is None else dict(data["deployment"]),
             provenance=Provenance.from_dict(data["provenance"]),
             budget_ledger=data.get("budget_ledger"),
+            privacy_scope=data.get("privacy_scope"),
         )

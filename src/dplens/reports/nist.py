@@ -240,6 +240,17 @@ def _is_training(components: Sequence[Mapping[str, Any]], deployment: Mapping[st
     )
 
 
+def _flatten(components: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The components with the runs inside wrappers (``repeat_and_select``, ``group_privacy``) beside them."""
+    out: list[Mapping[str, Any]] = []
+    for component in components:
+        out.append(component)
+        inner = component.get("mechanism")
+        if component.get("type") in ("repeat_and_select", "group_privacy") and isinstance(inner, Mapping):
+            out += _flatten([inner])
+    return out
+
+
 def _declared(deployment: Mapping[str, Any], key: str) -> str | None:
     value = deployment.get(key)
     return value if isinstance(value, str) and value.strip() else None
@@ -337,10 +348,16 @@ def _relation(claim: Mapping[str, Any]) -> NistItem:
     return _item("neighbouring_relation", NistStatus.SHOWN, finding, where)
 
 
-def _unit(claim: Mapping[str, Any], deployment: Mapping[str, Any], unit_given: bool) -> NistItem:
+def _unit(
+    claim: Mapping[str, Any], deployment: Mapping[str, Any], unit_given: bool, scope: Mapping[str, Any] | None = None
+) -> NistItem:
     label = _declared(deployment, "privacy_unit")
+    said = "; ".join(dict.fromkeys(t for t in (claim["privacy_unit"] if unit_given else None, label) if t))
+    accounted = None if scope is None else scope.get("unit")
+    if accounted is not None:
+        one_each = deployment.get("records_per_person") == 1
+        return _unit_accounted(claim, said, accounted, scope, one_each=one_each)
     if unit_given or label:
-        said = "; ".join(dict.fromkeys(t for t in (claim["privacy_unit"] if unit_given else None, label) if t))
         return _item(
             "unit_of_privacy",
             NistStatus.DECLARED,
@@ -352,6 +369,29 @@ def _unit(claim: Mapping[str, Any], deployment: Mapping[str, Any], unit_given: b
         "[deployment] privacy_unit)."
     )
     return _item("unit_of_privacy", NistStatus.NOT_ASSESSED, finding)
+
+
+def _unit_accounted(
+    claim: Mapping[str, Any], said: str, accounted: str, scope: Mapping[str, Any], *, one_each: bool = False
+) -> NistItem:
+    """The unit the DP-SGD tables are accounted for (issue 49): shown; flagged when the author states a person-level
+    unit for an example-level ε (a user-level claim must never rest on the per-example number)."""
+    where = "Privacy unit and tuning section (the spec's dp_sgd privacy_unit, accounted)"
+    stated = f" The author states the unit as: {said}." if said else ""
+    if accounted == "user":
+        finding = f"the ε is accounted for {scope['unit_words']} (dp_sgd privacy_unit = 'user').{stated}"
+        return _item("unit_of_privacy", NistStatus.SHOWN, finding, where)
+    if said and _unit_level(said) == "person" and not one_each:
+        finding = (
+            f"the unit is stated as '{said}', but the DP-SGD ε is accounted for one training example: it is NOT a "
+            "guarantee for a person who contributes several examples (state privacy_unit = 'user' with "
+            "max_examples_per_user, or user_sampling with users; max_examples_per_user = 1 if each holds one)."
+        )
+        return _item("unit_of_privacy", NistStatus.FLAGGED, finding, where)
+    mixed = " (the spec mixes user- and example-level tables)" if scope.get("mixed") else ""
+    each = " The author declares one example per person ([deployment] records_per_person = 1)." if one_each else ""
+    finding = f"the DP-SGD ε is accounted for one training example{mixed}.{stated}{each}"
+    return _item("unit_of_privacy", NistStatus.SHOWN, finding, where)
 
 
 def _analysis(components: Sequence[Mapping[str, Any]], accounting: Mapping[str, Any]) -> NistItem:
@@ -366,7 +406,7 @@ def _analysis(components: Sequence[Mapping[str, Any]], accounting: Mapping[str, 
 def _sampling(components: Sequence[Mapping[str, Any]]) -> NistItem:
     """Machine learning: the batch sampler the ε is accounted for (it can change ε many times over)."""
     where = "Mechanism section (sampling assumption)"
-    stated = sorted({str(c["sampling"]) for c in components if c.get("type") == "dp_sgd" and "sampling" in c})
+    stated = sorted({str(c.get("sampling", "poisson")) for c in components if c.get("type") == "dp_sgd"})
     stated += ["random allocation"] if any(c.get("type") == "random_allocation" for c in components) else []
     assumed = sorted({str(c.get("type")) for c in components if c.get("type") in _POISSON_TYPES})
     if assumed:
@@ -509,9 +549,19 @@ def _delta_items(claim: Mapping[str, Any], n: int | None, factor: float) -> tupl
 
 
 def _contributions(
-    claim: Mapping[str, Any], deployment: Mapping[str, Any], unit_given: bool, training: bool
+    claim: Mapping[str, Any],
+    deployment: Mapping[str, Any],
+    unit_given: bool,
+    training: bool,
+    scope: Mapping[str, Any] | None = None,
 ) -> NistItem:
     per_person = deployment.get("records_per_person")
+    if scope is not None and scope.get("unit") == "user":
+        finding = (
+            f"the ε covers all of a user's examples together ({scope['unit_words']}); dplens cannot check that one "
+            "person is one user (a person with several accounts is several users)."
+        )
+        return _item("unit_contributions", NistStatus.SHOWN, finding, "Privacy unit and tuning section")
     label = _declared(deployment, "privacy_unit")
     texts = list(dict.fromkeys(t for t in ((claim["privacy_unit"] if unit_given else None), label) if t))
     texts = texts or [claim["privacy_unit"]]
@@ -591,9 +641,17 @@ def _releases(deployment: Mapping[str, Any], budget_ledger: Mapping[str, Any] | 
     return _item("releases_over_time", NistStatus.NOT_ASSESSED, "the release type is not stated.")
 
 
-def _preprocessing(deployment: Mapping[str, Any], training: bool) -> NistItem:
+def _preprocessing(deployment: Mapping[str, Any], training: bool, scope: Mapping[str, Any] | None = None) -> NistItem:
     declared = _declared(deployment, "preprocessing_and_hyperparameter_tuning")
     section = _SECTIONS["ml"] if training else None
+    if scope is not None and scope.get("includes_tuning"):
+        from dplens.reports.scope import tuning_words
+
+        searches = "; ".join(tuning_words(row) for row in scope["tuning"])
+        extra = f" Declared by the author: {' '.join(declared.split())}" if declared else ""
+        finding = f"the ε includes the hyperparameter search: {searches}.{extra}"
+        where = "Privacy unit and tuning section (the spec's repeat_and_select, accounted)"
+        return _item("preprocessing", NistStatus.SHOWN, finding, where, section=section)
     if declared:
         return _item(
             "preprocessing",
@@ -615,6 +673,7 @@ def evaluate_nist(
     components: Sequence[Mapping[str, Any]] = (),
     deployment: Mapping[str, Any] | None = None,
     unit_given: bool = False,
+    scope: Mapping[str, Any] | None = None,
     not_audited_reason: str | None = None,
     large_epsilon: float = LARGE_EPSILON,
     delta_factor: float = DELTA_FACTOR,
@@ -632,16 +691,19 @@ def evaluate_nist(
         large_epsilon, delta_factor: the thresholds of the detectable hazards.
         budget_ledger: the report's budget-ledger section (``dplens report --ledger DB``: every budget's spend across
             releases, computed by the ledger), which shows the privacy loss across releases.
+        scope: the report's privacy-scope section (:func:`dplens.reports.scope.privacy_scope`): the unit the DP-SGD
+            tables are accounted for (shown) and the tuning the ε includes (shown).
     """
     deployment = dict(deployment or {})
-    training = _is_training(components, deployment)
-    n = _dataset_size(components, deployment)
+    flat = _flatten(components)
+    training = _is_training(flat, deployment)
+    n = _dataset_size(flat, deployment)
     well, full = _delta_items(claim, n, delta_factor)
-    sampling = (_sampling(components),) if any(c.get("type") in _TRAINING_TYPES for c in components) else ()
+    sampling = (_sampling(flat),) if any(c.get("type") in _TRAINING_TYPES for c in flat) else ()
     items = (
         _parameters(claim, accounting),
         _relation(claim),
-        _unit(claim, deployment, unit_given),
+        _unit(claim, deployment, unit_given, scope),
         _analysis(components, accounting),
         *sampling,
         _test(audit, additional_audits, not_audited_reason),
@@ -664,9 +726,9 @@ def evaluate_nist(
         _large_epsilon(claim, accounting, large_epsilon),
         well,
         full,
-        _contributions(claim, deployment, unit_given, training),
+        _contributions(claim, deployment, unit_given, training, scope),
         _releases(deployment, budget_ledger),
-        _preprocessing(deployment, training),
+        _preprocessing(deployment, training, scope),
     )
     return NistEvaluation(
         items=items, thresholds={"large_epsilon": float(large_epsilon), "delta_factor": float(delta_factor)}

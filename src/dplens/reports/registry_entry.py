@@ -231,11 +231,48 @@ def _justification(report: Report, deployment: Deployment) -> str:
     return "\n".join(lines)
 
 
+#: The registry's short label of the unit each accounted DP-SGD unit gets when [deployment] gives none.
+_UNIT_LABELS = {"user": "User-level", "example": "Example-level"}
+
+
+def _scope(report: Report) -> dict[str, Any]:
+    return getattr(report, "privacy_scope", None) or {}
+
+
+def _unit_label(report: Report, deployment: Deployment) -> str:
+    """``privacy_unit``: the author's label, else the accounted DP-SGD unit's (issue 49), else the claim's words."""
+    if deployment.privacy_unit:
+        return deployment.privacy_unit
+    return _UNIT_LABELS.get(_scope(report).get("unit"), report.claim.privacy_unit)
+
+
 def _unit_details(report: Report, deployment: Deployment) -> str:
+    claim, scope = report.claim, _scope(report)
+    accounted = []
+    if scope.get("unit") == "user":
+        accounted.append(f"The epsilon is accounted for {scope['unit_words']} by dplens (a user-level guarantee).")
+    elif scope.get("unit") == "example":
+        accounted.append(
+            "The DP-SGD epsilon is accounted for one training example by dplens: it is not a guarantee for a person "
+            "who contributes several examples."
+        )
     if deployment.privacy_unit_details:
-        return deployment.privacy_unit_details
-    claim = report.claim
-    return f"Adjacent data sets are {claim.neighbouring_description} (dplens's relation '{claim.neighbouring}')."
+        return "\n".join([deployment.privacy_unit_details, *accounted])
+    relation = f"Adjacent data sets are {claim.neighbouring_description} (dplens's relation '{claim.neighbouring}')."
+    return " ".join([relation, *accounted])
+
+
+def _tuning(report: Report, deployment: Deployment) -> str | None:
+    """``preprocessing_and_hyperparameter_tuning``: the author's text, with the search the ε includes (issue 49)."""
+    from dplens.reports.scope import tuning_words
+
+    scope = _scope(report)
+    accounted = None
+    if scope.get("includes_tuning"):
+        searches = "; ".join(tuning_words(row) for row in scope["tuning"])
+        accounted = f"Hyperparameter tuning accounted by dplens and included in the epsilon: {searches}."
+    texts = [t for t in (deployment.preprocessing_and_hyperparameter_tuning, accounted) if t]
+    return "\n".join(texts) or None
 
 
 def _put(section: dict[str, Any], key: str, value: Any) -> None:
@@ -357,7 +394,7 @@ def build_registry_entry(report: Report, deployment: Deployment, *, rho: float |
         f"\n{deployment.privacy_parameters_details}" if deployment.privacy_parameters_details else ""
     )
     privacy_loss = {
-        "privacy_unit": deployment.privacy_unit or report.claim.privacy_unit,
+        "privacy_unit": _unit_label(report, deployment),
         "privacy_unit_details": _unit_details(report, deployment),
         "privacy_parameters": params,
         "privacy_parameters_details": details,
@@ -375,7 +412,7 @@ def build_registry_entry(report: Report, deployment: Deployment, *, rho: float |
     _put(accounting, "post_processing", deployment.post_processing)
     accounting = {k: accounting[k] for k in ("post_processing", "composition") if k in accounting}
     implementation: dict[str, Any] = {}
-    _put(implementation, "preprocessing_and_hyperparameter_tuning", deployment.preprocessing_and_hyperparameter_tuning)
+    _put(implementation, "preprocessing_and_hyperparameter_tuning", _tuning(report, deployment))
     implementation["mechanisms"] = _mechanisms(report, deployment)
     implementation["justification"] = _justification(report, deployment)
     section: dict[str, Any] = {"basic": basic, "dp_variant": dp_variant, "privacy_loss": privacy_loss}

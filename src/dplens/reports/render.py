@@ -143,6 +143,9 @@ def render_statement(report: Report) -> str:
         f"{claim.neighbouring_description}."
     )
     lines.append("")
+    if report.privacy_scope:
+        lines += _wrap(f"Privacy unit and tuning: {report.privacy_scope['sentence']}")
+        lines.append("")
     lines += _wrap(
         "Against what: any adversary who sees every released output, whatever else they know about the data; "
         "the guarantee bounds how much any such adversary can learn about whether the protected unit is in the "
@@ -251,6 +254,15 @@ def _ledger_statement_lines(report: Report) -> list[str]:
                     f"{period['releases']} release(s), spent ε ≤ {fmt_upper(period['spent_epsilon'])} (UPPER BOUND) "
                     f"of {fmt_upper(budget['target_epsilon'])} at δ = {budget['delta']:g}, remaining ≥ "
                     f"{fmt_lower(period['remaining_epsilon'])} (LOWER BOUND).",
+                    "  ",
+                )
+            count = budget.get("tuning_studies") or 0
+            if count:
+                shown = list(budget.get("tuning_study_releases") or {})[:10]
+                more = f" and {count - len(shown)} more" if count > len(shown) else ""
+                lines += _wrap(
+                    f"- {budget['name']}: {count} release(s) are tuning studies, each charged as one release with its "
+                    f"selection included: {', '.join(shown)}{more}.",
                     "  ",
                 )
     return lines

@@ -245,6 +245,31 @@ _ATTACK_RISK = _obj(
     optional=("bayes", "curve", "routes"),
 )
 
+#: What the ε covers (issue 49): the DP-SGD tables' privacy unit and the tuning searches the ε includes.
+_PRIVACY_SCOPE = _obj(
+    {
+        "unit": {"anyOf": [{"enum": ["user", "example"]}, _NULL]},
+        "unit_words": _OPT_STR,
+        "user_level": _arr({"type": "object"}),
+        "mixed": _BOOL,
+        "tuning": _arr(
+            _obj(
+                {
+                    "mean_runs": _OPT_NUM,
+                    "distribution": _STR,
+                    "shape": _OPT_NUM,
+                    "count": _INT,
+                    "mechanism": _STR,
+                    "included_in_epsilon": _BOOL,
+                }
+            )
+        ),
+        "includes_tuning": _BOOL,
+        "tuning_outside_accounting": _OPT_STR,
+        "sentence": _STR,
+    }
+)
+
 REPORT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "dplens compliance report",
@@ -331,8 +356,9 @@ REPORT_SCHEMA: dict[str, Any] = {
                 }
             ),
             "budget_ledger": _BUDGET_LEDGER,
+            "privacy_scope": _PRIVACY_SCOPE,
         },
-        optional=("budget_ledger",),
+        optional=("budget_ledger", "privacy_scope"),
     ),
 }
 

@@ -372,6 +372,21 @@ class Store:
         )
         return dict(rows)
 
+    def release_names_of(self, budget: str, shas: Sequence[str]) -> list[tuple[str, str]]:
+        """(name, events SHA-256) of the budget's releases whose events are one of ``shas``, in charge order (asked
+        500 digests at a time: a statement's parameters are limited)."""
+        rows: list[tuple[int, str, str]] = []
+        shas = list(shas)
+        for start in range(0, len(shas), 500):
+            chunk = shas[start : start + 500]
+            marks = ", ".join("?" for _ in chunk)
+            rows += self.execute(
+                "SELECT seq, name, entries_sha256 FROM dplens_releases WHERE budget = ? AND entries_sha256 IN "
+                f"({marks})",
+                (budget, *chunk),
+            )
+        return [(name, sha) for _, name, sha in sorted(rows)]
+
     # ---- periods -------------------------------------------------------------------------------
 
     def period_state(self, budget: str, period: str) -> PeriodState | None:
