@@ -553,6 +553,7 @@ def generate_report(
     command: Sequence[str] = (),
     ledger: str | Path | None = None,
     deployment: Mapping[str, Any] | None = None,
+    implementation_evidence: Any = None,
 ) -> Any:
     """Account ``spec`` by every route, audit it (per ``audit_mode``), and write the report files into ``out_dir``.
 
@@ -577,6 +578,12 @@ def generate_report(
         deployment: ``[deployment]`` keys over the spec's table (e.g. ``--deployment FILE``). With a table, the
             report is also written as a DP Deployments Registry record, ``registry-entry.yaml``
             (:mod:`dplens.registry.export`); a table without a tier-1 key is refused before any work.
+        implementation_evidence: the ``dplens check-dp-sgd`` result of the DP-SGD step that ran (a
+            ``DpSgdCheckResult``, its ``to_dict()``, or the path of the JSON ``dplens check-dp-sgd --json`` printed):
+            the report adds its "implementation evidence" section (the checks, their verdicts, measured against
+            declared values, the audit's bound and the model-based bound beside the claim) and the NIST section marks
+            what it shows. It must declare the spec's DP-SGD training (noise multiplier, N, B, steps, sampler) at the
+            claim's δ; a VIOLATION in it makes the report's verdict a VIOLATION. Checked before any work.
 
     Returns:
         :class:`dplens.reports.render.ReportFiles` (paths and the :class:`~dplens.reports.model.Report`; with a
@@ -619,6 +626,7 @@ def generate_report(
 
         say("reading the budget ledger ...")
         budget_ledger = ledger_section(ledger)  # read first: a bad ledger fails before any audit runs
+    evidence = _implementation_evidence(implementation_evidence, spec)  # read first: bad evidence fails before work
     audit, reason = _main_audit(spec, audit_mode, trials, delta, confidence, seed, workers, progress, say)
     additional = []
     if spec.audit is not None and audit_mode is not AuditMode.OFF:
@@ -641,6 +649,7 @@ def generate_report(
         additional_audits=additional,
         budget_ledger=budget_ledger,
         deployment=None if table is None else table.to_dict(),
+        **evidence,
     )
     entry = None
     if table is not None:
@@ -656,6 +665,91 @@ def generate_report(
 
     path = write_entry(entry, Path(out_dir) / "registry-entry.yaml")
     return dataclasses.replace(files, registry_entry=path, registry=entry)
+
+
+def _implementation_evidence(value: Any, spec: Any) -> dict[str, Any]:
+    """``build_report``'s keywords for the check-dp-sgd result ``value`` names (a result, its dict, or a JSON file),
+    validated and matched against the spec's DP-SGD training (none for None); ``ValueError`` in one line otherwise."""
+    import json
+
+    from dplens.reports.implementation import validate_check_dict
+
+    if value is None:
+        return {}
+    source = "dplens.check_dp_sgd result"
+    if isinstance(value, str | Path):
+        source = str(value)
+        try:
+            text = Path(value).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ValueError(f"implementation evidence file not found: {source!r}") from None
+        except (OSError, UnicodeDecodeError) as err:
+            raise ValueError(f"implementation evidence file {source!r} cannot be read: {err}") from None
+        try:
+            value = json.loads(text, parse_constant=lambda name: float("nan"))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"implementation evidence file {source!r} is not valid JSON: {err}") from None
+    elif hasattr(value, "to_dict"):
+        value = value.to_dict()
+    data = validate_check_dict(value, source=f"implementation evidence {source}")
+    _match_training(data["declared"], spec, source)
+    return {"implementation_evidence": data, "implementation_source": source}
+
+
+#: Spec types a check-dp-sgd declaration can describe, and the sampler each one's accounting assumes (None: its own).
+_CHECKABLE = {"dp_sgd": None, "dp_sgd_training": "poisson", "poisson_subsampled_gaussian": "poisson"}
+
+
+def _training_of(table: Mapping[str, Any]) -> dict[str, Any]:
+    """What a spec's DP-SGD table declares, in a check's terms (noise multiplier, sampler, steps, rate or N and B)."""
+    from dplens.accountant.dp_sgd import as_sampler, dp_sgd_steps
+
+    kind = table["type"]
+    if kind == "dp_sgd":
+        n, b = table["dataset_size"], table["batch_size"]
+        return {
+            "noise_multiplier": table["noise_multiplier"],
+            "sampler": as_sampler(table.get("sampling", "poisson")).value,
+            "dataset_size": n,
+            "batch_size": b,
+            "steps": dp_sgd_steps(dataset_size=n, batch_size=b, epochs=table["epochs"]),
+        }
+    return {
+        "noise_multiplier": table["noise_multiplier"],
+        "sampler": "poisson",
+        "sampling_rate": table["sampling_rate"],
+        "steps": table.get("steps", table.get("count", 1)),
+    }
+
+
+def _mismatch(declared: Mapping[str, Any], training: Mapping[str, Any]) -> str | None:
+    rate = declared["batch_size"] / declared["dataset_size"]
+    for key, value in training.items():
+        mine = rate if key == "sampling_rate" else declared[key]
+        same = (
+            math.isclose(mine, value, rel_tol=1e-9) if key in ("sampling_rate", "noise_multiplier") else mine == value
+        )
+        if not same:
+            return f"{key} {mine!r} (the spec's: {value!r})"
+    return None
+
+
+def _match_training(declared: Mapping[str, Any], spec: Any, source: str) -> None:
+    """Refuse evidence that declares another training than the spec's: it would not be evidence for this one."""
+    tables = [
+        t for t in spec.mechanisms if t.get("type") in _CHECKABLE and t.get("privacy_unit", "example") == "example"
+    ]
+    if not tables:
+        raise ValueError(
+            f"implementation evidence {source}: the spec has no example-level DP-SGD mechanism "
+            f"({', '.join(_CHECKABLE)}) that dplens check-dp-sgd declares"
+        )
+    problems = [_mismatch(declared, _training_of(t)) for t in tables]
+    if all(problems):
+        raise ValueError(
+            f"implementation evidence {source}: it declares another training than the spec's "
+            f"{tables[0]['type']} mechanism: {problems[0]}"
+        )
 
 
 def _check_report_options(audit_mode: Any, trials: Any, confidence: Any) -> None:
