@@ -922,7 +922,10 @@ def sweep(
 def check_dp_sgd(subject: Any, **options: Any) -> Any:
     """Does the DP-SGD step that ran implement the mechanism that was accounted? (``dplens check-dp-sgd``)
 
-    ``subject`` is a framework-free step ``step(per_sample_gradients, rng) -> update`` or ``"module:function"``; the
+    ``subject`` is a framework-free step ``step(per_sample_gradients, rng) -> update``, ``"module:function"``, or an
+    :class:`~dplens.integrations.opacus_audit.OpacusTraining` (its ``make_private`` — σ, C, ``make_private`` keywords,
+    ``customise`` — is the step through the gradient-injection module, its loader the sampler, and it declares σ, C,
+    N, B (Poisson: Opacus's rate 1/L as B = N/L), the sampler and T: options that contradict it are refused); the
     options are :func:`dplens.auditing.training.check.check_dp_sgd`'s (``noise_multiplier``, ``max_grad_norm``,
     ``batch_size``, ``dataset_size``, ``delta``, exactly one of ``steps`` and ``epochs``, ``sampler``,
     ``sampler_function``, ``normalise``, ``trials``, ``seed``, ``alpha``, ``observe``, ``neighboring``, ``workers``).
@@ -936,6 +939,84 @@ def check_dp_sgd(subject: Any, **options: Any) -> Any:
         >>> [c.name for c in result.checks][:3]
         ['noise_std', 'noise_gaussian_independent', 'normalisation']
     """
+    import sys
+
     from dplens.auditing.training.check import check_dp_sgd as run
 
+    opacus = sys.modules.get("dplens.integrations.opacus_audit")  # loaded wherever an OpacusTraining was built
+    if opacus is not None and isinstance(subject, opacus.OpacusTraining):
+        subject, options = _opacus_subject(subject, options)
     return run(subject, **options)
+
+
+def _opacus_declaration(training: Any) -> dict[str, Any]:
+    """What an ``OpacusTraining`` declares, in ``check_dp_sgd``'s terms: Poisson at Opacus's rate q = 1/L (B = N/L
+    must be a whole number), or its shuffled or sequential loader in batches of its batch size."""
+    n, batches = training.dataset_size, training.batches
+    if training.poisson and n % batches:
+        raise ValueError(
+            f"check_dp_sgd: an OpacusTraining's Poisson rate 1/{batches} is B/N for no whole batch size B with "
+            f"N = {n}; choose batch_size so that round(N / batch_size) divides N"
+        )
+    return {
+        "noise_multiplier": training.noise_multiplier,
+        "max_grad_norm": training.max_grad_norm,
+        "batch_size": n // batches if training.poisson else training.batch_size,
+        "dataset_size": n,
+        "sampler": training.sampling,
+        "steps": training.steps,
+    }
+
+
+def _opacus_subject(training: Any, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The step and options of ``check_dp_sgd`` on an ``OpacusTraining``: its own ``make_private`` (σ, C, loader,
+    ``make_private`` keywords, ``customise``) through the gradient-injection module, its own loader as the sampler;
+    options that contradict it are refused in one line."""
+    from dplens.integrations.opacus_step import loader_sampler, opacus_step
+
+    declared = _opacus_declaration(training)
+    for name in ("sampler_function", "epochs"):
+        if options.get(name) is not None:
+            raise ValueError(f"check_dp_sgd: {name} is set by the OpacusTraining; got {name}={options[name]!r}")
+    for name, value in declared.items():
+        given = options.get(name)
+        if given is not None and given != value:
+            raise ValueError(
+                f"check_dp_sgd: {name}={given!r} contradicts the OpacusTraining's {value!r} ({training.describe()})"
+            )
+    b = declared["batch_size"]
+
+    def make_private(module: Any, optimizer: Any, loader: Any) -> Any:
+        import warnings
+
+        import opacus
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            wrapped = opacus.PrivacyEngine(accountant="rdp").make_private(
+                module=module,
+                optimizer=optimizer,
+                data_loader=loader,
+                noise_multiplier=training.noise_multiplier,
+                max_grad_norm=training.max_grad_norm,
+                poisson_sampling=training.poisson,
+                **training.make_private,
+            )
+        if training.customise is not None:  # the user's own code around make_private is part of what is checked
+            from dplens.auditing.canaries import _function
+
+            _function(training.customise, "customise")(*wrapped[:3])
+        return wrapped
+
+    def make_loader(dataset: Any) -> Any:
+        from opacus.data_loader import DPDataLoader
+        from torch.utils.data import DataLoader
+
+        if training.poisson:
+            return DPDataLoader.from_data_loader(DataLoader(dataset, batch_size=b))
+        return DataLoader(dataset, batch_size=b, shuffle=training.sampling == "shuffle")
+
+    make_private.__qualname__ = f"OpacusTraining.make_private({training.describe()})"
+    make_loader.__qualname__ = f"OpacusTraining.loader({training.sampling}, batch {b})"
+    step = opacus_step(make_private, dataset_size=declared["dataset_size"], batch_size=b)
+    return step, {**options, **declared, "sampler_function": loader_sampler(make_loader)}
