@@ -234,3 +234,33 @@ def test_missing_file_and_a_spec_without_training_are_refused(tmp_path, spec, re
     evidence.write_text(json.dumps(results["pass"].to_dict()))
     code, _, err = _cli(laplace, tmp_path / "out", evidence, capsys)
     assert code == 2 and err.count("\n") == 1 and "the spec has no example-level DP-SGD mechanism" in err
+
+
+@pytest.mark.parametrize(
+    ("main", "evidence", "expected"),
+    [
+        ("CONSISTENT", "pass", "CONSISTENT"),
+        ("INCONCLUSIVE", "pass", "INCONCLUSIVE"),
+        ("CONSISTENT", "violation", "VIOLATION"),
+        ("VIOLATION", "pass", "VIOLATION"),
+        (None, "pass", "CONSISTENT"),
+        (None, "violation", "VIOLATION"),
+    ],
+)
+def test_the_verdict_combines_the_main_audit_and_the_evidence(spec, results, audit_dict, main, evidence, expected):
+    from dplens._api import report_summary
+    from dplens.reports.build import build_report
+    from dplens.spec import load_spec
+
+    loaded = load_spec(spec)
+    report = build_report(
+        spec=loaded,
+        accounting=report_summary(loaded, DELTA),
+        title="combined",
+        audit=None if main is None else audit_dict(verdict=main, delta=DELTA),
+        not_audited_reason="not audited here",
+        implementation_evidence=results[evidence],
+    )
+    assert report.verdict.status.value == expected
+    assert Report.from_dict(report.to_dict()) == report  # the report's own invariant holds
+    assert any(r.startswith("Implementation evidence (dplens check-dp-sgd of") for r in report.verdict.reasons)
