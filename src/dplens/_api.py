@@ -553,6 +553,7 @@ def generate_report(
     command: Sequence[str] = (),
     ledger: str | Path | None = None,
     deployment: Mapping[str, Any] | None = None,
+    implementation_evidence: Any = None,
 ) -> Any:
     """Account ``spec`` by every route, audit it (per ``audit_mode``), and write the report files into ``out_dir``.
 
@@ -577,6 +578,12 @@ def generate_report(
         deployment: ``[deployment]`` keys over the spec's table (e.g. ``--deployment FILE``). With a table, the
             report is also written as a DP Deployments Registry record, ``registry-entry.yaml``
             (:mod:`dplens.registry.export`); a table without a tier-1 key is refused before any work.
+        implementation_evidence: the ``dplens check-dp-sgd`` result of the DP-SGD step that ran (a
+            ``DpSgdCheckResult``, its ``to_dict()``, or the path of the JSON ``dplens check-dp-sgd --json`` printed):
+            the report adds its "implementation evidence" section (the checks, their verdicts, measured against
+            declared values, the audit's bound and the model-based bound beside the claim) and the NIST section marks
+            what it shows. It must declare the spec's DP-SGD training (noise multiplier, N, B, steps, sampler) at the
+            claim's δ; a VIOLATION in it makes the report's verdict a VIOLATION. Checked before any work.
 
     Returns:
         :class:`dplens.reports.render.ReportFiles` (paths and the :class:`~dplens.reports.model.Report`; with a
@@ -619,6 +626,7 @@ def generate_report(
 
         say("reading the budget ledger ...")
         budget_ledger = ledger_section(ledger)  # read first: a bad ledger fails before any audit runs
+    evidence = _implementation_evidence(implementation_evidence, spec)  # read first: bad evidence fails before work
     audit, reason = _main_audit(spec, audit_mode, trials, delta, confidence, seed, workers, progress, say)
     additional = []
     if spec.audit is not None and audit_mode is not AuditMode.OFF:
@@ -641,6 +649,7 @@ def generate_report(
         additional_audits=additional,
         budget_ledger=budget_ledger,
         deployment=None if table is None else table.to_dict(),
+        **evidence,
     )
     entry = None
     if table is not None:
@@ -656,6 +665,91 @@ def generate_report(
 
     path = write_entry(entry, Path(out_dir) / "registry-entry.yaml")
     return dataclasses.replace(files, registry_entry=path, registry=entry)
+
+
+def _implementation_evidence(value: Any, spec: Any) -> dict[str, Any]:
+    """``build_report``'s keywords for the check-dp-sgd result ``value`` names (a result, its dict, or a JSON file),
+    validated and matched against the spec's DP-SGD training (none for None); ``ValueError`` in one line otherwise."""
+    import json
+
+    from dplens.reports.implementation import validate_check_dict
+
+    if value is None:
+        return {}
+    source = "dplens.check_dp_sgd result"
+    if isinstance(value, str | Path):
+        source = str(value)
+        try:
+            text = Path(value).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ValueError(f"implementation evidence file not found: {source!r}") from None
+        except (OSError, UnicodeDecodeError) as err:
+            raise ValueError(f"implementation evidence file {source!r} cannot be read: {err}") from None
+        try:
+            value = json.loads(text, parse_constant=lambda name: float("nan"))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"implementation evidence file {source!r} is not valid JSON: {err}") from None
+    elif hasattr(value, "to_dict"):
+        value = value.to_dict()
+    data = validate_check_dict(value, source=f"implementation evidence {source}")
+    _match_training(data["declared"], spec, source)
+    return {"implementation_evidence": data, "implementation_source": source}
+
+
+#: Spec types a check-dp-sgd declaration can describe, and the sampler each one's accounting assumes (None: its own).
+_CHECKABLE = {"dp_sgd": None, "dp_sgd_training": "poisson", "poisson_subsampled_gaussian": "poisson"}
+
+
+def _training_of(table: Mapping[str, Any]) -> dict[str, Any]:
+    """What a spec's DP-SGD table declares, in a check's terms (noise multiplier, sampler, steps, rate or N and B)."""
+    from dplens.accountant.dp_sgd import as_sampler, dp_sgd_steps
+
+    kind = table["type"]
+    if kind == "dp_sgd":
+        n, b = table["dataset_size"], table["batch_size"]
+        return {
+            "noise_multiplier": table["noise_multiplier"],
+            "sampler": as_sampler(table.get("sampling", "poisson")).value,
+            "dataset_size": n,
+            "batch_size": b,
+            "steps": dp_sgd_steps(dataset_size=n, batch_size=b, epochs=table["epochs"]),
+        }
+    return {
+        "noise_multiplier": table["noise_multiplier"],
+        "sampler": "poisson",
+        "sampling_rate": table["sampling_rate"],
+        "steps": table.get("steps", table.get("count", 1)),
+    }
+
+
+def _mismatch(declared: Mapping[str, Any], training: Mapping[str, Any]) -> str | None:
+    rate = declared["batch_size"] / declared["dataset_size"]
+    for key, value in training.items():
+        mine = rate if key == "sampling_rate" else declared[key]
+        same = (
+            math.isclose(mine, value, rel_tol=1e-9) if key in ("sampling_rate", "noise_multiplier") else mine == value
+        )
+        if not same:
+            return f"{key} {mine!r} (the spec's: {value!r})"
+    return None
+
+
+def _match_training(declared: Mapping[str, Any], spec: Any, source: str) -> None:
+    """Refuse evidence that declares another training than the spec's: it would not be evidence for this one."""
+    tables = [
+        t for t in spec.mechanisms if t.get("type") in _CHECKABLE and t.get("privacy_unit", "example") == "example"
+    ]
+    if not tables:
+        raise ValueError(
+            f"implementation evidence {source}: the spec has no example-level DP-SGD mechanism "
+            f"({', '.join(_CHECKABLE)}) that dplens check-dp-sgd declares"
+        )
+    problems = [_mismatch(declared, _training_of(t)) for t in tables]
+    if all(problems):
+        raise ValueError(
+            f"implementation evidence {source}: it declares another training than the spec's "
+            f"{tables[0]['type']} mechanism: {problems[0]}"
+        )
 
 
 def _check_report_options(audit_mode: Any, trials: Any, confidence: Any) -> None:
@@ -828,7 +922,10 @@ def sweep(
 def check_dp_sgd(subject: Any, **options: Any) -> Any:
     """Does the DP-SGD step that ran implement the mechanism that was accounted? (``dplens check-dp-sgd``)
 
-    ``subject`` is a framework-free step ``step(per_sample_gradients, rng) -> update`` or ``"module:function"``; the
+    ``subject`` is a framework-free step ``step(per_sample_gradients, rng) -> update``, ``"module:function"``, or an
+    :class:`~dplens.integrations.opacus_audit.OpacusTraining` (its ``make_private`` — σ, C, ``make_private`` keywords,
+    ``customise`` — is the step through the gradient-injection module, its loader the sampler, and it declares σ, C,
+    N, B (Poisson: Opacus's rate 1/L as B = N/L), the sampler and T: options that contradict it are refused); the
     options are :func:`dplens.auditing.training.check.check_dp_sgd`'s (``noise_multiplier``, ``max_grad_norm``,
     ``batch_size``, ``dataset_size``, ``delta``, exactly one of ``steps`` and ``epochs``, ``sampler``,
     ``sampler_function``, ``normalise``, ``trials``, ``seed``, ``alpha``, ``observe``, ``neighboring``, ``workers``).
@@ -842,6 +939,84 @@ def check_dp_sgd(subject: Any, **options: Any) -> Any:
         >>> [c.name for c in result.checks][:3]
         ['noise_std', 'noise_gaussian_independent', 'normalisation']
     """
+    import sys
+
     from dplens.auditing.training.check import check_dp_sgd as run
 
+    opacus = sys.modules.get("dplens.integrations.opacus_audit")  # loaded wherever an OpacusTraining was built
+    if opacus is not None and isinstance(subject, opacus.OpacusTraining):
+        subject, options = _opacus_subject(subject, options)
     return run(subject, **options)
+
+
+def _opacus_declaration(training: Any) -> dict[str, Any]:
+    """What an ``OpacusTraining`` declares, in ``check_dp_sgd``'s terms: Poisson at Opacus's rate q = 1/L (B = N/L
+    must be a whole number), or its shuffled or sequential loader in batches of its batch size."""
+    n, batches = training.dataset_size, training.batches
+    if training.poisson and n % batches:
+        raise ValueError(
+            f"check_dp_sgd: an OpacusTraining's Poisson rate 1/{batches} is B/N for no whole batch size B with "
+            f"N = {n}; choose batch_size so that round(N / batch_size) divides N"
+        )
+    return {
+        "noise_multiplier": training.noise_multiplier,
+        "max_grad_norm": training.max_grad_norm,
+        "batch_size": n // batches if training.poisson else training.batch_size,
+        "dataset_size": n,
+        "sampler": training.sampling,
+        "steps": training.steps,
+    }
+
+
+def _opacus_subject(training: Any, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The step and options of ``check_dp_sgd`` on an ``OpacusTraining``: its own ``make_private`` (σ, C, loader,
+    ``make_private`` keywords, ``customise``) through the gradient-injection module, its own loader as the sampler;
+    options that contradict it are refused in one line."""
+    from dplens.integrations.opacus_step import loader_sampler, opacus_step
+
+    declared = _opacus_declaration(training)
+    for name in ("sampler_function", "epochs"):
+        if options.get(name) is not None:
+            raise ValueError(f"check_dp_sgd: {name} is set by the OpacusTraining; got {name}={options[name]!r}")
+    for name, value in declared.items():
+        given = options.get(name)
+        if given is not None and given != value:
+            raise ValueError(
+                f"check_dp_sgd: {name}={given!r} contradicts the OpacusTraining's {value!r} ({training.describe()})"
+            )
+    b = declared["batch_size"]
+
+    def make_private(module: Any, optimizer: Any, loader: Any) -> Any:
+        import warnings
+
+        import opacus
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            wrapped = opacus.PrivacyEngine(accountant="rdp").make_private(
+                module=module,
+                optimizer=optimizer,
+                data_loader=loader,
+                noise_multiplier=training.noise_multiplier,
+                max_grad_norm=training.max_grad_norm,
+                poisson_sampling=training.poisson,
+                **training.make_private,
+            )
+        if training.customise is not None:  # the user's own code around make_private is part of what is checked
+            from dplens.auditing.canaries import _function
+
+            _function(training.customise, "customise")(*wrapped[:3])
+        return wrapped
+
+    def make_loader(dataset: Any) -> Any:
+        from opacus.data_loader import DPDataLoader
+        from torch.utils.data import DataLoader
+
+        if training.poisson:
+            return DPDataLoader.from_data_loader(DataLoader(dataset, batch_size=b))
+        return DataLoader(dataset, batch_size=b, shuffle=training.sampling == "shuffle")
+
+    make_private.__qualname__ = f"OpacusTraining.make_private({training.describe()})"
+    make_loader.__qualname__ = f"OpacusTraining.loader({training.sampling}, batch {b})"
+    step = opacus_step(make_private, dataset_size=declared["dataset_size"], batch_size=b)
+    return step, {**options, **declared, "sampler_function": loader_sampler(make_loader)}

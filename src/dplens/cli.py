@@ -1055,6 +1055,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if getattr(args, "audit", None) is not None:
         if getattr(args, "ledger", None) is not None:
             raise CliError("--ledger adds a section to a SPEC's report, not to --audit RESULT.json")
+        if getattr(args, "implementation_evidence", None) is not None:
+            raise CliError("--implementation-evidence adds a section to a SPEC's report, not to --audit RESULT.json")
         return _cmd_report_audit(args)
     if args.spec is None:
         raise CliError("report needs a SPEC file, or --audit RESULT.json (a saved audit result)")
@@ -1093,6 +1095,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
             command=["dplens", *getattr(args, "argv", [])],
             ledger=args.ledger,
             deployment=deployment,
+            implementation_evidence=getattr(args, "implementation_evidence", None),
         )
     report = files.report
     print(f"verdict: {report.verdict.status.value}. {report.verdict.sentence}")
@@ -1876,6 +1879,11 @@ def _add_report_parser(sub: Any) -> None:
         "--deployment",
         metavar="FILE.toml",
         help="a [deployment] table (TOML or JSON) over the spec's: also write registry-entry.yaml",
+    )
+    report.add_argument(
+        "--implementation-evidence",
+        metavar="FILE.json",
+        help="add the implementation evidence of the DP-SGD step that ran (dplens check-dp-sgd ... --json > FILE.json)",
     )
     report.set_defaults(func=_cmd_report)
 

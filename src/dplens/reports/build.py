@@ -266,6 +266,50 @@ def _with_additional(verdict: Verdict, additional: tuple[dict[str, Any], ...], c
     return Verdict(status=status, sentence=sentence, reasons=tuple(reasons))
 
 
+def _with_implementation(
+    verdict: Verdict,
+    section: Mapping[str, Any] | None,
+    certifies: str,
+    *,
+    main: Status | None,
+    additional: tuple[dict[str, Any], ...],
+) -> Verdict:
+    """The verdict once the implementation evidence (``dplens check-dp-sgd`` of the step that ran) is taken in."""
+    if section is None:
+        return verdict
+    audit, model = section["audit"], section["model_based"]
+    bad = [f"{c['name']} ({c['finding']})" for c in section["checks"] if c["verdict"] == "VIOLATION"]
+    if section["claim_comparison"]["audit_exceeds_claim"] or audit["verdict"] == "VIOLATION":
+        bad.append(f"the assumption-free audit (ε ≥ {fmt_lower(audit['epsilon_lower_bound'])}, a valid lower bound)")
+    if section["claim_comparison"]["model_based_exceeds_claim"] or model["verdict"] == "VIOLATION":
+        bad.append(
+            f"the model-based bound (ε ≥ {fmt_lower(model['epsilon_lower_bound'])}, valid only under its assumptions)"
+        )
+    reasons = [
+        *verdict.reasons,
+        f"Implementation evidence (dplens check-dp-sgd of {section['subject']}): {section['verdict']}; "
+        f"audit ε ≥ {fmt_lower(audit['epsilon_lower_bound'])} (assumption-free lower bound), model-based ε ≥ "
+        f"{fmt_lower(model['epsilon_lower_bound'])} (model-based), against the claimed ε = "
+        f"{fmt_upper(section['claim_comparison']['claim_epsilon'])}.",
+    ]
+    status = combined_status(main, additional, section)
+    sentence = verdict.sentence
+    if status is Status.VIOLATION and verdict.status is not Status.VIOLATION:
+        sentence = (
+            "Violation: the implementation evidence shows that the DP-SGD step that ran does not implement the "
+            f"accounted mechanism: {'; '.join(bad)}. The claim does not hold for the code that ran, whatever the "
+            f"accountant certifies ({certifies})."
+        )
+    elif status is not verdict.status:
+        which = "only" if verdict.status is Status.NOT_AUDITED else "the additional audit(s) and"
+        sentence = (
+            f"{status.value.capitalize()}: {which} the implementation checks of the DP-SGD step that ran (dplens "
+            f"check-dp-sgd: {section['verdict']}) decide this verdict; see the implementation evidence. The guarantee "
+            f"rests on accounting ({certifies})."
+        )
+    return Verdict(status=status, sentence=sentence, reasons=tuple(reasons))
+
+
 def _verdict(claim: Claim, accounting: Accounting, audit: AuditEvidence | None, not_audited: str | None) -> Verdict:
     ub = fmt_upper(accounting.epsilon)
     certifies = (
@@ -333,6 +377,44 @@ def _additional(results: Sequence[Any]) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
+def _evidence(evidence: Any, claim: Claim, source: str) -> dict[str, Any] | None:
+    """The implementation evidence section of a check-dp-sgd result (or its dict), or None without one."""
+    if evidence is None:
+        return None
+    from dplens.reports.implementation import implementation_section
+
+    data = evidence.to_dict() if hasattr(evidence, "to_dict") else evidence
+    return implementation_section(data, claim=claim.to_dict(), source=source)
+
+
+def _report_verdict(
+    claim: Claim,
+    section: Accounting,
+    audit: AuditEvidence | None,
+    not_audited_reason: str | None,
+    extras: tuple[dict[str, Any], ...],
+    evidence: dict[str, Any] | None,
+) -> Verdict:
+    """The verdict from the main audit, the additional audits and the implementation evidence."""
+    verdict = _with_additional(_verdict(claim, section, audit, not_audited_reason), extras, _certifies(section))
+    main = None if audit is None else audit.verdict
+    return _with_implementation(verdict, evidence, _certifies(section), main=main, additional=extras)
+
+
+def _unit_and_scope(spec: Any, privacy_unit: str, deployment: Mapping[str, Any] | None):
+    """(unit in words, whether the author gave it, the deployment table, the privacy scope) of a report."""
+    if not isinstance(privacy_unit, str) or not privacy_unit.strip():
+        raise ValueError(f"privacy_unit must be a non-empty string; got {privacy_unit!r}")
+    unit_given = privacy_unit != DEFAULT_PRIVACY_UNIT
+    if deployment is None and getattr(spec, "deployment", None) is not None:
+        deployment = spec.deployment.to_dict()
+    deployment = None if deployment is None else dict(deployment)
+    scope = privacy_scope(spec.mechanisms, deployment=deployment)
+    if not unit_given and scope is not None and scope["unit"] == "user":
+        privacy_unit = scope["unit_words"]  # the user-level tables' unit (issue 49), never "one record"
+    return privacy_unit, unit_given, deployment, scope
+
+
 def build_report(
     *,
     spec: Any,
@@ -348,6 +430,8 @@ def build_report(
     additional_audits: Sequence[Any] = (),
     budget_ledger: Mapping[str, Any] | None = None,
     deployment: Mapping[str, Any] | None = None,
+    implementation_evidence: Any = None,
+    implementation_source: str = "dplens.check_dp_sgd result",
 ) -> Report:
     """Assemble the report from finished results (figures are added on writing).
 
@@ -367,6 +451,10 @@ def build_report(
         budget_ledger: the cumulative section of a budget ledger (:func:`dplens.ledger.report.ledger_section`).
         deployment: the ``[deployment]`` table (``Deployment.to_dict()``; default: the spec's): recorded in the
             report and read by its NIST SP 800-226 section (:func:`dplens.reports.nist.evaluate_nist`).
+        implementation_evidence: a finished ``dplens check-dp-sgd`` result (``DpSgdCheckResult`` or its
+            ``to_dict()``) of the DP-SGD step that ran, at the claim's δ: the report's implementation evidence
+            section (:mod:`dplens.reports.implementation`); a VIOLATION in it makes the report's verdict one.
+        implementation_source: where the evidence came from (a file name), recorded in the section.
 
     Example:
         >>> import dplens
@@ -376,15 +464,7 @@ def build_report(
         >>> report.verdict.status.value, report.claim.epsilon  # the accountant's ε, rounded up
         ('NOT_AUDITED', 1.000000000001)
     """
-    if not isinstance(privacy_unit, str) or not privacy_unit.strip():
-        raise ValueError(f"privacy_unit must be a non-empty string; got {privacy_unit!r}")
-    unit_given = privacy_unit != DEFAULT_PRIVACY_UNIT
-    if deployment is None and getattr(spec, "deployment", None) is not None:
-        deployment = spec.deployment.to_dict()
-    deployment = None if deployment is None else dict(deployment)
-    scope = privacy_scope(spec.mechanisms, deployment=deployment)
-    if not unit_given and scope is not None and scope["unit"] == "user":
-        privacy_unit = scope["unit_words"]  # the user-level tables' unit (issue 49), never "one record"
+    privacy_unit, unit_given, deployment, scope = _unit_and_scope(spec, privacy_unit, deployment)
     if audit is None and not not_audited_reason:
         raise ValueError("not_audited_reason is required when audit is None")
     summary = accounting.to_dict() if hasattr(accounting, "to_dict") else accounting
@@ -397,6 +477,7 @@ def build_report(
     ledger = dict(summary.get("ledger", {}))
     claim = _claim(spec, section, relation=relation, unit=privacy_unit, source=claim_source)
     extras = _additional(additional_audits)
+    evidence = _evidence(implementation_evidence, claim, implementation_source)
     mechanism = MechanismSection(
         name=title,
         components=tuple(dict(t) for t in spec.mechanisms),
@@ -415,6 +496,7 @@ def build_report(
         scope=scope,
         not_audited_reason=not_audited_reason,
         budget_ledger=budget_ledger,
+        implementation_evidence=evidence,
     )
     return Report(
         title=title,
@@ -425,8 +507,9 @@ def build_report(
         nist=nist,
         deployment=deployment,
         not_audited_reason=None if audit is not None else not_audited_reason,
-        verdict=_with_additional(_verdict(claim, section, audit, not_audited_reason), extras, _certifies(section)),
+        verdict=_report_verdict(claim, section, audit, not_audited_reason, extras, evidence),
         additional_audits=extras,
+        implementation_evidence=evidence,
         budget_ledger=None if budget_ledger is None else dict(budget_ledger),
         privacy_scope=scope,
         provenance=provenance(

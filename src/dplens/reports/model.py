@@ -576,10 +576,14 @@ class Provenance:
         )
 
 
-def combined_status(main: Status | None, additional: tuple[dict[str, Any], ...] = ()) -> Status:
-    """The report's status from its audits: VIOLATION if any audit refutes the claim; otherwise the main audit's
-    verdict, or (without one) the additional audits' (INCONCLUSIVE unless all are CONSISTENT)."""
+def combined_status(
+    main: Status | None, additional: tuple[dict[str, Any], ...] = (), implementation: Mapping[str, Any] | None = None
+) -> Status:
+    """The report's status from its audits: VIOLATION if any audit (or the implementation evidence) refutes the claim;
+    otherwise the main audit's verdict, or (without one) the others' (INCONCLUSIVE unless all are CONSISTENT)."""
     verdicts = [Status(a["verdict"]) for a in additional]
+    if implementation is not None:
+        verdicts.append(Status(implementation["report_status"]))
     if Status.VIOLATION in verdicts:
         return Status.VIOLATION
     if main is not None:
@@ -623,6 +627,10 @@ class Report:
     #: what the ε covers (:func:`dplens.reports.scope.privacy_scope`): the privacy unit the DP-SGD tables are
     #: accounted for and the tuning searches included; absent when the spec has neither (and in older reports).
     privacy_scope: dict[str, Any] | None = None
+    #: the implementation evidence of the DP-SGD step that ran (``dplens report --implementation-evidence``): a
+    #: ``dplens check-dp-sgd`` result with the report's comparison (:mod:`dplens.reports.implementation`); absent when
+    #: none was given.
+    implementation_evidence: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -631,9 +639,11 @@ class Report:
         for extra in self.additional_audits:
             if Status(extra["verdict"]) is Status.NOT_AUDITED:
                 raise ValueError("an additional audit must have an audit verdict, not NOT_AUDITED")
-        expected = combined_status(None if self.audit is None else self.audit.verdict, self.additional_audits)
+        expected = combined_status(
+            None if self.audit is None else self.audit.verdict, self.additional_audits, self.implementation_evidence
+        )
         if self.verdict.status is not expected:
-            if self.audit is None and not self.additional_audits:
+            if self.audit is None and not self.additional_audits and self.implementation_evidence is None:
                 raise ValueError(f"verdict.status is {self.verdict.status.value!r} but the report has no audit")
             raise ValueError(
                 f"verdict.status {self.verdict.status.value!r} differs from the audit's (combined) {expected.value!r}"
@@ -658,12 +668,15 @@ class Report:
             nist=self.nist,
             deployment=self.deployment,
             privacy_scope=self.privacy_scope,
+            implementation_evidence=self.implementation_evidence,
         )
 
     def to_dict(self) -> dict[str, Any]:
         ledger = {} if self.budget_ledger is None else {"budget_ledger": self.budget_ledger}
         if self.privacy_scope is not None:
             ledger["privacy_scope"] = self.privacy_scope
+        if self.implementation_evidence is not None:
+            ledger["implementation_evidence"] = self.implementation_evidence
         return ledger | {
             "format": REPORT_FORMAT,
             "schema_version": self.schema_version,
@@ -727,4 +740,5 @@ class Report:
             provenance=Provenance.from_dict(data["provenance"]),
             budget_ledger=data.get("budget_ledger"),
             privacy_scope=data.get("privacy_scope"),
+            implementation_evidence=data.get("implementation_evidence"),
         )

@@ -455,6 +455,60 @@ def _test(
     return _item("algorithm_test", NistStatus.NOT_ASSESSED, f"{reason}.")
 
 
+def _implementation_words(section: Mapping[str, Any]) -> str:
+    counts = {v: sum(c["verdict"] == v for c in section["checks"]) for v in ("PASS", "DEVIATION", "VIOLATION")}
+    return (
+        f"dplens check-dp-sgd ran the DP-SGD step that ran ({section['subject']}) against the declared mechanism: "
+        f"{len(section['checks'])} implementation checks ({counts['PASS']} PASS, {counts['DEVIATION']} DEVIATION, "
+        f"{counts['VIOLATION']} VIOLATION), an assumption-free audit (ε ≥ "
+        f"{section['audit']['epsilon_lower_bound']:.4g}) and a model-based bound (ε ≥ "
+        f"{section['model_based']['epsilon_lower_bound']:.4g}, valid only under its assumptions); verdict "
+        f"{section['verdict']}"
+    )
+
+
+def _implementation_test(item: NistItem, section: Mapping[str, Any] | None) -> NistItem:
+    """The correctness item once the implementation evidence is in: it tests the code that ran, not dplens's own
+    mechanisms."""
+    if section is None or item.status is NistStatus.FLAGGED:
+        return item
+    where = "Implementation evidence section"
+    if section["report_status"] == "VIOLATION":
+        finding = f"{_implementation_words(section)}: the code that ran does not implement the accounted mechanism."
+        return _item("algorithm_test", NistStatus.FLAGGED, finding, where)
+    finding = f"{_implementation_words(section)}. A PASS does not prove the code correct."
+    if item.status is NistStatus.SHOWN:
+        return _item("algorithm_test", NistStatus.SHOWN, f"{item.finding} {finding}", f"{item.where}; {where}")
+    return _item("algorithm_test", NistStatus.SHOWN, finding, where)
+
+
+def _implementation_sampling(item: NistItem, section: Mapping[str, Any] | None) -> NistItem:
+    """The batch-sampling item once the implementation evidence is in: its sampling-law check, when the loader that
+    ran was given, tests the sampler the ε assumes."""
+    if section is None:
+        return item
+    law = next((c for c in section["checks"] if c["name"] == "sampling_law"), None)
+    where = "Implementation evidence section (sampling_law check)"
+    declared = section["declared"]["sampler"]
+    if law is None:
+        finding = (
+            f"{item.finding} The implementation evidence did not test the loader (dplens formed the batches by the "
+            f"declared {declared!r} sampler)."
+        )
+        return _item("batch_sampling", item.status, finding, item.where)
+    if law["verdict"] == "VIOLATION":
+        finding = f"the loader that ran does not follow the declared {declared!r} sampler: {law['finding']}"
+        return _item("batch_sampling", NistStatus.FLAGGED, finding, where)
+    if law["verdict"] == "PASS":
+        finding = (
+            f"the loader that ran was tested against the declared {declared!r} sampler the ε is accounted for and "
+            f"showed no departure: {law['finding']}"
+        )
+        return _item("batch_sampling", NistStatus.SHOWN, finding, where)
+    finding = f"{item.finding} The sampling-law check of the loader was {law['verdict']}: {law['finding']}"
+    return _item("batch_sampling", item.status, finding, item.where)
+
+
 def _bias() -> NistItem:
     finding = "dplens measures privacy, not the accuracy or bias the noise introduces."
     return _item("bias", NistStatus.NOT_ASSESSED, finding)
@@ -678,6 +732,7 @@ def evaluate_nist(
     large_epsilon: float = LARGE_EPSILON,
     delta_factor: float = DELTA_FACTOR,
     budget_ledger: Mapping[str, Any] | None = None,
+    implementation_evidence: Mapping[str, Any] | None = None,
 ) -> NistEvaluation:
     """The NIST SP 800-226 section from a report's facts (the JSON forms of its sections).
 
@@ -693,20 +748,23 @@ def evaluate_nist(
             releases, computed by the ledger), which shows the privacy loss across releases.
         scope: the report's privacy-scope section (:func:`dplens.reports.scope.privacy_scope`): the unit the DP-SGD
             tables are accounted for (shown) and the tuning the ε includes (shown).
+        implementation_evidence: the report's implementation evidence section (:mod:`dplens.reports.implementation`):
+            it shows the correctness test of the code that ran and, with the loader's sampling-law check, the sampler.
     """
     deployment = dict(deployment or {})
     flat = _flatten(components)
     training = _is_training(flat, deployment)
     n = _dataset_size(flat, deployment)
     well, full = _delta_items(claim, n, delta_factor)
-    sampling = (_sampling(flat),) if any(c.get("type") in _TRAINING_TYPES for c in flat) else ()
+    training_types = any(c.get("type") in _TRAINING_TYPES for c in flat)
+    sampling = (_implementation_sampling(_sampling(flat), implementation_evidence),) if training_types else ()
     items = (
         _parameters(claim, accounting),
         _relation(claim),
         _unit(claim, deployment, unit_given, scope),
         _analysis(components, accounting),
         *sampling,
-        _test(audit, additional_audits, not_audited_reason),
+        _implementation_test(_test(audit, additional_audits, not_audited_reason), implementation_evidence),
         _bias(),
         _floats(additional_audits, deployment),
         _declared_item(

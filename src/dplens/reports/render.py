@@ -103,12 +103,21 @@ def render_html(report: Report, figures: dict[str, bytes] | None = None, *, sect
         figures=by_name,
         risk_points=risk_points(risk) if risk else [],
         risk_sentence=risk_sentence(risk, report.claim.privacy_unit) if risk else "",
+        implementation_rows=_implementation_rows(report),
         additional_sections=[
             section.html for section in (sections if sections is not None else _additional_sections(report))
         ],
         statement=render_statement(report),
         Status=Status,
     )
+
+
+def _implementation_rows(report: Report) -> list[dict[str, str]]:
+    if report.implementation_evidence is None:
+        return []
+    from dplens.reports.implementation import summary_rows
+
+    return summary_rows(report.implementation_evidence)
 
 
 def _additional_sections(report: Report) -> list[Any]:
@@ -194,6 +203,7 @@ def render_statement(report: Report) -> str:
     )
     lines.append("")
     lines += _audit_statement_lines(report)
+    lines += _implementation_statement_lines(report)
     lines += _ledger_statement_lines(report)
     lines.append("")
     lines += _nist_lines(report)
@@ -235,6 +245,19 @@ def _audit_statement_lines(report: Report) -> list[str]:
                 f"({estimate.assumption})",
                 "  ",
             )
+    return lines
+
+
+def _implementation_statement_lines(report: Report) -> list[str]:
+    """The statement's implementation-evidence paragraph (none without it): dplens check-dp-sgd of the step that ran."""
+    if report.implementation_evidence is None:
+        return []
+    from dplens.reports.implementation import statement_lines
+
+    first, *rest = statement_lines(report.implementation_evidence)
+    lines = ["", *_wrap(first)]
+    for line in rest:
+        lines += _wrap(line, "  ")
     return lines
 
 

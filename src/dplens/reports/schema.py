@@ -15,7 +15,16 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["REPORT_FORMAT", "REPORT_SCHEMA", "SCHEMA_VERSION", "Definition", "Status", "validate_report_dict"]
+__all__ = [
+    "IMPLEMENTATION_CHECK_SCHEMA",
+    "IMPLEMENTATION_SECTION_SCHEMA",
+    "REPORT_FORMAT",
+    "REPORT_SCHEMA",
+    "SCHEMA_VERSION",
+    "Definition",
+    "Status",
+    "validate_report_dict",
+]
 
 REPORT_FORMAT = "dplens-report"
 #: Bump on any incompatible change of the JSON form; readers reject other versions.
@@ -270,6 +279,85 @@ _PRIVACY_SCOPE = _obj(
     }
 )
 
+# The implementation evidence of a DP-SGD training (``dplens report --implementation-evidence``, issue 46): the JSON
+# of ``dplens check-dp-sgd --json`` and the report's comparison of its two lower bounds with the claim. Optional, as
+# the budget ledger.
+_IMPL_VERDICT = {"enum": ["PASS", "VIOLATION", "INCONCLUSIVE"]}
+_IMPL_CHECK_VERDICT = {"enum": ["PASS", "VIOLATION", "INCONCLUSIVE", "DEVIATION"]}
+
+_IMPL_CHECK = _obj(
+    {"name": _STR, "verdict": _IMPL_CHECK_VERDICT, "measured": _OPT_NUM, "declared": _OPT_NUM, "finding": _STR},
+    extra=True,
+)
+_IMPL_AUDIT = _obj(
+    {
+        "epsilon_lower_bound": _NUM,
+        "claimed_epsilon": _NUM,
+        "verdict": {"enum": ["PASS", "VIOLATION"]},
+        "kind": {"const": "assumption-free"},
+        "significance": _NUM,
+        "trials_per_side": {"type": "integer", "minimum": 1},
+    },
+    extra=True,
+)
+_IMPL_MODEL_BASED = _obj(
+    {
+        "epsilon_lower_bound": _NUM,
+        "claimed_epsilon": _NUM,
+        "verdict": {"enum": ["PASS", "VIOLATION"]},
+        "kind": {"const": "model-based"},
+        "assumptions": _STR,
+        "significance": _NUM,
+    },
+    extra=True,
+)
+_IMPL_DECLARED = _obj(
+    {
+        "noise_multiplier": _NUM,
+        "max_grad_norm": _NUM,
+        "batch_size": {"type": "integer", "minimum": 1},
+        "dataset_size": {"type": "integer", "minimum": 1},
+        "steps": {"type": "integer", "minimum": 1},
+        "delta": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+        "sampler": _STR,
+        "normalise": _STR,
+        "neighboring": _STR,
+    },
+    extra=True,
+)
+_IMPL_CHECK_KEYS = {
+    "verdict": _IMPL_VERDICT,
+    "checks": {**_arr(_IMPL_CHECK), "minItems": 1},
+    "audit": _IMPL_AUDIT,
+    "model_based": _IMPL_MODEL_BASED,
+    "declared": _IMPL_DECLARED,
+    "claimed_epsilon": _NUM,
+    "subject": _STR,
+    "alpha": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+    "trials_per_side": {"type": "integer", "minimum": 1},
+    "notes": _arr(_STR),
+}
+#: What a ``dplens check-dp-sgd --json`` object must hold for the report to render it.
+IMPLEMENTATION_CHECK_SCHEMA: dict[str, Any] = _obj(_IMPL_CHECK_KEYS, extra=True)
+#: The report's ``implementation_evidence`` section: the check's keys and the report's comparison with its claim.
+IMPLEMENTATION_SECTION_SCHEMA: dict[str, Any] = _obj(
+    {
+        **_IMPL_CHECK_KEYS,
+        "source": _STR,
+        "report_status": {"enum": ["CONSISTENT", "VIOLATION", "INCONCLUSIVE"]},
+        "claim_comparison": _obj(
+            {
+                "claim_epsilon": _NUM,
+                "claim_delta": _NUM,
+                "audit_exceeds_claim": {"type": "boolean"},
+                "model_based_exceeds_claim": {"type": "boolean"},
+            }
+        ),
+    },
+    extra=True,
+)
+
+
 REPORT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "dplens compliance report",
@@ -357,8 +445,9 @@ REPORT_SCHEMA: dict[str, Any] = {
             ),
             "budget_ledger": _BUDGET_LEDGER,
             "privacy_scope": _PRIVACY_SCOPE,
+            "implementation_evidence": IMPLEMENTATION_SECTION_SCHEMA,
         },
-        optional=("budget_ledger", "privacy_scope"),
+        optional=("budget_ledger", "privacy_scope", "implementation_evidence"),
     ),
 }
 
