@@ -442,7 +442,7 @@ def allocation_laws(sigma: float, steps: int, inclusion: float = 1.0) -> Allocat
     return _laws(float(sigma), int(steps), float(inclusion), _FINENESS.get())
 
 
-@functools.lru_cache(maxsize=6)  # 10⁴ steps at σ ≈ 0.6: ~150 MB each (a calibration visits ~10 σ, 2.6 GB at 32)
+@functools.lru_cache(maxsize=3)  # 10⁴ steps at σ ≈ 0.6: ~150 MB each (a calibration visits ~10 σ: 2.6 GB at 32)
 def _laws(sigma: float, steps: int, inclusion: float, fineness: float) -> AllocationLaws:
     s = 1.0 / sigma
     top = _top_of_grid(s, TOP_MASS)
