@@ -1,6 +1,11 @@
 """Certified brackets at production scale (issue 47): width, time and peak memory against dp-accounting's PLD.
 
-    python benchmarks/bench_production_brackets.py [--fine] [--skip-dpa] [--write]
+    python benchmarks/bench_production_brackets.py [--fine] [--skip-dpa] [--sampling NAME] [--write]
+    python benchmarks/bench_production_brackets.py calibrate
+
+``calibrate``: σ calibrated to ε = 1 at N = 2e7, B = 2000, 10 epochs, δ = 1e-6 (10⁴ steps per epoch) under Poisson
+and balls-and-bins, each ``dplens dp-sgd --target-epsilon`` a whole process (time, peak RSS, load average before and
+after): balls-and-bins' σ must not exceed Poisson's (Feldman & Shenfeld, arXiv 2602.17284) and ε must be ≤ 1.
 
 Each dplens row is one ``dp_sgd_epsilon`` call in a fresh interpreter (imports included: what a user waits for), its
 wall time and the process's peak resident memory. Poisson rows are compared with dp-accounting's PLD (test-time
@@ -39,6 +44,11 @@ ROWS = [
     ("balls-and-bins", 10**9, 1000, 1, 1.0, 1e-6, False),
     ("balls-and-bins", 10**9, 10, 1, 0.6, 1e-6, False),
     ("balls-and-bins", 2 * 10**7, 2000, 10, 0.7, 1e-6, True),
+    ("balls-and-bins", 2 * 10**7, 2000, 10, 0.6, 1e-6, True),
+    ("balls-and-bins", 2 * 10**7, 2000, 10, 0.55, 1e-6, True),
+    ("balls-and-bins", 2 * 10**7, 2000, 10, 0.55, 1e-5, True),
+    ("balls-and-bins", 2 * 10**7, 2000, 10, 0.7, 1e-9, True),
+    ("balls-and-bins", 2 * 10**7, 2000, 10, 0.55, 1e-9, True),
 ]
 
 _DPLENS = """
@@ -83,8 +93,47 @@ def _dpa(q: float, sigma: float, steps: int, delta: float, interval: float, pess
     return f"{got['epsilon']:.5f} ({got['seconds']:.0f} s)", got["epsilon"]
 
 
+_CALIBRATE = """
+import json, resource, time
+start = time.perf_counter()
+from dplens.accountant.dp_sgd import dp_sgd_noise_multiplier
+r = dp_sgd_noise_multiplier(dataset_size=20_000_000, batch_size=2000, epochs=10, target_epsilon=1.0, delta=1e-6,
+                            sampling={sampling!r})
+print(json.dumps({{"sigma": r.noise_multiplier, "upper": r.epsilon, "lower": r.epsilon_lower,
+                  "seconds": time.perf_counter() - start,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+"""
+
+
+def calibrate() -> None:
+    """The ``calibrate`` case (see the module): one table row per sampler."""
+    print("| sampling | σ | ε [lower, upper] | process | peak | load before / after |")
+    print("|---|---|---|---|---|---|")
+    sigmas = {}
+    for sampling in ("poisson", "balls-and-bins"):
+        before = os.getloadavg()[0]
+        got = _process(_CALIBRATE.format(sampling=sampling), 1800)
+        after = os.getloadavg()[0]
+        if "error" in got:
+            print(f"| {sampling} | {got['error']} |", flush=True)
+            continue
+        sigmas[sampling] = got["sigma"]
+        print(
+            f"| {sampling} | {got['sigma']:.6f} | [{got['lower']:.6f}, {got['upper']:.6f}] | {got['seconds']:.1f} s | "
+            f"{got['peak_mb']:.0f} MB | {before:.1f} / {after:.1f} |",
+            flush=True,
+        )
+    if len(sigmas) == 2:
+        ok = sigmas["balls-and-bins"] <= sigmas["poisson"]
+        print(f"balls-and-bins σ ≤ Poisson σ: {'yes' if ok else 'NO'}")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["calibrate"]:
+        calibrate()
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sampling", help="only the rows of this sampler")
     parser.add_argument("--fine", action="store_true", help="also dp-accounting at interval 2e-5 (slow)")
     parser.add_argument("--skip-dpa", action="store_true", help="dplens only")
     parser.add_argument("--dpa-timeout", type=float, default=120.0, help="seconds per dp-accounting process")
@@ -108,6 +157,8 @@ def main() -> None:
         "|---" * (8 + len(intervals)) + "|",
     ]
     for sampling, n, b, epochs, sigma, delta, regime in ROWS:
+        if args.sampling is not None and sampling != args.sampling:
+            continue
         got = _process(_DPLENS.format(n=n, b=b, epochs=epochs, sigma=sigma, delta=delta, sampling=sampling), 900)
         if "error" in got:
             lines.append(f"| {sampling}, {n:.0e}, {b}, {epochs}, {sigma}, {delta:g} | {regime} | {got['error']} |")

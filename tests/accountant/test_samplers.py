@@ -377,3 +377,16 @@ def test_dp_sgd_calibrates_to_an_attack_risk_target_under_its_sampler(sampling):
         dp_sgd_noise_multiplier(
             dataset_size=2000, batch_size=100, epochs=2, delta=1e-5, target_epsilon=1.0, max_advantage=0.1
         )
+
+
+def test_balls_and_bins_calibration_is_not_above_poisson_and_never_overshoots():
+    """Random allocation is never worse than Poisson sampling (Feldman & Shenfeld, arXiv 2602.17284): its calibrated
+    σ (located on coarse allocation grids first) is not above Poisson's, and ε at that σ, recomputed, is ≤ the target
+    while 1 % less noise exceeds it."""
+    shape = dict(dataset_size=1000, batch_size=100, epochs=2, delta=1e-5)
+    bnb = dp_sgd_noise_multiplier(target_epsilon=2.0, sampling="balls-and-bins", **shape)
+    poisson = dp_sgd_noise_multiplier(target_epsilon=2.0, sampling="poisson", **shape)
+    assert bnb.epsilon <= 2.0 and bnb.noise_multiplier <= poisson.noise_multiplier
+    sigma = bnb.noise_multiplier
+    assert dp_sgd_epsilon(noise_multiplier=sigma, sampling="balls-and-bins", method="pld", **shape).epsilon <= 2.0
+    assert dp_sgd_epsilon(noise_multiplier=0.99 * sigma, sampling="balls-and-bins", method="pld", **shape).epsilon > 2.0

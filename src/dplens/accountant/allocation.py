@@ -43,18 +43,25 @@ right side gives a lower bound on each. A record placed in k > 1 steps per epoch
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from dplens.accountant import pld_engine as engine
 
-__all__ = ["AllocationLaws", "allocation_laws", "allocation_pld"]
+__all__ = ["AllocationLaws", "allocation_laws", "allocation_pld", "coarse_grids"]
 
 #: P-mass an epoch may put at an infinite loss for the top of the ratio grid (E[(Y − y_top)₊]).
 TOP_MASS = 1e-13
+#: ... or up to this much where the grid would otherwise exceed its points (σ ≲ 0.67): the log-S path's same-way
+#: rounding is far looser (at σ = 0.6, t = 10⁴, 10 epochs, δ = 10⁻⁶ its bracket was [0.447, 0.99993]); E[(Y − y_top)₊]
+#: per epoch is 8·10⁻¹² at σ = 0.6, 3·10⁻¹⁰ at σ = 0.55 (t = 10⁴), counted in δ.
+TOP_MASS_MAX = 1e-9
 #: Probability budget of the lower end's deviation bound (Bernstein and binomial tails), per epoch.
 DEVIATION_FAILURE = 1e-14
 #: Q-mass each composition may leave outside its window (the P-mass there is bounded through √ of it).
@@ -70,6 +77,9 @@ LINEAR_POINTS = 2**19
 #: on the ratio grid of 2²⁰ points it is [0.3563, 0.3581], issue 47).
 LINEAR_POINTS_MANY = 2**20
 MANY_STEPS = 1000
+#: ... where the ratio grid is also finer, up to a 28th of one coordinate's standard deviation (not a 20th: at σ = 0.7,
+#: t = 10⁴, 10 epochs, δ = 10⁻⁶ the bracket narrows from 0.502 % to 0.314 %, its lower end moving).
+SPREAD_CELLS_MANY = 28
 _UNIT_ROUNDOFF = 2.0**-53
 #: Floating-point error (a bound on Σ wᵢ·δqᵢ) below which the compositions spend no effort on tightening it.
 PRECISION = 1e-10
@@ -133,13 +143,19 @@ def _lognormal_masses(edges: np.ndarray, s: float) -> tuple[np.ndarray, np.ndarr
     return q, m1, q_top, m1_top
 
 
-def _top_of_grid(s: float, budget: float) -> float:
-    """The smallest y_top (to 1 %) with E[(Y − y_top)₊] ≤ budget: Black–Scholes, Φ(d₁) − y·Φ(d₂)."""
+def _excess(y: float, s: float) -> float:
+    """E[(Y − y)₊] for Y log-normal of log-sd ``s`` and mean 1: Black–Scholes, Φ(d₁) − y·Φ(d₂)."""
     from scipy.special import ndtr
 
+    d1 = (-math.log(y) + 0.5 * s * s) / s
+    return float(ndtr(d1) - y * ndtr(d1 - s))
+
+
+def _top_of_grid(s: float, budget: float) -> float:
+    """The smallest y_top (to 1 %) with E[(Y − y_top)₊] ≤ budget."""
+
     def excess(y: float) -> float:
-        d1 = (-math.log(y) + 0.5 * s * s) / s
-        return float(ndtr(d1) - y * ndtr(d1 - s))
+        return _excess(y, s)
 
     high = 2.0
     while excess(high) > budget:
@@ -171,7 +187,9 @@ def _mgf_block(factors: list[tuple[np.ndarray, int]], spacing: float) -> int:
     mass = float(pmf.sum())
     mean = float(np.sum(pmf * values)) / mass
     sd = math.sqrt(max(float(np.sum(pmf * (values - mean) ** 2)) / mass, 0.0))  # in grid points
-    return int(min(256, max(1, 0.1 * sd / math.sqrt(max(count, 1)))))
+    block = int(min(256, max(1, 0.1 * sd / math.sqrt(max(count, 1)))))
+    # Blocks of one point: blocks growing along the grid instead (a bound from ~10⁴ blocks, not 10⁵–10⁶ points).
+    return engine.GEOMETRIC_BLOCKS if block == 1 else block
 
 
 def _values(composed: engine.ComposedPmf, spacing: float) -> np.ndarray:
@@ -380,18 +398,34 @@ def _first_cell_offset(s: float, spacing: float) -> float:
     return float(brentq(gap, low, high, xtol=1e-15 * high, rtol=1e-15)) - 0.5 * spacing
 
 
-def _grid_spacing(sigma: float, steps: int, top: float) -> float:
+def _grid_spacing(sigma: float, steps: int, top: float, fineness: float = 1.0) -> float:
     """h: the window spans about y_top + t·(a few standard deviations) points of the grid; TARGET_POINTS of them.
 
     Also finer than a twentieth of one coordinate's standard deviation, so that the O(h²) discretisation errors stay
-    far below the bracket's tolerance."""
+    far below the bracket's tolerance. (``fineness`` < 1: coarser, see :func:`coarse_grids`.)"""
     spread = math.sqrt(math.expm1(1.0 / sigma**2))
     width = top + 20.0 * spread * math.sqrt(steps) + 2.0
-    spacing = min(width / TARGET_POINTS, spread / 20.0)
+    spacing = min(width / (fineness * TARGET_POINTS), spread / (20.0 * fineness))
     return max(spacing, width / MAX_POINTS)
 
 
-@functools.lru_cache(maxsize=32)
+#: Fineness of the grids :func:`allocation_laws` builds in this context (1: the default; see :func:`coarse_grids`).
+_FINENESS: contextvars.ContextVar[float] = contextvars.ContextVar("allocation_fineness", default=1.0)
+#: ... inside :func:`coarse_grids`: half as many points per standard deviation, half the points in all.
+COARSE_FINENESS = 0.5
+
+
+@contextlib.contextmanager
+def coarse_grids() -> Iterator[None]:
+    """Within this context :func:`allocation_laws` builds grids twice coarser (a valid bracket, wider, 2–4× faster):
+    a calibration locates its σ on them before the final grid (the reported ε is always the default grid's)."""
+    token = _FINENESS.set(COARSE_FINENESS)
+    try:
+        yield
+    finally:
+        _FINENESS.reset(token)
+
+
 def allocation_laws(sigma: float, steps: int, inclusion: float = 1.0) -> AllocationLaws:
     """Both discretised laws of one epoch's likelihood ratio (cached: an adaptive PLD run re-reads them on every
     grid it tries).
@@ -405,12 +439,28 @@ def allocation_laws(sigma: float, steps: int, inclusion: float = 1.0) -> Allocat
         raise ValueError(f"sigma must be a finite number > 0; got {sigma!r}")
     if steps < 2:
         raise ValueError(f"steps must be >= 2 for a random allocation; got {steps!r}")
+    return _laws(float(sigma), int(steps), float(inclusion), _FINENESS.get())
+
+
+@functools.lru_cache(maxsize=3)  # 10⁴ steps at σ ≈ 0.6: ~150 MB each (a calibration visits ~10 σ: 2.6 GB at 32)
+def _laws(sigma: float, steps: int, inclusion: float, fineness: float) -> AllocationLaws:
     s = 1.0 / sigma
     top = _top_of_grid(s, TOP_MASS)
-    spacing = _grid_spacing(sigma, steps, top)
+    spacing = _grid_spacing(sigma, steps, top, fineness)
+    limit = int((LINEAR_POINTS_MANY if steps >= MANY_STEPS else LINEAR_POINTS) * fineness)
+    finest = math.sqrt(math.expm1(s * s)) / (20.0 * fineness)
+    if steps >= MANY_STEPS:
+        # The lower end's deviation bound grows like h·√t (its O(h/t)·t share of S): finer where the grid allows.
+        spread = math.sqrt(math.expm1(s * s))
+        spacing = min(spacing, max(spread / (SPREAD_CELLS_MANY * fineness), top / (limit - 2)))
+    heavy = top / spacing > limit or spacing > finest
+    if heavy and steps >= MANY_STEPS and _excess((limit - 2) * finest, s) <= TOP_MASS_MAX:
+        # A heavier tail (σ ≲ 0.67) and many steps (where the log-S path's same-way rounding is loose): the grid stops
+        # at its limit, its top mass (at an infinite loss, in δ) larger.
+        spacing = finest
+        top = (limit - 2) * spacing
     top_index = max(2, math.ceil(top / spacing))
-    limit = LINEAR_POINTS_MANY if steps >= MANY_STEPS else LINEAR_POINTS
-    if top_index > limit or spacing > math.sqrt(math.expm1(s * s)) / 20.0:
+    if top_index > limit or spacing > finest:
         # A heavy tail (small σ): the ratio grid would need too many points; work on log S instead.
         upper, lower = _heavy_laws(sigma, steps, inclusion)
         return AllocationLaws(
