@@ -10,8 +10,8 @@ dplens's production defaults are what run. BLAS libraries get one thread per wor
 **A serial phase.** A test marked ``@pytest.mark.serial(reason)`` cannot share the machine: it starts a process pool
 of its own, a PostgreSQL server or Chromium, sends signals, runs as a background job, or asserts on wall-clock time.
 Such tests run after every other test has finished, one at a time, on one worker whose CPU affinity is widened to
-the whole machine for the duration of the test (the scheduler ``SerialLastScheduling`` below; under xdist their node
-ids carry the suffix ``@serial``, as xdist's own ``loadgroup`` marks its groups). Without xdist they run last too.
+the whole machine for the duration of the test (the scheduler ``SerialLastScheduling`` below, which learns their node
+ids from a file each worker writes after its collection). Without xdist they run last too.
 
 **A CPU budget per test.** A default test that takes more than ``DPLENS_TEST_CPU_LIMIT`` seconds of CPU time (20
 unless set; this process and its reaped children, setup and call, a shared fixture counted in the test that first
@@ -194,8 +194,6 @@ def _no_threaded_framework_left_loaded():
 # Both cores: the worker count, each worker's CPUs, and the serial phase
 # ----------------------------------------------------------------------------------------------------------------------
 
-#: The suffix that marks a serial test's node id for the scheduler (workers collect, the controller only sees ids).
-SERIAL_SUFFIX = "@serial"
 #: Variables that size BLAS and OpenMP thread pools; a worker gets one thread each unless the caller set them.
 THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -269,19 +267,50 @@ def _serial_tests_last(config, items) -> None:
     """Serial tests after all others (a stable partition); under xdist their ids tell the scheduler which they are."""
     _mark_serial_fixtures(items)
     items[:] = [item for item in items if not is_serial(item)] + [item for item in items if is_serial(item)]
-    if getattr(config, "workerinput", {}).get(SERIAL_PHASE_INPUT):
-        for item in items:
-            if is_serial(item) and not item.nodeid.endswith(SERIAL_SUFFIX):
-                item._nodeid = item.nodeid + SERIAL_SUFFIX
+    directory = getattr(config, "workerinput", {}).get(SERIAL_PHASE_INPUT)
+    if directory:  # tell the controller, which sees only node ids, which tests are serial (written before the
+        # worker reports its collection, so the file is there when the scheduler reads it)
+        serial = [item.nodeid for item in items if is_serial(item)]
+        path = os.path.join(directory, f"{config.workerinput['workerid']}.json")
+        with open(path + ".part", "w", encoding="utf-8") as out:
+            json.dump(serial, out)
+        os.replace(path + ".part", path)
 
 
-#: The key of xdist's worker input telling a worker that the controller runs a serial phase (--dist load).
+#: The key of xdist's worker input naming the directory where each worker writes the node ids of its serial tests
+#: (the controller runs a serial phase only under --dist load).
 SERIAL_PHASE_INPUT = "dplens_serial_phase"
+_SERIAL_DIRECTORY = pytest.StashKey[str]()
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
-    node.workerinput[SERIAL_PHASE_INPUT] = node.config.getvalue("dist") == "load"
+    config = node.config
+    if config.getvalue("dist") != "load":
+        return
+    if _SERIAL_DIRECTORY not in config.stash:
+        import tempfile
+
+        config.stash[_SERIAL_DIRECTORY] = tempfile.mkdtemp(prefix="dplens-serial-")
+    node.workerinput[SERIAL_PHASE_INPUT] = config.stash[_SERIAL_DIRECTORY]
+
+
+def pytest_unconfigure(config):
+    directory = config.stash.get(_SERIAL_DIRECTORY, None)
+    if directory is not None:
+        import shutil
+
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _serial_ids(config) -> set[str]:
+    """The node ids the workers marked serial (any worker's file: every worker collects the same tests)."""
+    directory = config.stash.get(_SERIAL_DIRECTORY, None)
+    for name in sorted(os.listdir(directory)) if directory else ():
+        if name.endswith(".json"):
+            with open(os.path.join(directory, name), encoding="utf-8") as ids:
+                return set(json.load(ids))
+    return set()
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -301,6 +330,7 @@ def pytest_xdist_make_scheduler(config, log):
         def __init__(self, config, log=None):
             super().__init__(config, log)
             self.serial: list[int] = []
+            self.serial_ids: set[str] = set()
             self.serial_node = None
 
         @property
@@ -314,7 +344,8 @@ def pytest_xdist_make_scheduler(config, log):
         def schedule(self) -> None:
             if self.collection is None and self._check_nodes_have_same_collection():
                 collection = next(iter(self.node2collection.values()))
-                self.serial = [i for i, nodeid in enumerate(collection) if nodeid.endswith(SERIAL_SUFFIX)]
+                self.serial_ids = _serial_ids(self.config)
+                self.serial = [i for i, nodeid in enumerate(collection) if nodeid in self.serial_ids]
                 if len(self.serial) == len(collection):  # nothing to run in parallel: one node runs them all
                     self.serial_node = next(iter(self.node2pending))
                 self.collection = collection
@@ -348,7 +379,7 @@ def pytest_xdist_make_scheduler(config, log):
             crashed = super().remove_node(node)
             serial = set(self.serial)
             if self.collection is not None:  # a crashed node's serial tests go back to the serial queue
-                back = [i for i in self.pending if self.collection[i].endswith(SERIAL_SUFFIX)]
+                back = [i for i in self.pending if self.collection[i] in self.serial_ids]
                 self.pending[:] = [i for i in self.pending if i not in set(back)]
                 self.serial = sorted(serial | set(back))
             if node is self.serial_node:
@@ -426,7 +457,7 @@ def _check_budget(item, report) -> None:
     cpu, wall = clock.elapsed()
     report.user_properties += [("cpu_seconds", round(cpu, 3)), ("wall_seconds", round(wall, 3))]
     if (path := os.environ.get("DPLENS_TEST_TIMES")) and report.when == "call":
-        line = json.dumps({"test": item.nodeid.removesuffix(SERIAL_SUFFIX), "cpu": cpu, "wall": wall})
+        line = json.dumps({"test": item.nodeid, "cpu": cpu, "wall": wall})
         with open(path, "a", encoding="utf-8") as times:
             times.write(line + "\n")
     wall_limit = WALL_LIMIT * _oversubscription()
