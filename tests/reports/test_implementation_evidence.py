@@ -61,7 +61,9 @@ def _check(step, **options):
     )
 
 
-@pytest.fixture(scope="module")
+# Session-scoped, not module-scoped: three check_dp_sgd runs (≈ 10 s of CPU) that a shuffled collection, which
+# interleaves modules, would otherwise repeat before every test of this module.
+@pytest.fixture(scope="session")
 def results():
     return {
         "pass": _check(reference_step(SIGMA, C, B)),
