@@ -15,7 +15,7 @@ from dplens.accountant import conversions
 from dplens.accountant import matrix_factorization as mf
 from dplens.accountant import mf_monte_carlo as mc
 from dplens.accountant import mf_renyi as mr
-from dplens.accountant.mf_accounting import mf_epsilon
+from dplens.accountant.mf_accounting import mf_epsilon, mf_noise_multiplier
 
 # issue 48's configuration: a 4-band strategy (BSR here), 64 steps in cycles of 16, σ = 1.5, δ = 1e-3
 ISSUE = dict(
@@ -189,3 +189,12 @@ def test_the_order_budget_shrinks_with_the_bands():
     assert mr.max_order_within(40, 100) == 1  # bands far too many: no Rényi bound, the others stand
     gram = mr.fixed_bins_gram(mf.bsr_strategy(8, 64), period=16)
     assert mr.frontier_width(gram) == 14
+
+
+@pytest.mark.slow  # ~15 s of CPU: the bisection accounts each sigma's post-processing bound too (the default
+# property test above keeps the monotonicity in sigma that the bisection relies on)
+def test_calibration_on_the_renyi_bound_never_overshoots():
+    run = dict(mechanism="bsr", bands=2, sampling="fixed-bins", dataset_size=12, batch_size=4, epochs=2, delta=1e-3)
+    r = mf_noise_multiplier(target_epsilon=3.0, **run)
+    assert r.epsilon <= 3.0 and r.renyi is not None and r.epsilon == r.renyi["epsilon"]
+    assert mf_epsilon(noise_multiplier=r.noise_multiplier * (1 - 1e-3), **run).epsilon > 3.0  # the smallest σ, to 1e-3
