@@ -550,8 +550,9 @@ def _privacy(run: _Run, sigma: float, delta: float, out: dict[str, Any], **extra
     if not out["certified"]:
         if out.get("renyi_used"):
             notes.append(
-                "amplified by a Renyi bound of the fixed-bins pair (the example at a uniform offset; Choquette-Choo et "
-                "al. 2024, arXiv 2410.06266, C >= 0): a valid upper bound, not tight (no lower end is known)"
+                "amplified by a Renyi bound of the fixed-bins pair (the example at a uniform offset against absent, "
+                "the pair of Choquette-Choo et al. 2024, arXiv 2410.06266, for C >= 0, as the Monte Carlo estimate): "
+                "a valid upper bound for that pair in both directions, not tight (no lower end is known)"
             )
         elif out.get("post_processed"):
             notes.append(
