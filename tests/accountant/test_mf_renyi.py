@@ -198,3 +198,11 @@ def test_calibration_on_the_renyi_bound_never_overshoots():
     r = mf_noise_multiplier(target_epsilon=3.0, **run)
     assert r.epsilon <= 3.0 and r.renyi is not None and r.epsilon == r.renyi["epsilon"]
     assert mf_epsilon(noise_multiplier=r.noise_multiplier * (1 - 1e-3), **run).epsilon > 3.0  # the smallest σ, to 1e-3
+
+
+def test_orders_are_doubled_while_the_best_one_is_the_largest():
+    strategy, budget8 = mf.bsr_strategy(4, 64), math.comb(8 + 8, 8) * 16  # a budget that affords orders <= 8 only
+    full = mr.fixed_bins_renyi(strategy, period=16, noise_multiplier=4.0, delta=1e-3)
+    capped = mr.fixed_bins_renyi(strategy, period=16, noise_multiplier=4.0, delta=1e-3, budget=budget8)
+    assert capped.max_order == 8 and full.max_order > 8 and full.order_remove > 8
+    assert full.epsilon_remove < capped.epsilon_remove  # more orders, a smaller (still valid) bound
