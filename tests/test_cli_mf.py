@@ -69,10 +69,25 @@ def test_strategy_file_and_calibration(tmp_path, capsys):
 
 
 def test_text_output_labels_the_bound(capsys):
-    code, out, _ = run(
-        capsys, "--mechanism", "bsr", "--bands", "4", "--sampling", "fixed-bins", "--noise-multiplier", "3"
-    )
+    code, out, _ = run(capsys, "--mechanism", "bsr", "--bands", "4", "--sampling", "shuffle", "--noise-multiplier", "3")
     assert code == 0 and "upper bound" in out and "research" in out and "none known" in out
+
+
+def test_fixed_bins_reports_the_renyi_bound_with_the_monte_carlo_estimate_beside_it(capsys):
+    """Issue 48's configuration (4-band BSR, 64 steps in cycles of 16, sigma 1.5, delta 1e-3)."""
+    argv = ["dp-sgd", "--mechanism", "bsr", "--bands", "4", "--sampling", "fixed-bins", "--dataset-size", "160"]
+    argv += ["--batch-size", "10", "--epochs", "4", "--noise-multiplier", "1.5", "--delta", "1e-3"]
+    code = main([*argv, "--monte-carlo", "100000", "--seed", "1", "--json"])
+    out, err = capsys.readouterr()
+    payload = json.loads(out)
+    assert code == 0 and err == "" and payload["bound"] == "upper" and payload["epsilon_lower"] is None
+    assert payload["epsilon"] == payload["renyi"]["epsilon"] < 4.4  # below the unamplified 4.50
+    assert (
+        payload["renyi"]["epsilon_remove"] <= payload["epsilon"]
+        and payload["renyi"]["epsilon_add"] <= (payload["epsilon"])
+    )
+    assert payload["monte_carlo"]["is_estimate"] and payload["epsilon_monte_carlo"] < payload["epsilon"]
+    assert main(argv) == 0 and "Renyi bound" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

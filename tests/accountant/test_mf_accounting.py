@@ -183,8 +183,9 @@ def _signed_dense_small() -> np.ndarray:
     return m / np.linalg.norm(m, axis=0).max()
 
 
-@pytest.mark.parametrize("sampling", ["fixed-bins", "shuffle", "shuffle-once", "b-min-sep"])
+@pytest.mark.parametrize("sampling", ["shuffle", "shuffle-once", "b-min-sep"])
 def test_random_samplers_get_the_unamplified_bound_labelled_upper(sampling):
+    # fixed bins: the smallest of three valid bounds, the Rényi one amplified (tests/accountant/test_mf_renyi.py)
     extra = {"min_separation": 200} if sampling == "b-min-sep" else {}
     r = mf_epsilon(mechanism="bsr", bands=8, sampling=sampling, noise_multiplier=3.0, delta=DELTA, **RUN, **extra)
     assert r.bound == "upper" and not r.amplified and r.epsilon_lower is None

@@ -26,7 +26,11 @@ jax_privacy's convention) — into (ε, δ), its kind and its lower end:
   epoch, anywhere), ``b-min-sep`` (random participations b apart): the same μ-GDP bound with the schema's worst-case
   sensitivity, which ignores the sampler's randomness — a valid ``upper`` bound, possibly far above the truth; a
   certified amplified bound there is research (Monte Carlo: Choquette-Choo et al. 2024, arXiv 2410.06266; Dong &
-  Ganesh 2026; Rényi DP for few bands: Schuchardt & Kalinin 2026), not offered here.
+  Ganesh 2026), except for fixed bins on a non-negative strategy with few bands: the Rényi bound of
+  :mod:`dplens.accountant.mf_renyi` (remove direction exact at integer orders by a dynamic programme over offsets,
+  as Schuchardt & Kalinin 2026 for random allocation; add direction by AM–GM), used where it is below the others
+  (an ``upper`` bound: no lower end is known). For fixed bins and balls-and-bins the post-processing bound below
+  (DP-SGD under the same sampler at σ/‖C‖₂) is a third valid bound; the smallest valid one is reported.
 
 Neighbouring relation: add/remove (default for the Poisson-type samplers) and zero-out give the sensitivities above;
 replace-one (allowed for the unamplified schemas) doubles them.
@@ -99,6 +103,7 @@ class MfPrivacy:
     notes: tuple[str, ...] = field(default=())
     epsilon_monte_carlo: float | None = None
     monte_carlo: dict[str, Any] | None = None
+    renyi: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -131,6 +136,8 @@ class MfPrivacy:
         }
         if self.target_epsilon is not None:
             out["target_epsilon"] = self.target_epsilon
+        if self.renyi is not None:  # the fixed-bins Rényi bound, per direction (reported when it is the smallest)
+            out["renyi"] = self.renyi
         if self.monte_carlo is not None:  # an estimate under the verification rule, never the guarantee
             out["epsilon_monte_carlo"] = self.epsilon_monte_carlo
             out["monte_carlo"] = self.monte_carlo
@@ -489,7 +496,41 @@ def _account(run: _Run, sigma: float, delta: float, tolerance: float) -> dict[st
         # the largest column norm is 1 by the convention every strategy is validated (or scaled) to
         out.update(sensitivity_exact=True, sensitivity_method="largest participating column norm (1 by convention)")
         return out
+    if run.sampling == "fixed-bins":
+        return _fixed_bins(run, sigma, delta)
     return _unamplified(run, sigma, delta)
+
+
+def _fixed_bins(run: _Run, sigma: float, delta: float) -> dict[str, Any]:
+    """The smallest of the unamplified, post-processing and Rényi bounds (:mod:`mf_renyi`: C ≥ 0, add/remove or
+    zero-out, whose pair is the example present at a uniform offset against absent); all three are valid."""
+    from dplens.accountant.mf_renyi import fixed_bins_renyi
+
+    out = _unamplified(run, sigma, delta)
+    if run.relation is REPLACE_ONE:
+        return out
+    renyi = fixed_bins_renyi(run.strategy, period=run.period, noise_multiplier=sigma, delta=delta)
+    if renyi is None:
+        return out
+    if renyi.epsilon >= out["epsilon"]:
+        return dict(out, renyi=renyi.to_dict())
+    details = (
+        f"Renyi DP of the fixed-bins pair (remove direction exact at integer orders 2..{renyi.max_order} by a dynamic "
+        f"programme over the {run.period} offsets, add direction by AM-GM; Canonne-Kamath-Steinke 2020 Prop. 12): "
+        f"epsilon_remove = {renyi.epsilon_remove:.6g} (order {renyi.order_remove}), epsilon_add = "
+        f"{renyi.epsilon_add:.6g} (order {renyi.order_add}); below the other valid bounds ({out['epsilon']:.6g})"
+    )
+    return dict(
+        out,
+        epsilon=renyi.epsilon,
+        lower=None,
+        kind=None,
+        certified=False,
+        details=details,
+        post_processed=False,
+        renyi=renyi.to_dict(),
+        renyi_used=True,
+    )
 
 
 def _replace_bands(run: _Run, bands: int) -> _Run:
@@ -507,7 +548,13 @@ def _check_sigma(sigma: Any) -> float:
 def _privacy(run: _Run, sigma: float, delta: float, out: dict[str, Any], **extra: Any) -> MfPrivacy:
     notes = []
     if not out["certified"]:
-        if out.get("post_processed"):
+        if out.get("renyi_used"):
+            notes.append(
+                "amplified by a Renyi bound of the fixed-bins pair (the example at a uniform offset against absent, "
+                "the pair of Choquette-Choo et al. 2024, arXiv 2410.06266, for C >= 0, as the Monte Carlo estimate): "
+                "a valid upper bound for that pair in both directions, not tight (no lower end is known)"
+            )
+        elif out.get("post_processed"):
             notes.append(
                 f"amplified through DP-SGD's bound under {run.sampling} at sigma/||C||_2 (the run is its "
                 "post-processing): a valid upper bound, not tight; a certified amplified bound for a matrix mechanism "
@@ -538,7 +585,8 @@ def _privacy(run: _Run, sigma: float, delta: float, out: dict[str, Any], **extra
         noise_multiplier=sigma,
         steps=run.steps,
         participations=out["participations"],
-        amplified=run.sampling in ("cyclic-poisson", "poisson") or bool(out.get("post_processed")),
+        amplified=run.sampling in ("cyclic-poisson", "poisson")
+        or bool(out.get("post_processed") or out.get("renyi_used")),
         neighboring=run.relation.value,
         dataset_size=run.dataset_size,
         batch_size=run.batch_size,
@@ -548,6 +596,7 @@ def _privacy(run: _Run, sigma: float, delta: float, out: dict[str, Any], **extra
         sampling_rate=out["q"],
         strategy=run.strategy.to_dict() if run.strategy is not None else None,
         notes=tuple(notes),
+        renyi=out.get("renyi"),
         **extra,
     )
 

@@ -18,7 +18,7 @@ ordered family of claims, release the best that passes) is (ε, δ)-DP: δ = min
 "verify many ordered mechanisms" argument of App. A of Dong & Ganesh, arXiv 2602.09338, as jax_privacy's
 ``delta_calculation.get_overall_delta``). It rests on the dominating-pair assumption above, and its samples grow like
 1/δ (about 7.5·10⁴ per direction at δ = 1e-3, 1.2·10⁸ at 1e-6): dplens labels it ``epsilon_monte_carlo``, beside
-the valid unamplified upper bound.
+the valid upper bound (for C ≥ 0 with few bands the Rényi bound of the same pair, :mod:`dplens.accountant.mf_renyi`).
 """
 
 from __future__ import annotations
