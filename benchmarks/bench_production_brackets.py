@@ -2,6 +2,7 @@
 
     python benchmarks/bench_production_brackets.py [--fine] [--skip-dpa] [--sampling NAME] [--write]
     python benchmarks/bench_production_brackets.py calibrate
+    python benchmarks/bench_production_brackets.py grid [--cap SECONDS] [--delta D ...] [--jsonl FILE] [--write]
 
 ``calibrate``: σ calibrated to ε = 1 at N = 2e7, B = 2000, 10 epochs, δ = 1e-6 (10⁴ steps per epoch) under Poisson
 and balls-and-bins, each ``dplens dp-sgd --target-epsilon`` a whole process (time, peak RSS, load average before and
@@ -14,6 +15,13 @@ and optimistic (privacy buckets), each in its own process with a time limit: dpl
 their optimistic value and its lower end must not exceed their pessimistic one. "in regime" marks issue 47's regime
 (q ≥ 5e-6, σ ≥ 0.45, T ≤ 2e6; balls-and-bins up to 10⁴ steps per epoch, 10 epochs, σ ≥ 0.55), where the bracket
 must be ≤ 0.5 % wide; outside it a wider bracket must carry its ``bracket_note``.
+
+``grid``: issue 47's grid for Poisson sampling, in-process: q ∈ {1e-6 … 0.1} by decades, σ ∈ {0.4, 0.45, 0.5, 0.6,
+0.8, 1, 2, 5}, T ∈ {1e3 … 1e7} by decades (B = 100, N = B/q, T steps), restricted to 0.01 ≤ upper ≤ 50. Each point is
+one ``dp_sgd_epsilon`` call under a time cap (``--cap``; a point beyond it is recorded as such); a point whose RDP
+upper bound is below 0.01 is out of range without the PLD (ε ≤ RDP's). On every point in range the bracket must be
+≤ 0.5 % wide or carry a ``bracket_note`` stating its width and reason (in issue 47's regime: ≤ 0.5 %, no exception),
+in the result's text (the CLI's lines) and JSON (``to_dict``), and neither may hold Infinity or NaN.
 
 ``--write`` replaces this script's section of benchmarks/RESULTS.md.
 """
@@ -128,9 +136,183 @@ def calibrate() -> None:
         print(f"balls-and-bins σ ≤ Poisson σ: {'yes' if ok else 'NO'}")
 
 
+GRID_Q = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1)
+GRID_SIGMA = (0.4, 0.45, 0.5, 0.6, 0.8, 1.0, 2.0, 5.0)
+GRID_T = (10**3, 10**4, 10**5, 10**6, 10**7)
+GRID_BATCH = 100
+WIDTH = 5e-3  # issue 47: brackets wider than this (relative) must say how wide and why
+
+
+class _CappedError(Exception):
+    """A grid point ran past its time cap."""
+
+
+def _in_regime(q: float, sigma: float, steps: int) -> bool:
+    return q >= 5e-6 and sigma >= 0.45 and steps <= 2 * 10**6  # and ε ≤ 10, known once the point has run
+
+
+def _non_finite(value) -> bool:
+    """Whether a result's dictionary holds a non-finite float anywhere (it would print Infinity/NaN)."""
+    import math
+
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_non_finite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_non_finite(v) for v in value)
+    return False
+
+
+def _grid_point(q: float, sigma: float, steps: int, delta: float, cap: float) -> dict:
+    """One grid point: its outcome, bracket, note and time (see the module's ``grid``)."""
+    import math
+    import re
+    import signal
+
+    from dplens import cli
+    from dplens.accountant import events as ev
+    from dplens.accountant.compose import Accountant
+    from dplens.accountant.dp_sgd import dp_sgd_epsilon
+    from dplens.accountant.routes import Method
+
+    n = round(GRID_BATCH / q)
+    point = {"q": q, "sigma": sigma, "steps": steps, "delta": delta, "regime": _in_regime(q, sigma, steps)}
+    step = ev.PoissonSampled(sampling_rate=q, event=ev.Gaussian(noise_multiplier=sigma))
+    rdp = Accountant().compose(step, steps).epsilon(delta, method=Method.RDP)
+    point["rdp"] = rdp
+    if rdp < 0.01:  # the reported ε is at most RDP's
+        return {**point, "outcome": "below 0.01 (RDP)", "seconds": 0.0}
+
+    def alarm(signum, frame):
+        raise _CappedError
+
+    start = time.perf_counter()
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, cap)
+    try:
+        r = dp_sgd_epsilon(
+            dataset_size=n, batch_size=GRID_BATCH, epochs=steps * GRID_BATCH / n, noise_multiplier=sigma, delta=delta
+        )
+    except _CappedError:
+        return {**point, "outcome": f"capped ({cap:g} s)", "seconds": time.perf_counter() - start}
+    except Exception as err:
+        return {**point, "outcome": f"error: {type(err).__name__}: {err}", "seconds": time.perf_counter() - start}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    seconds = time.perf_counter() - start
+    lower, upper = r.epsilon_lower, r.epsilon
+    point.update(steps_run=r.steps, lower=lower, upper=upper, note=r.bracket_note, method=r.method, seconds=seconds)
+    text = cli._dp_sgd_lines(r) + f"\n  epsilon <= {cli._fmt(upper)}"
+    try:
+        json.dumps(r.to_dict(), allow_nan=False)
+        printable = not _non_finite(r.to_dict()) and not re.search(r"\b(inf|nan|infinity)\b", text, re.I)
+    except ValueError:
+        printable = False
+    finite = lower is not None and upper > 0 and math.isfinite(upper)
+    width = (upper - lower) / upper if finite else None
+    point["width"] = width
+    point["regime"] = point["regime"] and upper <= 10  # issue 47's regime is at ε ≤ 10
+    stated = r.bracket_note is not None and "% wide" in r.bracket_note and r.bracket_note in text
+    stated = stated and r.to_dict().get("bracket_note") == r.bracket_note
+    if r.steps != steps or not printable:
+        outcome = "FAIL (steps or non-finite output)"
+    elif not 0.01 <= upper <= 50:
+        outcome = "below 0.01" if upper < 0.01 else "above 50"
+    elif lower is None or lower > upper:
+        outcome = "FAIL (no bracket)"
+    elif width <= WIDTH:
+        outcome = "<= 0.5 %"
+    elif stated and not point["regime"]:
+        outcome = "> 0.5 %, noted"
+    else:
+        outcome = "FAIL (> 0.5 % in regime)" if point["regime"] else "FAIL (> 0.5 %, no note)"
+    return {**point, "outcome": outcome}
+
+
+def _grid_summary(points: list[dict], command: str, load: tuple, cap: float) -> str:
+    """The Markdown summary of a grid run: counts per outcome, the widest brackets in range, the times."""
+    import collections
+    import statistics
+
+    counts = collections.Counter(p["outcome"] for p in points)
+    ran = [p for p in points if "upper" in p]
+    in_range = [p for p in ran if 0.01 <= p["upper"] <= 50 and p["width"] is not None]
+    lines = [
+        f"#### Poisson grid (issue 47) ({time.strftime('%Y-%m-%d')}, load average at start {load[0]:.1f} / "
+        f"{load[1]:.1f} / {load[2]:.1f}, cap {cap:g} s a point)",
+        "",
+        f"Command: `{command}`",
+        "",
+        "| outcome | points | of them in the regime |",
+        "|---|---|---|",
+    ]
+    for outcome, count in sorted(counts.items()):
+        regime = sum(1 for p in points if p["outcome"] == outcome and p["regime"])
+        lines.append(f"| {outcome} | {count} | {regime} |")
+    lines += [
+        "",
+        "Widest brackets in range (0.01 ≤ upper ≤ 50):",
+        "",
+        "| q, σ, T, δ | in regime | [lower, upper] | width | time | note |",
+        "|---|---|---|---|---|---|",
+    ]
+    for p in sorted(in_range, key=lambda p: -p["width"])[:8]:
+        note = "—" if p["note"] is None else p["note"].split(": ", 1)[-1]
+        lines.append(
+            f"| {p['q']:g}, {p['sigma']:g}, {p['steps']:.0e}, {p['delta']:g} | {'yes' if p['regime'] else 'no'} | "
+            f"[{p['lower']:.6g}, {p['upper']:.6g}] | {100 * p['width']:.3g} % | {p['seconds']:.1f} s | {note} |"
+        )
+    if ran:
+        times = [p["seconds"] for p in ran]
+        slowest = max(ran, key=lambda p: p["seconds"])
+        lines += [
+            "",
+            f"Times (points run through the PLD, {len(ran)}): median {statistics.median(times):.2f} s, total "
+            f"{sum(times):.0f} s, slowest {slowest['seconds']:.1f} s (q = {slowest['q']:g}, σ = {slowest['sigma']:g}, "
+            f"T = {slowest['steps']:.0e}).",
+        ]
+    return "\n".join(lines)
+
+
+def grid(argv: list[str]) -> None:
+    """The ``grid`` case (see the module)."""
+    parser = argparse.ArgumentParser(description="issue 47's Poisson grid")
+    parser.add_argument("--cap", type=float, default=120.0, help="seconds per point")
+    parser.add_argument("--delta", type=float, action="append", help="δ (repeatable; default 1e-6)")
+    parser.add_argument("--q", type=float, action="append", help="only these sampling rates")
+    parser.add_argument("--jsonl", help="append each point as a JSON line to this file")
+    parser.add_argument("--write", action="store_true", help="replace the grid's part of RESULTS.md")
+    args = parser.parse_args(argv)
+    load = os.getloadavg()
+    points = []
+    for delta in args.delta or [1e-6]:
+        for q in args.q or GRID_Q:
+            for sigma in GRID_SIGMA:
+                for steps in GRID_T:
+                    point = _grid_point(q, sigma, steps, delta, args.cap)
+                    points.append(point)
+                    print(json.dumps(point), flush=True)
+                    if args.jsonl:
+                        with open(args.jsonl, "a", encoding="utf-8") as out:
+                            out.write(json.dumps(point) + "\n")
+    command = "python benchmarks/bench_production_brackets.py grid " + " ".join(argv)
+    text = _grid_summary(points, command.strip(), load, args.cap)
+    print(text)
+    if args.write:
+        sys.path.insert(0, str(HERE))
+        from results_md import write_section
+
+        write_section(HERE / "RESULTS.md", "bench_production_brackets_grid", text)
+
+
 def main() -> None:
     if sys.argv[1:2] == ["calibrate"]:
         calibrate()
+        return
+    if sys.argv[1:2] == ["grid"]:
+        grid(sys.argv[2:])
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sampling", help="only the rows of this sampler")

@@ -964,10 +964,10 @@ def _power(spectrum: np.ndarray, count: int) -> np.ndarray:
     base = spectrum
     while count:
         if count & 1:
-            result = base if result is None else result * base
+            result = base.copy() if result is None else np.multiply(result, base, out=result)
         count >>= 1
-        if count:
-            base = base * base
+        if count:  # in place but for the first square (``spectrum`` is the caller's)
+            base = base * base if base is spectrum else np.multiply(base, base, out=base)
     return result
 
 
@@ -1057,13 +1057,29 @@ class ComposedPmf:
     def _sums(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Losses s ≥ 0 with suffix sums A[k] = Σ_{j≥k} pⱼ and B[k] = Σ_{j≥k} pⱼe^{−sⱼ} (A[n] = B[n] = 0)."""
         if not self._suffix:
-            losses = (self.start + np.arange(self.pmf.size)) * self.interval + self.offset
-            first = int(np.searchsorted(losses, 0.0, side="left"))
-            s, p = losses[first:], self.pmf[first:]
+            first = self._first_nonnegative()
+            s = (self.start + np.arange(first, self.pmf.size)) * self.interval + self.offset
+            p = self.pmf[first:]
             a = np.concatenate([np.cumsum(p[::-1])[::-1], [0.0]])
             b = np.concatenate([np.cumsum((p * np.exp(-s))[::-1])[::-1], [0.0]])
             self._suffix.extend([s, a, b])
         return self._suffix[0], self._suffix[1], self._suffix[2]
+
+    def release(self) -> None:
+        """Drop the cached suffix sums (three window-sized arrays; recomputed on the next query)."""
+        self._suffix.clear()
+
+    def _first_nonnegative(self) -> int:
+        """The first j with loss (start + j)·Δ + offset ≥ 0 (pmf.size if none), by bisection on the same floating-point
+        expression as the losses' array (non-decreasing in j): the array itself is never built."""
+        low, high = 0, self.pmf.size
+        while low < high:
+            mid = (low + high) // 2
+            if (self.start + mid) * self.interval + self.offset < 0.0:
+                low = mid + 1
+            else:
+                high = mid
+        return low
 
     def _negative_sums(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         """For ε < 0: every loss, suffix sums A and B′[k] = Σ_{j≥k} pⱼe^{r − sⱼ} relative to r = max(first loss, −600)
@@ -1104,15 +1120,29 @@ class ComposedPmf:
         s, a, b = self._sums()
         if s.size == 0 or self.hockey_stick(np.array([0.0]))[0] <= level:
             return 0.0
-        at_points = a[1:] - np.exp(s) * b[1:]  # value at each sᵢ (only j > i count)
         # The curve is non-increasing: the first point at or below the level ends the interval holding the answer.
-        crossing = int(np.searchsorted(-at_points, -level, side="left"))
+        crossing = _first_at_or_below(s, a, b, level)
         k = crossing  # answer in [s_{k−1}, s_k] (s_{−1} = 0), where the j ≥ k terms count
         with np.errstate(divide="ignore", invalid="ignore"):
             value = math.log((a[k] - level) / b[k]) if b[k] > 0 and a[k] > level else (s[k] if k < s.size else 0.0)
         low = s[k - 1] if k > 0 else 0.0
         high = s[k] if k < s.size else math.inf
         return float(min(max(value, low), high))
+
+
+_CHUNK = 1 << 18
+
+
+def _first_at_or_below(s: np.ndarray, a: np.ndarray, b: np.ndarray, level: float) -> int:
+    """The first i with a[i + 1] − e^{sᵢ}·b[i + 1] ≤ ``level`` (the hockey stick at sᵢ, only j > i counting), as a
+    search on the whole non-increasing array would find it, computed in chunks (no window-sized temporaries)."""
+    for lo in range(0, s.size, _CHUNK):
+        hi = min(lo + _CHUNK, s.size)
+        at_points = a[lo + 1 : hi + 1] - np.exp(s[lo:hi]) * b[lo + 1 : hi + 1]
+        found = int(np.searchsorted(-at_points, -level, side="left"))
+        if found < at_points.size:
+            return lo + found
+    return s.size
 
 
 #: At most this many frequencies of a composition are recomputed accurately (:func:`_accurate_spectrum`).
@@ -1159,7 +1189,7 @@ def _accurate_exponent(
     g_im = np.empty(ks.size)
     spread = np.empty(ks.size)  # Σ aᵢ|φᵢ|
     depth = 0
-    chunk = max(1, (1 << 22) // max(1, a.size))
+    chunk = max(1, (1 << 20) // max(1, a.size))
     for lo in range(0, ks.size, chunk):
         part = ks[lo : lo + chunk]
         turns = (part[:, None] * relative[None, :]) % size
@@ -1239,12 +1269,11 @@ def _far_terms(
         return zeros, zeros, zeros, everything
     radius = int(distance[order[keep - 1]])
     near = distance <= radius
-    far = values.copy()
-    far[nonzero[near]] = 0.0
-    mass = math.fsum(far[nonzero[~near]].tolist())
-    folds = -(-far.size // size)
-    if folds > 1:
-        far = np.pad(far, (0, -far.size % size)).reshape(-1, size).sum(axis=0)
+    positions = nonzero[~near]
+    mass = math.fsum(values[positions].tolist())
+    folds = -(-values.size // size)
+    # Folded modulo the window: each position's atoms added in increasing order, as a fold of the whole PMF would.
+    far = np.bincount(positions % size, weights=values[positions], minlength=size)
     transformed = np.fft.rfft(far, n=size)[ks]
     turns = (ks * (centre % size)) % size
     rotation = np.exp(1j * (turns * (2.0 * math.pi / size)))
@@ -1280,7 +1309,6 @@ def _accurate_spectrum(factors: list[tuple[GridPmf, int]], size: int, ks: np.nda
     return value, np.where(np.isfinite(bound), bound, np.inf)
 
 
-@functools.lru_cache(maxsize=64)
 def _spectrum_weights(size: int) -> tuple[np.ndarray, np.ndarray]:
     """For a half spectrum of ``size`` points: each entry's count in the full spectrum (conjugate symmetry: 2, but 1 at
     0 and at N/2), and its weight in a tail sum of the window (see :func:`_compose_kind`): 1 at 0, 1/(N·sin(πk/N))
@@ -1358,6 +1386,16 @@ def _chernoff_window(
     return infinity_mass, offset, base, lambdas, log_mgf, bottom, top
 
 
+def _folded(values: np.ndarray, size: int) -> np.ndarray:
+    """``values`` folded modulo ``size`` (position i added onto i mod size), the segments added in order as a sum over
+    the rows of the zero-padded array would, without building that array (its copy was a window-sized peak)."""
+    out = values[:size].copy()
+    for lo in range(size, values.size, size):
+        segment = values[lo : lo + size]
+        out[: segment.size] += segment
+    return out
+
+
 def _spectrum_and_error(
     factors: list[tuple[GridPmf, int]], size: int, transform_error: float
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -1373,12 +1411,15 @@ def _spectrum_and_error(
         mass = float(values.sum())
         folds = -(-values.size // size)
         if folds > 1:  # fold: the circular convolution only sees positions modulo the window
-            values = np.pad(values, (0, -values.size % size)).reshape(-1, size).sum(axis=0)
+            values = _folded(values, size)
         transformed = np.fft.rfft(values, n=size)
         entry_error = max((transform_error + folds * _UNIT_ROUNDOFF) * mass, 1e-300)
         powered = _power(transformed, count)
-        spectrum = powered if spectrum is None else spectrum * powered
-        reach = np.abs(transformed) + entry_error
+        spectrum = powered if spectrum is None else np.multiply(spectrum, powered, out=spectrum)
+        del powered
+        reach = np.abs(transformed)
+        reach += entry_error
+        del transformed
         logs = np.log(np.maximum((reach * (1.0 + 2.0 * _F32_ULP)).astype(np.float32), np.float32(1e-37)))
         log_bound += count * logs.astype(float)
         log_size += count * np.abs(logs.astype(float))
@@ -1445,19 +1486,27 @@ def _compose_kind(
             better = accurate_error < error[chosen]
             spectrum[chosen[better]] = accurate[better]
             error[chosen[better]] = accurate_error[better]
-    magnitude = np.abs(spectrum)
+    # The sums the bounds below need from the spectrum, taken before it is freed (a window of 4·10⁶ points holds
+    # ~30 MB per array: issue 47's long trainings).
+    magnitude_sum = float(np.sum(weights * np.abs(spectrum)))
+    error_sum = float(np.sum(weights * tail_weights * error))
+    error_squares = float(np.sum(weights * error**2))
+    del error
     circular = np.fft.irfft(spectrum, n=size)
-    pmf = np.maximum(np.roll(circular, (base - j_lo) % size), 0.0)
+    del spectrum
+    pmf = np.roll(circular, (base - j_lo) % size)
+    del circular
+    np.maximum(pmf, 0.0, out=pmf)
     # Every use of the composed PMF is a sum Σⱼ wⱼpⱼ with weights wⱼ ∈ [0, 1] non-decreasing in the loss: the hockey
     # stick (1 − e^{ε − s})₊ at any ε ∈ ℝ, convolved with other PMFs, or split between grid neighbours. By Abel
     # summation |Σ wⱼ δpⱼ| ≤ maxⱼ |Tⱼ|, Tⱼ = Σ_{i ≥ j} δpᵢ the tail sums of the error over the window, and
     # Tⱼ = (1/N) Σₖ δFₖ Σ_{i=j}^{N−1} ω^{ik} with |Σ_{i=j}^{N−1} ω^{ik}| ≤ N at k = 0 and ≤ 1/sin(πk/N) beyond: so
     # |Tⱼ| ≤ Σₖ |δFₖ|·tail_weightₖ. Alternatively (any weights): ‖δp‖₂·√N with ‖δp‖₂ = ‖δF‖₂/√N (Parseval).
     # The inverse transform's own error adds c·u·log₂N·‖F‖₁ to the tail sums, or c·u·log₂N·‖p‖₂·√N.
-    tail_bound = float(np.sum(weights * tail_weights * error)) + transform_error * float(np.sum(weights * magnitude))
-    norm_bound = (
-        math.sqrt(float(np.sum(weights * error**2)) / size) + transform_error * float(np.sqrt(np.sum(pmf * pmf)))
-    ) * math.sqrt(size)
+    tail_bound = error_sum + transform_error * magnitude_sum
+    norm_bound = (math.sqrt(error_squares / size) + transform_error * float(np.sqrt(np.sum(pmf * pmf)))) * math.sqrt(
+        size
+    )
     # Errors the factors carry (an event composed on a finer grid): telescoping over the factors, each one's error
     # meets weights w ⋆ (the others), non-decreasing and in [0, Π of the others' masses] (computed ones may exceed 1).
     carried = sum(count * factor.error for factor, count in factors)
@@ -1750,10 +1799,21 @@ def _composed_on_own_grid(
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ComposedDirection:
-    """One direction of a composed ledger: the upper (pessimistic) and lower (optimistic) composed PMFs."""
+    """One direction of a composed ledger: the upper (pessimistic) and lower (optimistic) composed PMFs.
+
+    The lower one is composed on first use (``compose_lower``): a bracket needs a direction's lower end only where it
+    can raise the ledger's (:meth:`ComposedPld.epsilon_bracket`), and a profile never does (issue 47: the add
+    direction of a subsampled Gaussian is far below the remove one, and its optimistic composition was a quarter of
+    the work)."""
 
     upper: ComposedPmf
-    lower: ComposedPmf
+    compose_lower: list = field(repr=False)  # [a callable giving the lower ComposedPmf], then [that ComposedPmf]
+
+    @property
+    def lower(self) -> ComposedPmf:
+        if callable(self.compose_lower[0]):
+            self.compose_lower[0] = self.compose_lower[0]()
+        return self.compose_lower[0]
 
     def delta_upper(self, epsilons: np.ndarray) -> np.ndarray:
         u = self.upper
@@ -1798,13 +1858,11 @@ class ComposedPld:
             return math.inf, math.inf
         if self.remove is None:
             return 0.0, 0.0
-        lows, highs = [], []
-        for direction in self.directions().values():
-            lows.append(direction.epsilon_lower(delta))
-            highs.append(direction.epsilon_upper(delta))
+        directions = list(self.directions().values())
+        highs = [direction.epsilon_upper(delta) for direction in directions]
         high = max(highs)
         high = conversions.round_up(high) if high > 0 else 0.0
-        low = max(lows)
+        low = _largest_lower(directions, highs, lambda direction: direction.epsilon_lower(delta))
         low = 0.0 if low <= 0 else (low * (1 - 1e-12) if math.isfinite(low) else low)
         return min(low, high), high
 
@@ -1815,10 +1873,28 @@ class ComposedPld:
         if self.remove is None:
             return 0.0, 0.0
         eps = np.array([epsilon])
-        high = max(float(d.delta_upper(eps)[0]) for d in self.directions().values())
-        low = max(float(d.delta_lower(eps)[0]) for d in self.directions().values())
+        directions = list(self.directions().values())
+        highs = [float(d.delta_upper(eps)[0]) for d in directions]
+        high = max(highs)
+        low = _largest_lower(directions, highs, lambda d: float(d.delta_lower(eps)[0]))
         high = min(conversions.round_up(high), 1.0)
         return min(low * (1 - 1e-12), high), high
+
+
+def _largest_lower(directions: list[ComposedDirection], highs: list[float], lower: Callable) -> float:
+    """max over the directions of ``lower(direction)``, skipping (not composing the lower PMF of) a direction whose
+    upper end ``highs[i]`` is at most the largest lower end found so far: its own lower end lies below its upper one,
+    so it cannot raise the maximum. Directions are taken by decreasing upper end. The suffix sums of each PMF are
+    released once used (a bracket is measured once; they would triple the memory of a long composition)."""
+    for direction in directions:
+        direction.upper.release()
+    best = -math.inf
+    for i in sorted(range(len(directions)), key=lambda i: -highs[i]):
+        if best > -math.inf and highs[i] <= best:
+            continue
+        best = max(best, lower(directions[i]))
+        directions[i].lower.release()
+    return best
 
 
 def compose(
@@ -1872,9 +1948,10 @@ def compose(
 
     def direction(name: str) -> ComposedDirection:
         chosen = [(getattr(pld, name) or pld.remove, count) for pld, count in plds]
+        optimistic = [(c.optimistic, n) for c, n in chosen]
         return ComposedDirection(
             upper=_compose_kind([(c.pessimistic, n) for c, n in chosen], grid.interval, window_tail, precision),
-            lower=_compose_kind([(c.optimistic, n) for c, n in chosen], grid.interval, window_tail, precision),
+            compose_lower=[functools.partial(_compose_kind, optimistic, grid.interval, window_tail, precision)],
         )
 
     return ComposedPld(
@@ -1973,6 +2050,7 @@ def _refine(
                 window_tail=window_tail,
                 precision=precision(None if best is None else best.upper),
             )
+            low, high = measure(pld)  # a direction's lower PMF is composed here, where it is needed
         except WindowTooLargeError:
             failed = max(failed, current)
             if best is not None:
@@ -1982,7 +2060,6 @@ def _refine(
                 raise
             current = _atom_interval(entries, current * 8.0)  # a very wide ledger: start coarser
             continue
-        low, high = measure(pld)
         previous = best
         best = Bracket(lower=low, upper=high, interval=current, tolerance=tolerance, tolerance_met=False, pld=pld)
         if math.isinf(high) or _within(low, high, tolerance):
