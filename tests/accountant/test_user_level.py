@@ -439,3 +439,25 @@ def test_large_counts_in_a_histogram_take_seconds():
     assert out.worst_case.truncation_delta <= TRUNCATION_DELTA
     epsilons = [row[2] for row in out.rows]
     assert epsilons == sorted(epsilons) and out.quantile(0.5) == out.rows[0][2]
+
+
+def test_a_zeroed_example_under_fixed_size_batches_exceeds_the_poisson_pair():
+    """Why a zeroed-out user under fixed-size batches is accounted as substituted: N = 2, B = 1 (q = ½), the record's
+    gradient +1 and the other's −1 give one step's pair (1 − q)N(0) + qN(2) vs (1 − q)N(0) + qN(1) (shifted by +1),
+    above the Poisson pair qN(1) + (1 − q)N(0) vs N(0) in both of its directions (mpmath quadrature)."""
+
+    def hockey_stick(p, q, gamma):
+        with mpmath.workdps(30):
+            return mpmath.quad(lambda x: max(p(x) - gamma * q(x), 0), [-mpmath.inf, -1, 0, 1, 2, 3, mpmath.inf])
+
+    def mix(*shifts):
+        return lambda x: sum(mpmath.npdf(x, s, 1.0) for s in shifts) / len(shifts)
+
+    gamma = mpmath.e
+    fixed = hockey_stick(mix(0, 2), mix(0, 1), gamma)
+    poisson = max(hockey_stick(mix(0, 1), mix(0), gamma), hockey_stick(mix(0), mix(0, 1), gamma))
+    assert fixed > 2 * poisson and float(fixed) == pytest.approx(0.0587, abs=1e-4)
+    run = UserLevelRun(
+        noise_multiplier=1.0, dataset_size=100, batch_size=10, epochs=1, sampling="fixed-size", max_examples_per_user=2
+    )
+    assert run.neighboring.value == "zero_out" and run.group_base().neighboring.value == "replace_one"
