@@ -9,6 +9,10 @@
    interpreter: import + accounting) is timed too. K = 100 / 1000 (truncated Binomial tail) for dplens alone.
 2. Repeat-and-select (Papernot–Steinke) against dp-accounting's RdpAccountant on ``RepeatAndSelectDpEvent``.
 3. Adaptive clipping against the closed form (DP-SGD at the total σ).
+4. Fixed-size batches for a user (K ≥ 2): dplens's group-privacy upper bound and attained-pair lower end beside
+   Ganesh 2024's hypergeometric mixture on dp-accounting's PLD (what jax_privacy's user-level accountant computes).
+5. Heterogeneous users: a histogram of examples per user (worst case and distribution), with times.
+6. Opacus 1.6's AdaClipDPOptimizer as from_opacus reads it, against the ε Opacus charges.
 
 ``--write`` replaces this benchmark's section of benchmarks/RESULTS.md.
 """
@@ -170,6 +174,114 @@ def _adaclip_row() -> str:
     )
 
 
+FIXED_SIZE = [  # (σ, q, T, δ, K, relation)
+    (1.5, 0.005, 5000, 1e-6, 2, "zero_out"),
+    (1.5, 0.005, 5000, 1e-6, 8, "zero_out"),
+    (1.5, 0.005, 5000, 1e-6, 2, "replace_one"),
+]
+
+
+def _dpa_fixed_size(sigma, q, steps, delta, k, shift):
+    """jax_privacy's FIXED_BATCH_SIZE user-level event (Ganesh 2024): Hypergeometric(N, K, B) weights, shifts
+    ``shift``·j, on dp-accounting's PLD."""
+    from dp_accounting import dp_event
+    from dp_accounting.pld import pld_privacy_accountant
+    from scipy.stats import hypergeom
+
+    law = hypergeom(N, k, round(q * N))
+    probs = [float(law.pmf(j)) for j in range(k + 1)]
+    event = dp_event.MixtureOfGaussiansDpEvent(sigma, [float(shift * j) for j in range(k + 1)], probs)
+    accountant = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+    return accountant.compose(event, steps).get_epsilon(delta)
+
+
+def _fixed_size_rows() -> list[str]:
+    from dplens.accountant.user_level import user_level_epsilon
+
+    rows = [
+        "| σ, q, T, δ, K, relation | dplens ε (group privacy, upper) | dplens ε_lower (attained pair) | time | "
+        "Ganesh 2024 mixture on dp-accounting (jax_privacy's) | time |",
+        "|---|---|---|---|---|---|",
+    ]
+    for sigma, q, steps, delta, k, relation in FIXED_SIZE:
+        batch = round(q * N)
+        start = time.perf_counter()
+        out = user_level_epsilon(
+            dataset_size=N,
+            batch_size=batch,
+            epochs=steps * batch / N,
+            noise_multiplier=sigma,
+            delta=delta,
+            max_examples_per_user=k,
+            sampling="fixed-size",
+            neighboring=relation,
+        )
+        ours_time = time.perf_counter() - start
+        start = time.perf_counter()
+        theirs = _dpa_fixed_size(sigma, q, steps, delta, k, 2 if relation == "replace_one" else 1)
+        theirs_time = time.perf_counter() - start
+        rows.append(
+            f"| {sigma}, {q}, {steps}, {delta:g}, {k}, {relation} | {out.epsilon:.4g} | {out.epsilon_lower:.4f} | "
+            f"{ours_time:.2f} s | {theirs:.4f} | {theirs_time:.1f} s |"
+        )
+    return rows
+
+
+HISTOGRAMS = [  # (label, histogram, σ, B, E, δ)
+    ("2 counts", {1: 150_000, 5: 10_000}, 1.5, 1000, 25, 1e-6),
+    ("K up to 1000", {1: 900_000, 10: 5000, 100: 400, 1000: 50}, 2.0, 5000, 2, 1e-6),
+    ("300 distinct counts (1..300)", {k: 1000 for k in range(1, 301)}, 4.0, 20000, 1, 1e-6),
+]
+
+
+def _histogram_rows() -> list[str]:
+    from dplens.accountant.user_level import user_epsilons
+
+    rows = [
+        "| histogram | N | worst case ε [ε_lower] | median / 99 % user ε | counts accounted | time |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, histogram, sigma, batch, epochs, delta in HISTOGRAMS:
+        start = time.perf_counter()
+        out = user_epsilons(histogram, batch_size=batch, epochs=epochs, noise_multiplier=sigma, delta=delta)
+        elapsed = time.perf_counter() - start
+        worst = out.worst_case
+        lower = "none" if worst.epsilon_lower is None else f"{worst.epsilon_lower:.4f}"
+        rows.append(
+            f"| {label} (σ = {sigma}, B = {batch}, E = {epochs}, δ = {delta:g}) | {out.dataset_size} | "
+            f"{worst.epsilon:.4g} [{lower}] | {out.quantile(0.5):.4f} / {out.quantile(0.99):.4f} | "
+            f"{len(set(out.accounted_at))} of {len(out.rows)} | {elapsed:.2f} s |"
+        )
+    return rows
+
+
+def _opacus_adaclip_rows() -> list[str]:
+    """Opacus 1.6 AdaClipDPOptimizer as implemented (raw count at σ_u, gradient at σ_eff) vs what it charges (σ)."""
+    from dplens.accountant import events as ev
+    from dplens.accountant.compose import Accountant
+    from dplens.integrations.opacus_accountant import AdaClipSettings, _ledger
+
+    rows = [
+        "| σ, unclipped_num_std σ_u, q, T, δ | ε charged (DP-SGD at σ) | "
+        "ε of the run (from_opacus with the optimizer) |",
+        "|---|---|---|",
+    ]
+    q, steps, delta = 256 / 60000, 14063, 1e-5
+    for sigma, sigma_u in ((1.1, 1.0), (1.1, 12.8)):
+        settings = AdaClipSettings(
+            unclipped_num_std=sigma_u,
+            target_unclipped_quantile=0.5,
+            clipbound_learning_rate=0.2,
+            max_clipbound=10.0,
+            min_clipbound=0.1,
+        )
+        true = _ledger([(sigma, q, steps)], adaclip=settings).epsilon(delta)
+        step = ev.PoissonSampled(sampling_rate=q, event=ev.Gaussian(noise_multiplier=sigma))
+        charged = Accountant().compose(step, count=steps).epsilon(delta)
+        rows.append(f"| {sigma}, {sigma_u}, {q:.6f}, {steps}, {delta:g} | {charged:.4f} | {true:.4f} |")
+    return rows
+
+
 def main() -> None:
     load = os.getloadavg()
     lines = [
@@ -188,11 +300,23 @@ def main() -> None:
         "",
         *_large_k_rows(),
         "",
+        "Fixed-size batches (B of N drawn afresh each step), at most K examples per user:",
+        "",
+        *_fixed_size_rows(),
+        "",
+        "Heterogeneous users (a histogram of examples per user, Poisson):",
+        "",
+        *_histogram_rows(),
+        "",
         "Tuning (Papernot–Steinke repeat-and-select, RDP route):",
         "",
         *_tuning_rows(),
         "",
         _adaclip_row(),
+        "",
+        "Opacus 1.6 AdaClipDPOptimizer read by from_opacus (MNIST-sized: q = 256/60000, T = 14063, δ = 1e-5):",
+        "",
+        *_opacus_adaclip_rows(),
     ]
     text = "\n".join(lines)
     print(text)

@@ -78,10 +78,6 @@ def test_user_sampling_counts_users(capsys):
             ["--privacy-unit", "user", "--max-examples-per-user", "2", "--users", "1000"],
             "--dataset-size 200000 exceeds --max-examples-per-user 2 times --users 1000",
         ),
-        (
-            ["--privacy-unit", "user", "--max-examples-per-user", "2", "--sampling", "fixed-size"],
-            "no user-level bound for sampling='fixed-size'",
-        ),
     ],
 )
 def test_bad_privacy_unit_input_is_one_line_exit_2(capsys, extra, needle):
@@ -177,3 +173,69 @@ def test_tuning_runs_put_the_search_in_the_epsilon(capsys):
 def test_bad_tuning_input_is_one_line_exit_2(capsys, extra, needle):
     code, out, err = run(capsys, *BASE, *extra, "--json")
     assert code == 2 and out == "" and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+# ---- heterogeneous users: --examples-per-user-histogram ---------------------------------------------------------
+
+
+def _histogram_file(tmp_path, text: str, name: str = "users.json") -> str:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_a_histogram_gives_the_worst_case_and_every_users_epsilon(capsys, tmp_path):
+    from dplens.accountant.user_level import user_epsilons
+
+    path = _histogram_file(tmp_path, '{"1": 150000, "5": 10000}')
+    argv = [*BASE, "--privacy-unit", "user", "--examples-per-user-histogram", path, "--method", "pld"]
+    code, out, err = run(capsys, *argv, "--json")
+    payload = json.loads(out)
+    expected = user_epsilons({1: 150000, 5: 10000}, batch_size=1000, epochs=25, noise_multiplier=1.5, delta=1e-6)
+    assert code == 0 and err == ""
+    assert payload["privacy_unit"] == "user" and payload["user_sampling"] is False
+    assert payload["epsilon"] == expected.worst_case.epsilon and payload["max_examples_per_user"] == 5
+    assert payload["epsilon_lower"] <= payload["epsilon"] and payload["users"] == 160000
+    assert [(r["examples"], r["users"]) for r in payload["per_count"]] == [(1, 150000), (5, 10000)]
+    assert payload["per_count"][0]["epsilon"] < payload["epsilon"] == payload["per_count"][1]["epsilon"]
+    assert payload["median_user_epsilon"] == payload["per_count"][0]["epsilon"]
+    csv = _histogram_file(tmp_path, "examples,users\n1,150000\n5,10000\n", "users.csv")
+    code, text, _ = run(capsys, *BASE, "--privacy-unit", "user", "--examples-per-user-histogram", csv)
+    assert code == 0 and "upper bound for every user: the worst case" in text and "per-user epsilon" in text
+    assert "privacy unit: user (at most 5 examples per user" in text
+
+
+@pytest.mark.parametrize(
+    ("content", "extra", "needle"),
+    [
+        ('{"1": -5}', [], "users >= 0"),
+        ('{"1": 2.5}', [], "must be an integer"),
+        ("", [], "is empty"),
+        ('{"1": 150000, "5": 20000}', [], "250000 examples, more than --dataset-size 200000"),
+        ('{"1": 1000}', ["--privacy-unit", "example"], "needs --privacy-unit user"),
+        ('{"1": 1000}', ["--user-sampling", "--users", "1000"], "under --user-sampling every user"),
+        ('{"1": 1000, "9": 3}', ["--max-examples-per-user", "4"], "more than --max-examples-per-user 4"),
+        ('{"1": 1000}', ["--users", "999"], "--users 999 differs from the 1000 users"),
+    ],
+)
+def test_bad_histograms_are_one_line_exit_2(capsys, tmp_path, content, extra, needle):
+    path = _histogram_file(tmp_path, content)
+    unit = [] if "--privacy-unit" in extra else ["--privacy-unit", "user"]
+    code, out, err = run(capsys, *BASE, *unit, *extra, "--examples-per-user-histogram", path, "--json")
+    assert code == 2 and out == "" and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_missing_histogram_file_is_one_line(capsys, tmp_path):
+    missing = str(tmp_path / "nope.json")
+    code, out, err = run(capsys, *BASE, "--privacy-unit", "user", "--examples-per-user-histogram", missing)
+    assert code == 2 and out == "" and "not found" in err and len(err.strip().splitlines()) == 1
+
+
+def test_fixed_size_batches_give_a_labelled_user_bound(capsys):
+    argv = [*BASE, "--privacy-unit", "user", "--max-examples-per-user", "2", "--sampling", "fixed-size", "--json"]
+    code, out, err = run(capsys, *argv)
+    payload = json.loads(out)
+    assert code == 0 and err == "" and payload["privacy_unit"] == "user" and payload["sampling"] == "fixed-size"
+    assert payload["lower_bound"] == "lower bound" and payload["epsilon_lower"] <= payload["epsilon"]
+    assert "group privacy" in payload["details"] and "zero-out accounted as substitution" in payload["details"]
+    assert "sampling='poisson'" in payload["bracket_note"]  # the wide bracket says what gives a tight number

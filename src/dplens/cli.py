@@ -500,6 +500,8 @@ def _cmd_dp_sgd(args: argparse.Namespace) -> int:
         _no_unit_or_tuning_for_mf(args)
         return _cmd_dp_sgd_mf(args)
     _no_mf_flags(args)
+    if args.examples_per_user_histogram is not None:  # per-user epsilon of heterogeneous users (privacy-unit block)
+        return _cmd_dp_sgd_histogram(args)
     unit = _privacy_unit_arguments(args)
     if unit:  # one user, not one example (see the privacy-unit block below)
         from dplens.accountant.user_level import user_level_epsilon as dp_sgd_epsilon
@@ -588,7 +590,12 @@ def _load_strategy(path: str | None) -> Any:
 def _no_unit_or_tuning_for_mf(args: argparse.Namespace) -> None:
     """A matrix-factorisation number is per example and per run: a user-level or tuning claim is refused, never
     answered with the example-level, single-run number."""
-    if args.privacy_unit != "example" or args.max_examples_per_user is not None or args.user_sampling:
+    if (
+        args.privacy_unit != "example"
+        or args.max_examples_per_user is not None
+        or args.user_sampling
+        or (args.examples_per_user_histogram is not None)
+    ):
         raise ValueError(
             "--privacy-unit user is not accounted for --mechanism (matrix factorisation): its epsilon protects one "
             "example; use the DP-SGD sampler flags without --mechanism for a user-level number"
@@ -708,6 +715,12 @@ def _add_privacy_unit_parser(sgd: Any) -> None:
         "clipped together",
     )
     unit.add_argument("--users", type=_positive_int, metavar="U", help="the number of users U")
+    unit.add_argument(
+        "--examples-per-user-histogram",
+        metavar="FILE",
+        help='user: how many users hold how many examples (JSON {"examples": users} or CSV lines examples,users): '
+        "the worst-case epsilon and every count's per-user epsilon",
+    )
     tuning = sgd.add_argument_group("tuning (a hyperparameter search releasing its best run)")
     tuning.add_argument(
         "--tuning-runs",
@@ -817,6 +830,94 @@ def _privacy_unit_line(result: Any) -> str:
         f"  privacy unit: user (at most {result.max_examples_per_user} examples per user, each sampled as an "
         f"example: {result.sampling} sampling)"
     )
+
+
+#: The most rows of a histogram's per-count table the text output prints (--json has them all).
+_HISTOGRAM_ROWS_SHOWN = 30
+
+
+def _histogram_flags(args: argparse.Namespace) -> None:
+    """The flags --examples-per-user-histogram goes with (one line naming each conflict)."""
+    flag = "--examples-per-user-histogram"
+    if args.privacy_unit != "user":
+        raise ValueError(f"{flag} needs --privacy-unit user (--privacy-unit example counts one example)")
+    if args.user_sampling:
+        raise ValueError(
+            f"{flag} describes example-level sampling: under --user-sampling every user has the same epsilon"
+        )
+    if args.target_epsilon is not None or args.max_tpr is not None or args.max_advantage is not None:
+        raise ValueError(
+            f"{flag} accounts a given --noise-multiplier; to calibrate, use --max-examples-per-user with the "
+            "histogram's largest count"
+        )
+    if args.tuning_runs is not None:
+        raise ValueError(f"{flag} is not accounted with --tuning-runs (one training run per user)")
+
+
+def _read_histogram(args: argparse.Namespace) -> dict[int, int]:
+    from dplens._files import read_input_bytes
+    from dplens.accountant.user_level import parse_histogram
+
+    path = args.examples_per_user_histogram
+    name = f"--examples-per-user-histogram {path!r}"
+    raw = read_input_bytes(path, what="--examples-per-user-histogram file", max_bytes=64 * 2**20)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValueError(f"{name} is not UTF-8 text") from None
+    histogram = parse_histogram(text, name=name)
+    examples = sum(k * n for k, n in histogram.items())
+    users = sum(histogram.values())
+    if users == 0:
+        raise ValueError(f"{name} has no user (every count of users is 0)")
+    if examples > args.dataset_size:
+        raise ValueError(f"{name} holds {examples} examples, more than --dataset-size {args.dataset_size}")
+    if args.users is not None and args.users != users:
+        raise ValueError(f"--users {args.users} differs from the {users} users of {name}")
+    k = args.max_examples_per_user
+    if k is not None and k < max(histogram):
+        raise ValueError(f"{name} has users with {max(histogram)} examples, more than --max-examples-per-user {k}")
+    return histogram
+
+
+def _cmd_dp_sgd_histogram(args: argparse.Namespace) -> int:
+    """Heterogeneous users: the worst case (the guarantee) and every count's per-user epsilon."""
+    from dplens.accountant.user_level import user_epsilons
+
+    _histogram_flags(args)
+    histogram = _read_histogram(args)
+    out = user_epsilons(
+        histogram,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        noise_multiplier=args.noise_multiplier,
+        delta=args.delta,
+        method=args.method,
+        sampling=args.sampling,
+        dataset_size=args.dataset_size,
+        max_examples_per_user=args.max_examples_per_user,
+        neighboring=args.neighboring,
+        max_batch_size=args.max_batch_size,
+    )
+    worst = out.worst_case
+    payload = {**worst.to_dict(), **out.to_dict(), "histogram_file": args.examples_per_user_histogram}
+    lines = [
+        f"epsilon <= {_fmt(worst.epsilon)}  (upper bound for every user: the worst case, at most "
+        f"{worst.max_examples_per_user} examples; delta = {args.delta:g}, method = {worst.method})",
+        _dp_sgd_lines(worst),
+        f"  per-user epsilon ({out.users} users holding {out.examples} of the {out.dataset_size} examples; "
+        f"{len(set(out.accounted_at))} counts accounted in {out.seconds:.2f} s):",
+        "    examples      users  epsilon <=  epsilon >=",
+    ]
+    for (k, n, eps, low), at in list(zip(out.rows, out.accounted_at, strict=True))[:_HISTOGRAM_ROWS_SHOWN]:
+        mark = "" if at == k else f"  (bracketed: upper from {at} examples)"
+        lines.append(f"    {k:8d} {n:10d}  {_fmt(eps):>10}  {'-' if low is None else _fmt(low):>10}{mark}")
+    if len(out.rows) > _HISTOGRAM_ROWS_SHOWN:
+        lines.append(f"    ... {len(out.rows) - _HISTOGRAM_ROWS_SHOWN} more counts (all in --json)")
+    quantiles = ", ".join(f"{p:.0%} of users <= {_fmt(out.quantile(p))}" for p in (0.5, 0.9, 0.99))
+    lines.append(f"  per-user epsilon: {quantiles} (upper bounds; the guarantee is the worst case)")
+    _emit(payload, args.json, "\n".join(lines))
+    return 0
 
 
 # --------------------------------------------------------------------------------------------

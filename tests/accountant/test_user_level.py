@@ -189,20 +189,6 @@ def test_unamplified_samplers_give_k_times_the_gdp_mu(sampling):
     assert result.lower_bound == "lower bound" and result.epsilon_lower <= example.epsilon <= result.epsilon
 
 
-@pytest.mark.parametrize("sampling", ["fixed-size", "truncated-poisson"])
-def test_samplers_without_a_user_level_bound_are_refused(sampling):
-    with pytest.raises(ValueError, match="no user-level bound"):
-        UserLevelRun(
-            noise_multiplier=1.0,
-            dataset_size=1000,
-            batch_size=10,
-            epochs=1,
-            sampling=sampling,
-            max_examples_per_user=2,
-            max_batch_size=20 if sampling == "truncated-poisson" else None,
-        )
-
-
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
@@ -293,3 +279,185 @@ def test_k_one_is_the_example_level_run_under_every_sampler(sampling):
     example = dp_sgd_epsilon(**common)
     user = user_level_epsilon(**common, max_examples_per_user=1)
     assert user.epsilon == example.epsilon and user.epsilon_lower == example.epsilon_lower
+
+
+# ---- fixed-size batches and truncated Poisson for a user (K >= 2) ----------------------------------------------
+
+
+def _dpa_hypergeometric_mixture(sigma, n, b, k, steps, delta, shift):
+    """jax_privacy's user-level accountant for FIXED_BATCH_SIZE (Ganesh 2024): dp-accounting's mixture PLD with
+    Hypergeometric(N, K, B) weights and shifts ``shift``·j (2 under substitution)."""
+    from dp_accounting import dp_event
+    from dp_accounting.pld import pld_privacy_accountant
+    from scipy.stats import hypergeom
+
+    probs = [float(hypergeom(n, k, b).pmf(j)) for j in range(k + 1)]
+    event = dp_event.MixtureOfGaussiansDpEvent(sigma, [float(shift * j) for j in range(k + 1)], probs)
+    accountant = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-2)  # pessimistic
+    return accountant.compose(event, steps).get_epsilon(delta)
+
+
+def test_hypergeometric_pmf_is_the_closed_form():
+    from dplens.accountant.user_level import _hypergeometric_pmf
+
+    for n, k, b in ((50, 7, 10), (1000, 3, 999), (20, 20, 5)):
+        for j in range(min(k, b) + 1):
+            exact = mpmath.binomial(k, j) * mpmath.binomial(n - k, b - j) / mpmath.binomial(n, b)
+            assert _hypergeometric_pmf(n, k, b, j) == pytest.approx(float(exact), rel=1e-10, abs=1e-300)
+    assert _hypergeometric_pmf(20, 20, 5, 4) == 0.0  # below max(0, B + K - N) = 5
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 400), st.integers(1, 60), st.integers(1, 400), st.integers(0, 59))
+def test_the_chernoff_bound_is_above_the_exact_hypergeometric_tail(n, k, b, j):
+    from dplens.accountant.user_level import _hypergeometric_pmf
+
+    k, b = min(k, n), min(b, n)
+    exact = math.fsum(_hypergeometric_pmf(n, k, b, i) for i in range(j + 1, min(k, b) + 1))
+    assert binomial_tail_bound(k, b / n, j) >= exact * (1 - 1e-9) - 1e-300
+
+
+@pytest.mark.parametrize(("neighboring", "shift"), [("zero_out", 1), ("replace_one", 2)])
+def test_fixed_size_user_bracket_holds_ganesh_mixture_and_is_group_privacy_above(neighboring, shift):
+    common = dict(dataset_size=2000, batch_size=20, epochs=1, noise_multiplier=2.0, delta=1e-5, sampling="fixed-size")
+    user = user_level_epsilon(**common, max_examples_per_user=3, neighboring=neighboring)
+    run = UserLevelRun(
+        **{k: v for k, v in common.items() if k != "delta"}, max_examples_per_user=3, neighboring=neighboring
+    )
+    group = GroupPrivacy(event=run.group_base().standard_event(), group_size=3)  # zero-out: as substitution
+    assert user.epsilon == pytest.approx(Accountant().compose(group).epsilon(1e-5), rel=1e-12)
+    reference = _dpa_hypergeometric_mixture(2.0, 2000, 20, 3, user.steps, 1e-5, shift)  # an upper end of the pair
+    assert user.lower_bound == "lower bound" and "group privacy" in user.details and user.bracket_note
+    assert ("Ganesh 2024" in user.details) == (neighboring == "replace_one")
+    assert user.epsilon_lower <= reference and reference <= user.epsilon
+    example = dp_sgd_epsilon(**common, neighboring=neighboring)
+    assert user.epsilon_lower >= example.epsilon_lower  # K aligned examples attain more than one
+    assert user.epsilon >= example.epsilon
+
+
+def test_fixed_size_users_are_monotone_in_k_and_calibrated_below_target():
+    common = dict(dataset_size=2000, batch_size=20, epochs=0.5, noise_multiplier=1.5, delta=1e-5, sampling="fixed-size")
+    values = [user_level_epsilon(**common, max_examples_per_user=k) for k in (1, 2, 4)]
+    assert [v.epsilon for v in values] == sorted(v.epsilon for v in values)
+    assert [v.epsilon_lower for v in values] == sorted(v.epsilon_lower for v in values)
+    found = user_level_noise_multiplier(
+        **{k: v for k, v in common.items() if k != "noise_multiplier"}, target_epsilon=3.0, max_examples_per_user=2
+    )
+    assert found.epsilon <= 3.0 and found.epsilon_lower <= found.epsilon
+
+
+def test_truncated_poisson_users_get_group_privacy_or_a_one_line_refusal():
+    common = dict(dataset_size=2000, batch_size=20, epochs=1, noise_multiplier=1.0, delta=1e-5)
+    kwargs = dict(sampling="truncated-poisson", max_batch_size=30, max_examples_per_user=2)
+    try:
+        user = user_level_epsilon(**common, **kwargs)
+    except ValueError as err:
+        message = str(err)
+        assert "no user-level bound for sampling='truncated-poisson'" in message and "user_sampling" in message
+        return
+    example = dp_sgd_epsilon(**common, sampling="truncated-poisson", max_batch_size=30)
+    assert user.epsilon >= example.epsilon and user.epsilon_lower <= example.epsilon
+    assert "group privacy" in user.details
+
+
+def test_substitution_doubles_the_unamplified_mu():
+    common = dict(dataset_size=10_000, batch_size=100, epochs=3, noise_multiplier=20.0, delta=1e-5)
+    zero = user_level_epsilon(**common, sampling="shuffle", max_examples_per_user=4, neighboring="zero_out")
+    replace = user_level_epsilon(**common, sampling="shuffle", max_examples_per_user=4, neighboring="replace_one")
+    assert zero.epsilon == pytest.approx(conversions.gdp_epsilon(4 * math.sqrt(3) / 20.0, 1e-5), rel=1e-9)
+    assert replace.epsilon == pytest.approx(conversions.gdp_epsilon(8 * math.sqrt(3) / 20.0, 1e-5), rel=1e-9)
+    one = dp_sgd_epsilon(**common, sampling="shuffle", neighboring="replace_one")
+    assert replace.epsilon >= one.epsilon
+
+
+# ---- heterogeneous users: the histogram ------------------------------------------------------------------------
+
+
+def test_histogram_parsing_accepts_json_and_csv_and_refuses_bad_rows():
+    from dplens.accountant.user_level import parse_histogram
+
+    assert parse_histogram('{"1": 150000, "5": 10000}') == {1: 150000, 5: 10000}
+    assert parse_histogram("[[1, 3], [4, 0]]") == {1: 3, 4: 0}
+    assert parse_histogram("# counts\nexamples,users\n1, 3\n7,2\n") == {1: 3, 7: 2}
+    for text, needle in [
+        ("", "is empty"),
+        ('{"1": -3}', "users >= 0"),
+        ('{"1": 2.5}', "must be an integer"),
+        ('{"1.5": 2}', "must be an integer"),
+        ('{"1": true}', "must be an integer"),
+        ("1,2\n1,3\n", "appears twice"),
+        ("1,2,3\n", "must be 'examples,users'"),
+        ("{", "not valid JSON"),
+        ("[1, 2]", "JSON object"),
+        ('{"0": 4}', "examples per user must be >= 1"),
+    ]:
+        with pytest.raises(ValueError, match=needle):
+            parse_histogram(text)
+
+
+def test_histogram_checks_its_totals_against_the_run():
+    common = dict(batch_size=10, epochs=1, noise_multiplier=1.0, delta=1e-5)
+    with pytest.raises(ValueError, match="histogram holds 120 examples, more than dataset_size=100"):
+        user_epsilons({1: 100, 2: 10}, dataset_size=100, **common)
+    with pytest.raises(ValueError, match="users with 5 examples, more than max_examples_per_user=3"):
+        user_epsilons({5: 10}, max_examples_per_user=3, **common)
+    with pytest.raises(ValueError, match="no user"):
+        user_epsilons({5: 0}, **common)
+    capped = user_epsilons({1: 90, 2: 5}, dataset_size=1000, max_examples_per_user=4, **common)
+    assert capped.worst_case.max_examples_per_user == 4 and capped.dataset_size == 1000 and capped.examples == 100
+    assert capped.worst_case.epsilon > capped.rows[-1][2]  # the cap is the guarantee, the histogram the users
+
+
+def test_many_distinct_counts_are_bracketed_by_their_accounted_neighbours():
+    from dplens.accountant.user_level import MAX_ACCOUNTED_COUNTS, accounted_counts
+
+    counts = list(range(1, 301))
+    grid = accounted_counts(counts)
+    assert grid[0] == 1 and grid[-1] == 300 and len(grid) <= MAX_ACCOUNTED_COUNTS and set(grid) <= set(counts)
+    histogram = {k: 1 for k in range(1, 61)}
+    common = dict(batch_size=100, epochs=0.5, noise_multiplier=3.0, delta=1e-5, dataset_size=20_000)
+    out = user_epsilons(histogram, **common, max_accounted=6)
+    table = out.to_dict()["per_count"]
+    assert len(table) == 60 and len(set(out.accounted_at)) <= 6
+    for k in (7, 37):  # off-grid counts: the reported bracket holds their own accounting
+        row = table[k - 1]
+        assert row["accounted_at"] >= k
+        own = user_level_epsilon(max_examples_per_user=k, method="pld", **common)
+        assert row["epsilon"] >= own.epsilon_lower and (row["epsilon_lower"] or 0.0) <= own.epsilon
+    assert [r["epsilon"] for r in table] == sorted(r["epsilon"] for r in table)
+
+
+def test_large_counts_in_a_histogram_take_seconds():
+    import time
+
+    started = time.process_time()
+    out = user_epsilons(
+        {1: 90_000, 10: 500, 100: 40, 1000: 5}, batch_size=500, epochs=2, noise_multiplier=2.0, delta=1e-6
+    )
+    assert time.process_time() - started < 8.0
+    assert out.worst_case.max_examples_per_user == 1000 and out.worst_case.truncation_delta is not None
+    assert out.worst_case.truncation_delta <= TRUNCATION_DELTA
+    epsilons = [row[2] for row in out.rows]
+    assert epsilons == sorted(epsilons) and out.quantile(0.5) == out.rows[0][2]
+
+
+def test_a_zeroed_example_under_fixed_size_batches_exceeds_the_poisson_pair():
+    """Why a zeroed-out user under fixed-size batches is accounted as substituted: N = 2, B = 1 (q = ½), the record's
+    gradient +1 and the other's −1 give one step's pair (1 − q)N(0) + qN(2) vs (1 − q)N(0) + qN(1) (shifted by +1),
+    above the Poisson pair qN(1) + (1 − q)N(0) vs N(0) in both of its directions (mpmath quadrature)."""
+
+    def hockey_stick(p, q, gamma):
+        with mpmath.workdps(30):
+            return mpmath.quad(lambda x: max(p(x) - gamma * q(x), 0), [-mpmath.inf, -1, 0, 1, 2, 3, mpmath.inf])
+
+    def mix(*shifts):
+        return lambda x: sum(mpmath.npdf(x, s, 1.0) for s in shifts) / len(shifts)
+
+    gamma = mpmath.e
+    fixed = hockey_stick(mix(0, 2), mix(0, 1), gamma)
+    poisson = max(hockey_stick(mix(0, 1), mix(0), gamma), hockey_stick(mix(0), mix(0, 1), gamma))
+    assert fixed > 2 * poisson and float(fixed) == pytest.approx(0.0587, abs=1e-4)
+    run = UserLevelRun(
+        noise_multiplier=1.0, dataset_size=100, batch_size=10, epochs=1, sampling="fixed-size", max_examples_per_user=2
+    )
+    assert run.neighboring.value == "zero_out" and run.group_base().neighboring.value == "replace_one"

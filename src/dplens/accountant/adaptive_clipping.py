@@ -77,6 +77,13 @@ class AdaptiveClipping(ev.Event):
     steps: int
     neighboring: ev.NeighboringRelation = ev.ADD_REMOVE
     count_sensitivity: float = 0.5  # ½: the centred count of Andrew et al.; 1: a raw count Σ bᵢ (Opacus 1.6)
+    # The quantile estimator's settings (Andrew et al. 2021, Algorithm 1: C ← C·exp(−η_C·(b̃ − γ)), clamped to
+    # [min, max]): a post-processing of the noisy count, so they do not enter the ε; kept so the ledger names the run
+    # (dplens.integrations.opacus_accountant reads them from Opacus's AdaClipDPOptimizer).
+    target_unclipped_quantile: float | None = None
+    clipbound_learning_rate: float | None = None
+    max_clipbound: float | None = None
+    min_clipbound: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("gradient_noise", "count_noise"):
@@ -94,6 +101,21 @@ class AdaptiveClipping(ev.Event):
             )
         if self.neighboring is not ev.ADD_REMOVE:
             raise ValueError(f"adaptive clipping is accounted under add/remove; got neighboring={self.neighboring!r}")
+        self._check_estimator()
+
+    def _check_estimator(self) -> None:
+        for name in ("target_unclipped_quantile", "clipbound_learning_rate", "max_clipbound", "min_clipbound"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0
+            ):
+                raise ValueError(f"{name} must be a finite number >= 0 or None; got {value!r}")
+        quantile = self.target_unclipped_quantile
+        if quantile is not None and quantile > 1:
+            raise ValueError(f"target_unclipped_quantile must be in [0, 1]; got {quantile!r}")
+        low, high = self.min_clipbound, self.max_clipbound
+        if low is not None and high is not None and low >= high:
+            raise ValueError(f"min_clipbound must be < max_clipbound={high!r}; got {low!r}")
 
     @classmethod
     def from_total(

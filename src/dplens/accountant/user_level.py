@@ -30,8 +30,29 @@ Other samplers under ELS: shuffled batches, cyclic batches, balls-and-bins and f
 most one step per epoch; a user's K examples then add at most K·C to the sum of all the epoch's steps together
 (Σₜ nₜ² ≤ (Σₜ nₜ)² = K²), so the run is at most K·√P/σ-GDP for P participations — the unamplified K-example bound
 (exact composition of Gaussian mechanisms; no amplification is claimed). Its lower end is the example-level lower
-end (a user with one example is a user with at most K). Fixed-size subsets and truncated Poisson have no user-level
-bound here: use user-level sampling, or Poisson.
+end (a user with one example is a user with at most K). Under substitution (``replace_one``) a replaced example moves
+its step's sum by up to 2C: the bound is then 2K·√P/σ-GDP.
+
+Fixed-size subsets (B of the N examples drawn afresh each step) and truncated Poisson may put a user's examples in
+every step. Their upper bound is **group privacy** of the example-level run: under zero-out, substitution or
+add/remove, a user's K examples are a path of K single-example neighbours, so Mironov's RDP group bound (2017, Prop. 2)
+and the (ε, δ) group lemma on the privacy profile (:class:`~dplens.accountant.group.GroupPrivacy`) hold — valid, not
+tight. For fixed-size batches the example-level run is taken under substitution (Wang, Balle, Kasiviswanathan 2019)
+even for zero-out: a zeroed example is a replaced one, and the Poisson pair at q that dplens states for one zeroed
+example under fixed-size batches is not a valid bound (:meth:`UserLevelRun.group_base` has the counterexample).
+Fixed-size batches also get a lower end from an attained pair: the user's K examples with one clipped gradient
+g (‖g‖ = C) and every other example's gradient 0 (zero-out: the user's examples zeroed) or −g (substitution: replaced
+by −g); the batch holds X ~ Hypergeometric(N, K, B) of them, independently across steps, so the pair of the run is
+exactly N(0, σ²) vs Σₖ Hyp(k)·N(k·s, σ²) composed T times, s = 1 (zero-out) or 2 (substitution).
+Under substitution (s = 2) Ganesh (2024, arXiv 2401.10294) proves this mixture also *dominates* fixed-size
+sampling (jax_privacy's user-level accountant composes it); dplens reports it as the lower end, labelled with that
+citation, and does not take it as the upper bound (the proof is not re-derived here). Truncated Poisson has no RDP
+curve here: a user with K ≥ 2 is refused (one line naming Poisson and user-level sampling).
+
+Relations for a user: under Poisson, removing and zeroing out the user's examples give the same pair (a zeroed
+example adds nothing to a batch); under fixed-size batches zero-out and substitution differ (substitution doubles
+every shift), and add/remove is not defined (the batch size is fixed); the once-per-epoch samplers are accounted under
+their own relation (substitution doubling μ, as above).
 """
 
 from __future__ import annotations
@@ -46,12 +67,16 @@ from dplens.accountant import events as ev
 from dplens.accountant.dp_sgd import DpSgdRun, Sampler, as_sampler
 
 __all__ = [
+    "MAX_ACCOUNTED_COUNTS",
     "TRUNCATION_DELTA",
     "PrivacyUnit",
     "UserEpsilons",
     "UserLevelRun",
+    "accounted_counts",
     "binomial_tail_bound",
     "els_step",
+    "fixed_size_step",
+    "parse_histogram",
     "user_epsilons",
     "user_level_epsilon",
     "user_level_noise_multiplier",
@@ -62,6 +87,9 @@ TRUNCATION_DELTA = 1e-15
 
 #: Samplers that put each example in at most one step per epoch (the unamplified K-example bound applies).
 _ONCE_PER_EPOCH = (Sampler.SHUFFLE, Sampler.SHUFFLE_ONCE, Sampler.CYCLIC, Sampler.BALLS_AND_BINS, Sampler.FIXED_BINS)
+
+#: Samplers whose user-level upper bound is group privacy of the example-level run (an example may be in every step).
+_GROUP_BOUND = (Sampler.FIXED_SIZE, Sampler.TRUNCATED_POISSON)
 
 
 class PrivacyUnit(enum.Enum):
@@ -113,6 +141,42 @@ def _binomial_pmf(trials: int, p: float, k: int) -> float:
     return math.exp(log_comb + k * math.log(p) + (trials - k) * math.log1p(-p))
 
 
+def _hypergeometric_pmf(population: int, marked: int, draws: int, k: int) -> float:
+    """P(X = k), X ~ Hypergeometric(population N, marked K, draws B): C(K, k)·C(N − K, B − k)/C(N, B), in log space."""
+
+    def log_comb(n: int, r: int) -> float:
+        return math.lgamma(n + 1) - math.lgamma(r + 1) - math.lgamma(n - r + 1)
+
+    if k < max(0, draws + marked - population) or k > min(marked, draws):
+        return 0.0
+    return math.exp(log_comb(marked, k) + log_comb(population - marked, draws - k) - log_comb(population, draws))
+
+
+def _truncated_mixture(sigma: float, top: int, mean: float, pmf, tail_bound, tail: float) -> tuple[ev.Event, float]:
+    """N(0, σ²) vs Σ_{k ≤ k_max} w(k)·N(k, σ²) (w = ``pmf`` normalised over k ≤ k_max ≤ ``top``), and η ≥ the mass
+    beyond k_max: the first k ≥ ⌈mean⌉ whose ``tail_bound(k)`` ≥ P(X > k) is ≤ ``tail`` (η = 0: nothing cut)."""
+    k_max, eta = top, 0.0
+    k = max(1, math.ceil(mean))
+    while k < top:
+        bound = tail_bound(k)
+        if bound <= tail:
+            k_max, eta = k, bound
+            break
+        k = k + 1 if k < 64 else int(k * 1.05) + 1
+    if k_max < top:
+        eta = max(eta, 5e-324)  # a bound that underflowed still stands for a positive tail
+    pmf_values = [pmf(i) for i in range(k_max + 1)]
+    keep = [(float(i), w) for i, w in enumerate(pmf_values) if w > 0]
+    eta += (len(pmf_values) - len(keep)) * 1e-300  # components whose mass underflowed (each < 1e-300) go to the tail
+    total = math.fsum(w for _, w in keep)
+    step = ev.MixtureOfGaussians(
+        standard_deviation=sigma,
+        sensitivities=tuple(i for i, _ in keep),
+        sampling_probs=tuple(w / total for _, w in keep),
+    )
+    return step, eta
+
+
 @functools.lru_cache(maxsize=512)
 def els_step(noise_multiplier: float, max_examples: int, sampling_rate: float, tail: float) -> tuple[ev.Event, float]:
     """One step of a user with ``max_examples`` K examples under Poisson sampling at q: the mixture N(0, σ²) vs
@@ -124,28 +188,40 @@ def els_step(noise_multiplier: float, max_examples: int, sampling_rate: float, t
         if q == 1.0:
             return ev.Gaussian(noise_multiplier=sigma / shift), 0.0
         return ev.PoissonSampled(sampling_rate=q, event=ev.Gaussian(noise_multiplier=sigma)), 0.0
-    k_max = big_k
-    eta = 0.0
-    mean = big_k * q
-    k = max(1, math.ceil(mean))
-    while k < big_k:
-        bound = binomial_tail_bound(big_k, q, k)
-        if bound <= tail:
-            k_max, eta = k, bound
-            break
-        k = k + 1 if k < 64 else int(k * 1.05) + 1
-    if k_max < big_k:
-        eta = max(eta, 5e-324)  # a bound that underflowed still stands for a positive tail
-    pmf = [_binomial_pmf(big_k, q, i) for i in range(k_max + 1)]
-    keep = [(float(i), w) for i, w in enumerate(pmf) if w > 0]
-    eta += (len(pmf) - len(keep)) * 1e-300  # components whose mass underflowed (each < 1e-300) go to the tail
-    total = math.fsum(w for _, w in keep)
-    step = ev.MixtureOfGaussians(
-        standard_deviation=sigma,
-        sensitivities=tuple(i for i, _ in keep),
-        sampling_probs=tuple(w / total for _, w in keep),
+    return _truncated_mixture(
+        sigma,
+        big_k,
+        big_k * q,
+        functools.partial(_binomial_pmf, big_k, q),
+        functools.partial(binomial_tail_bound, big_k, q),
+        tail,
     )
-    return step, eta
+
+
+@functools.lru_cache(maxsize=512)
+def fixed_size_step(
+    noise_multiplier: float, max_examples: int, dataset_size: int, batch_size: int, tail: float
+) -> tuple[ev.Event, float]:
+    """The attained pair of one fixed-size step (a subset of B of the N examples, uniformly) for a user whose K
+    examples all have the same clipped gradient, against the run without them (zeroed out): N(0, σ²) vs
+    Σₖ Hypergeometric(N, K, B)(k)·N(k, σ²), truncated like :func:`els_step`. The count X of the user's examples in
+    the batch is Hypergeometric(N, K, B) = Hypergeometric(N, B, K): K draws without replacement from N with B marked,
+    so P(X > k) ≤ the Chernoff bound of Binomial(K, B/N) (Hoeffding 1963, Thm 4). Replacing the examples
+    instead (substitution, the others at −g) doubles the shifts (pass σ/2): Ganesh's (arXiv 2401.10294) mixture
+    for fixed-size batches."""
+    sigma, big_k, n, b = float(noise_multiplier), int(max_examples), int(dataset_size), int(batch_size)
+    top = min(big_k, b)
+    q = b / n
+    if q == 1.0:
+        return ev.Gaussian(noise_multiplier=sigma / big_k), 0.0
+    return _truncated_mixture(
+        sigma,
+        top,
+        big_k * q,
+        functools.partial(_hypergeometric_pmf, n, big_k, b),
+        lambda k: binomial_tail_bound(big_k, q, k) if k < top else 0.0,
+        tail,
+    )
 
 
 def _check_int(name: str, value: Any, *, minimum: int = 1) -> None:
@@ -210,11 +286,40 @@ class UserLevelRun(ev.Event):
             )
         run = self.record_run()  # validates the run's own parameters
         object.__setattr__(self, "neighboring", run.neighboring)
-        if not self._as_record and run.sampler not in (Sampler.POISSON, *_ONCE_PER_EPOCH):
+        if self.uses_group_privacy:
+            self._check_group_bound()
+
+    @property
+    def uses_group_privacy(self) -> bool:
+        """ELS with K ≥ 2 under a sampler that may put an example in every step (fixed-size, truncated Poisson): the
+        upper bound is group privacy of the example-level run."""
+        return not self._as_record and self.sampler in _GROUP_BOUND
+
+    def group_base(self) -> DpSgdRun:
+        """The example-level run whose group privacy bounds the user's: the run itself, except fixed-size batches under
+        zero-out, accounted as substitution (a zeroed example is a replaced one). dplens's example-level zero-out pair
+        for fixed-size batches (the Poisson pair at q) is not a valid bound: N = 2, B = 1, gradients +1 (the record)
+        and −1 (the other) give (1 − q)N(0) + qN(2) against (1 − q)N(0) + qN(1), whose hockey-stick divergence exceeds
+        the Poisson pair's in both directions (at σ = 1, ε = 1: 0.0587 against 0.0289)."""
+        run = self.record_run()
+        if self.sampler is Sampler.FIXED_SIZE and run.neighboring is ev.NeighboringRelation.REPLACE_SPECIAL:
+            import dataclasses
+
+            return dataclasses.replace(run, neighboring=ev.NeighboringRelation.REPLACE_ONE)
+        return run
+
+    def _check_group_bound(self) -> None:
+        """Refuse (one line, naming the alternatives) where no group-privacy route accounts the example-level run."""
+        from dplens.accountant import rdp
+
+        try:
+            rdp.rdp_curve(self.group_base().standard_event())
+        except rdp.UnsupportedEventError:
             raise ValueError(
-                f"no user-level bound for sampling={self.sampling!r} with example-level sampling: use user_sampling "
-                "(users sampled, per-user clipping) or sampling='poisson'"
-            )
+                f"no user-level bound for sampling={self.sampling!r} with max_examples_per_user="
+                f"{self.max_examples_per_user!r}: its example-level run has no RDP curve for group privacy; use "
+                "user_sampling (users sampled, per-user clipping) or sampling='poisson'"
+            ) from None
 
     @property
     def sampler(self) -> Sampler:
@@ -255,18 +360,37 @@ class UserLevelRun(ev.Event):
         )
         return step, (-math.expm1(steps * math.log1p(-eta)) if eta > 0 else 0.0)
 
+    def lower_pair(self) -> tuple[ev.Event, float] | None:
+        """(fixed-size, K ≥ 2) one step's attained pair — the user's K examples with one clipped gradient of norm C,
+        every other example's gradient −C·(the same direction) under substitution (the shifts double: σ/2) or 0
+        under zero-out — and its truncation's δ over the run (:func:`fixed_size_step`); None for other runs."""
+        if not self.uses_group_privacy or self.sampler is not Sampler.FIXED_SIZE:
+            return None
+        sigma = float(self.noise_multiplier) / (2.0 if self.neighboring is ev.NeighboringRelation.REPLACE_ONE else 1.0)
+        steps = self.steps
+        step, eta = fixed_size_step(
+            sigma, int(self.max_examples_per_user), self.dataset_size, self.batch_size, TRUNCATION_DELTA / steps
+        )
+        return step, (-math.expm1(steps * math.log1p(-eta)) if eta > 0 else 0.0)
+
     def unamplified_mu(self) -> float | None:
-        """K·√P/σ for the samplers that place an example at most once per epoch (ELS), else None."""
+        """K·√P/σ for the samplers that place an example at most once per epoch (ELS), twice that under substitution
+        (a replaced example moves its step's sum by up to 2C), else None."""
         if self._as_record or self.sampler not in _ONCE_PER_EPOCH:
             return None
         per_epoch = self.record_run().plan().steps_per_epoch or 1
         participations = math.ceil(self.steps / per_epoch)
-        return self.max_examples_per_user * math.sqrt(participations) / float(self.noise_multiplier)
+        shift = 2.0 if self.neighboring is ev.NeighboringRelation.REPLACE_ONE else 1.0
+        return shift * self.max_examples_per_user * math.sqrt(participations) / float(self.noise_multiplier)
 
     def standard_event(self) -> ev.Event:
         """The ledger whose ε bounds the user's from above."""
         if self._as_record:
             return self.record_run().standard_event()
+        if self.uses_group_privacy:
+            from dplens.accountant.group import GroupPrivacy
+
+            return GroupPrivacy(event=self.group_base().standard_event(), group_size=self.max_examples_per_user)
         mu = self.unamplified_mu()
         if mu is not None:
             return ev.Gaussian(noise_multiplier=1.0 / mu, neighboring=self.neighboring)
@@ -300,6 +424,8 @@ class UserLevelRun(ev.Event):
             run = self.record_run()
             declared = run.lower_bound_events()
             return (run.standard_event(),) if declared is None else declared
+        if self.uses_group_privacy:
+            return ()  # computed by :func:`user_level_epsilon` (see :meth:`lower_pair`)
         return None if self.truncation_delta() == 0 else ()
 
 
@@ -336,7 +462,7 @@ def _register_interpreters() -> None:
         """RDP: the full mixture's curve (no truncation; its quadrature up to α = 256) and Mironov's group bound
         (2017, Prop. 2) on the subsampled run, the smaller at each α (both valid); the group bound alone where the
         Binomial tail was truncated (its δ has no Rényi divergence)."""
-        if event._as_record or event.unamplified_mu() is not None:
+        if event._as_record or event.unamplified_mu() is not None or event.uses_group_privacy:
             return rdp.rdp_curve(event.standard_event())
         from dplens.accountant.group import GroupPrivacy
 
@@ -378,13 +504,14 @@ def _user_run(noise_multiplier: float, shape: dict[str, Any], unit: dict[str, An
     )
 
 
-def _shifted_lower(run: UserLevelRun, delta: float, upper: float) -> float | None:
+def _shifted_lower(run: UserLevelRun, delta: float, upper: float, pair=None) -> float | None:
     """A certified lower end for a truncated mixture: δ_true(ε) ≥ δ_tr(ε) − e^ε·η_T in both directions (P^T ≥
     (1 − η)^T·P_tr^T and P^T ≤ P_tr^T + η_T), so the lower end of P_tr^T's bracket at δ + e^{ε_up}·η_T bounds the
-    true ε(δ) from below (capped at ε_up); None when that shift is not small against δ."""
+    true ε(δ) from below (capped at ε_up); None when that shift is not small against δ. ``pair``: (step, η_T) of an
+    attained pair (default: the run's own mixture)."""
     from dplens.accountant import pld_engine
 
-    step, truncation = run._mixture()
+    step, truncation = run._mixture() if pair is None else pair
     if not math.isfinite(upper) or upper > 600:
         return None
     shifted = delta + math.exp(upper) * truncation
@@ -394,18 +521,88 @@ def _shifted_lower(run: UserLevelRun, delta: float, upper: float) -> float | Non
     return min(bracket.lower, upper)
 
 
+def _pair_upper(run: UserLevelRun, pair: tuple[ev.Event, float], delta: float) -> float:
+    """An upper bound on the attained pair's own ε (its truncated mixture composed, the tail's δ added): the cap E of
+    :func:`_shifted_lower` (min(ε_l, E) bounds the pair's ε, hence the user's, from below for any E)."""
+    from dplens.accountant.approx_dp import ApproxDp
+    from dplens.accountant.compose import Accountant
+
+    step, truncation = pair
+    ledger = Accountant().compose(step, count=run.steps)
+    if truncation > 0:
+        ledger.compose(ApproxDp(epsilon=0.0, delta=truncation))
+    from dplens.accountant.rdp import UnsupportedEventError
+
+    try:
+        return ledger.epsilon(delta, method="pld")
+    except (UnsupportedEventError, ValueError, ArithmeticError):
+        return math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class _Unbracketed:
+    """An upper bound without a lower end (what :func:`dplens.accountant.dp_sgd._lower_end` reads)."""
+
+    epsilon: float
+    epsilon_lower: None = None
+
+
 def _lower_of(run: UserLevelRun, delta: float, result: Any) -> tuple[float | None, str | None]:
     if run.lower_bound_events() is None:
         return (
             (None, None) if result.epsilon_lower is None else (min(result.epsilon_lower, result.epsilon), "certified")
         )
+    from dplens.accountant.dp_sgd import _lower_end
+
+    if run.uses_group_privacy:  # an attained pair's lower end (a construction), or the one-example run's
+        pair = run.lower_pair()
+        if pair is not None:
+            lower = _shifted_lower(run, delta, min(result.epsilon, _pair_upper(run, pair, delta)), pair)
+        else:
+            lower = _lower_end(run.record_run(), delta, _Unbracketed(epsilon=result.epsilon))
+        return lower, (None if lower is None else "lower bound")
     if run.unamplified_mu() is None and not run._as_record:
         lower = _shifted_lower(run, delta, result.epsilon)
         return lower, (None if lower is None else "certified")
-    from dplens.accountant.dp_sgd import _lower_end
-
     lower = _lower_end(run, delta, result)
     return lower, (None if lower is None else "lower bound")
+
+
+def _group_note(run: UserLevelRun, lower: float | None, upper: float) -> str | None:
+    """(group privacy) why the bracket is wide and what gives a tight user-level number."""
+    if not run.uses_group_privacy:
+        return None
+    width = "" if lower is None or not math.isfinite(upper) else f" ({upper / max(lower, 1e-300):.3g}x its lower end)"
+    return (
+        f"the upper bound is group privacy{width}, valid but loose; for a tight user-level epsilon use "
+        "sampling='poisson' (Ganesh 2024's mixture, certified) or user_sampling"
+    )
+
+
+def _group_details(run: UserLevelRun) -> str:
+    k, relation = run.max_examples_per_user, run.neighboring.value
+    base = run.group_base().neighboring.value
+    text = (
+        f"user with at most {k} examples, {run.sampling} sampling ({relation}): upper bound = group privacy of the "
+        f"example-level run under {base} (the user's {k} examples are a path of {k} single-example neighbours; "
+        "Mironov 2017 Prop. 2 on RDP, the group lemma on the privacy profile), valid but not tight"
+    )
+    if run.sampler is Sampler.FIXED_SIZE and relation == "replace_one":
+        text += (
+            f"; lower end: the attained pair of {k} aligned examples replaced, a Hypergeometric(N, {k}, B) mixture "
+            "with "
+            "doubled shifts — the value Ganesh 2024 (arXiv 2401.10294) proves tight for fixed-size batches "
+            "(jax_privacy's user-level accountant), not used as the upper bound here"
+        )
+    elif run.sampler is Sampler.FIXED_SIZE:
+        text += (
+            f"; zero-out accounted as substitution (the Poisson pair is not valid for a zeroed example under "
+            f"fixed-size batches); lower end: the attained pair of {k} aligned examples zeroed, a "
+            f"Hypergeometric(N, {k}, B) mixture"
+        )
+    else:
+        text += "; lower end: the one-example run's (a user with one example is a user with at most K)"
+    return text
 
 
 def _details(run: UserLevelRun) -> str:
@@ -422,6 +619,8 @@ def _details(run: UserLevelRun) -> str:
             f"user with at most {k} examples, {run.sampling} sampling: unamplified K-example bound, "
             f"{run.unamplified_mu():.6g}-GDP (each example in at most one step per epoch); lower end: one example"
         )
+    if run.uses_group_privacy:
+        return _group_details(run)
     text = (
         f"user with at most {k} examples, Poisson sampling at q = {run.sampling_rate:.6g}: mixture of Gaussians with "
         f"Binomial({k}, q) weights (Ganesh 2024, aligned worst case)"
@@ -504,6 +703,7 @@ def user_level_epsilon(
         user_sampling=bool(user_sampling),
         users=users,
         truncation_delta=run.truncation_delta() or None,
+        bracket_note=_group_note(run, lower, result.epsilon),
     )
 
 
@@ -559,6 +759,8 @@ def user_level_noise_multiplier(
     )
     unit = dict(max_examples_per_user=max_examples_per_user, user_sampling=user_sampling, users=users)
     probe = _user_run(1.0, shape, unit)  # validates everything but the target
+    if probe.uses_group_privacy and method is Method.PLD:
+        method = Method.RDP  # group privacy of a fixed-size run: its substitution ledger has RDP only
     common = dict(privacy_unit=PrivacyUnit.USER, **unit, **shape)
     if user_sampling:
         from dplens.accountant.dp_sgd import dp_sgd_noise_multiplier
@@ -622,24 +824,35 @@ def _solve_sigma(run, probe: UserLevelRun, target: float, delta: float, method: 
 # Heterogeneous users: a histogram of examples per user
 # --------------------------------------------------------------------------------------------
 
+#: Distinct counts accounted one by one up to this many; beyond it, a geometric grid of counts is accounted and every
+#: other count is bracketed by its neighbours on the grid (ε is monotone in K).
+MAX_ACCOUNTED_COUNTS = 24
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserEpsilons:
-    """Per-user ε of a training whose users hold different numbers of examples.
+    """Per-user ε of a training whose users hold different numbers of examples (example-level sampling).
 
-    ``worst_case`` is the user-level guarantee of the run (the largest count K_max; ε is monotone in K), ``rows`` the
-    (examples, users, epsilon, epsilon_lower) of each count: a user with k examples has the ε of a user with at most
-    k. ``users`` and ``dataset_size`` are the histogram's totals.
+    ``worst_case`` is the user-level guarantee of the run (K = the largest count, or the cap ``max_examples_per_user``
+    if larger; ε is monotone in K), ``rows`` the (examples, users, epsilon, epsilon_lower) of each count present: a
+    user with k examples has at most the ε of a user with at most k examples. ``accounted_at[i]`` is the count whose
+    run gave row i's ``epsilon`` (row i's own count, or the next accounted count above it: a valid upper bound, as a
+    user with k examples is a user with at most k′ ≥ k); its ``epsilon_lower`` is then the lower end of the accounted
+    count below (a user with k examples can hold k″ ≤ k aligned ones and k − k″ of zero gradient). ``users`` and
+    ``examples`` are the histogram's totals, ``dataset_size`` the N the sampling rate q = B/N is taken over.
     """
 
     worst_case: Any
     rows: tuple[tuple[int, int, float, float | None], ...]
     users: int
     dataset_size: int
+    examples: int = 0
+    accounted_at: tuple[int, ...] = ()
+    seconds: float | None = None
 
     def quantile(self, level: float) -> float:
         """The smallest ε such that a fraction ≥ ``level`` of the users have a per-user ε at most it."""
-        if not (isinstance(level, int | float) and 0 < level <= 1):
+        if not (isinstance(level, int | float) and not isinstance(level, bool) and 0 < level <= 1):
             raise ValueError(f"level must be in (0, 1]; got {level!r}")
         seen = 0
         for _, users, epsilon, _ in sorted(self.rows, key=lambda row: row[2]):
@@ -649,18 +862,79 @@ class UserEpsilons:
         return self.worst_case.epsilon
 
     def to_dict(self) -> dict[str, Any]:
+        accounted = self.accounted_at or tuple(k for k, *_ in self.rows)
+        per_count = [
+            {"examples": k, "users": n, "epsilon": e, "epsilon_lower": lo, "accounted_at": at}
+            for (k, n, e, lo), at in zip(self.rows, accounted, strict=True)
+        ]
         return {
             "privacy_unit": PrivacyUnit.USER.value,
             "epsilon": self.worst_case.epsilon,
             "epsilon_lower": self.worst_case.epsilon_lower,
+            "lower_bound": self.worst_case.lower_bound,
             "delta": self.worst_case.delta,
             "users": self.users,
+            "examples": self.examples or self.dataset_size,
             "dataset_size": self.dataset_size,
             "max_examples_per_user": self.worst_case.max_examples_per_user,
+            "user_sampling": False,
             "median_user_epsilon": self.quantile(0.5),
-            "per_count": [{"examples": k, "users": n, "epsilon": e, "epsilon_lower": lo} for k, n, e, lo in self.rows],
+            "user_epsilon_quantiles": {str(p): self.quantile(p) for p in (0.5, 0.9, 0.99)},
+            "per_count": per_count,
             "worst_case": self.worst_case.to_dict(),
         }
+
+
+def _check_histogram(histogram: Any) -> dict[int, int]:
+    """{examples per user: users}, checked (integers; counts ≥ 1, users ≥ 0, at least one user); zero rows dropped."""
+    if not isinstance(histogram, dict) or not histogram:
+        raise ValueError(f"histogram must be a non-empty mapping {{examples per user: users}}; got {histogram!r}")
+    for k, n in histogram.items():
+        _check_int("histogram key (examples per user)", k)
+        _check_int(f"histogram[{k!r}] (users with {k!r} examples)", n, minimum=0)
+    out = {k: n for k, n in sorted(histogram.items()) if n > 0}
+    if not out:
+        raise ValueError(f"histogram has no user (every count of users is 0); got {histogram!r}")
+    return out
+
+
+def accounted_counts(counts: list[int], limit: int = MAX_ACCOUNTED_COUNTS) -> list[int]:
+    """The counts accounted exactly: all of them when at most ``limit``, else the smallest, the largest and a
+    geometric grid of counts present in between (at most ``limit``).
+
+    Example:
+        >>> accounted_counts([1, 2, 3]), len(accounted_counts(list(range(1, 1001)))) <= MAX_ACCOUNTED_COUNTS
+        ([1, 2, 3], True)
+    """
+    counts = sorted(set(counts))
+    if len(counts) <= limit:
+        return counts
+    low, high = counts[0], counts[-1]
+    ratio = (high / low) ** (1.0 / (limit - 2))
+    chosen = {low, high}
+    target = float(low)
+    for k in counts:  # the first count at or above each grid point
+        if k >= target:
+            chosen.add(k)
+            target = max(target * ratio, k + 1.0)
+    return sorted(chosen)  # at most limit: the grid has limit − 1 points below high
+
+
+def _bracket_rows(hist: dict[int, int], results: dict[int, Any]) -> tuple[tuple, tuple[int, ...]]:
+    """Every count's (examples, users, ε, ε_lower) from the accounted counts: its own, or the next one above (upper)
+    and the one below (lower)."""
+    import bisect
+
+    grid = sorted(results)
+    rows, at = [], []
+    for k, n in hist.items():
+        i = bisect.bisect_left(grid, k)
+        above = grid[i]
+        below = grid[i] if above == k else (grid[i - 1] if i > 0 else None)
+        lower = None if below is None else results[below].epsilon_lower
+        rows.append((k, n, results[above].epsilon, lower))
+        at.append(above)
+    return tuple(rows), tuple(at)
 
 
 def user_epsilons(
@@ -670,25 +944,46 @@ def user_epsilons(
     epochs: float,
     noise_multiplier: float,
     delta: float,
-    method: Any = "pld",
+    method: Any = "best",
     sampling: Sampler | str = Sampler.POISSON,
+    dataset_size: int | None = None,
+    max_examples_per_user: int | None = None,
+    neighboring: Any = None,
+    max_batch_size: int | None = None,
+    max_accounted: int = MAX_ACCOUNTED_COUNTS,
 ) -> UserEpsilons:
-    """Per-user ε from a histogram {examples per user: number of users} (example-level sampling over all
-    N = Σ k·nₖ examples, q = B/N): the worst case (K = the largest count) and every count's ε.
+    """Per-user ε from a histogram {examples per user: number of users} under example-level sampling over the
+    ``dataset_size`` N examples (default: the histogram's Σ k·nₖ; q = B/N): the worst case (K = the largest count, or
+    the cap ``max_examples_per_user``) and every count's ε — one composition per distinct count (at most
+    ``max_accounted``, default :data:`MAX_ACCOUNTED_COUNTS`, the rest bracketed by :func:`accounted_counts`' grid),
+    each a
+    :func:`user_level_epsilon` (Ganesh 2024's mixture under Poisson, its Binomial tail truncated with a certified δ).
 
     Example:
         >>> out = user_epsilons({1: 150000, 5: 10000}, batch_size=1000, epochs=25, noise_multiplier=1.5, delta=1e-6)
         >>> out.users, out.dataset_size, out.rows[0][2] < out.worst_case.epsilon == out.rows[-1][2]
         (160000, 200000, True)
     """
-    if not isinstance(histogram, dict) or not histogram:
-        raise ValueError(f"histogram must be a non-empty mapping {{examples: users}}; got {histogram!r}")
-    for k, n in histogram.items():
-        _check_int("histogram key (examples per user)", k)
-        _check_int(f"histogram[{k!r}] (users)", n)
-    counts = sorted(histogram)
-    n_total = sum(k * histogram[k] for k in counts)
-    u_total = sum(histogram.values())
+    import dataclasses
+    import time
+
+    started = time.perf_counter()
+    hist = _check_histogram(histogram)
+    examples = sum(k * n for k, n in hist.items())
+    users = sum(hist.values())
+    n_total = examples if dataset_size is None else dataset_size
+    _check_int("dataset_size", n_total)
+    if examples > n_total:
+        raise ValueError(f"histogram holds {examples} examples, more than dataset_size={n_total!r}")
+    worst_k = max(hist)
+    if max_examples_per_user is not None:
+        _check_int("max_examples_per_user", max_examples_per_user)
+        if max_examples_per_user < worst_k:
+            raise ValueError(
+                f"histogram has users with {worst_k} examples, more than "
+                f"max_examples_per_user={max_examples_per_user!r}"
+            )
+        worst_k = max_examples_per_user
     common = dict(
         dataset_size=n_total,
         batch_size=batch_size,
@@ -697,10 +992,85 @@ def user_epsilons(
         delta=delta,
         method=method,
         sampling=sampling,
+        neighboring=neighboring,
+        max_batch_size=max_batch_size,
     )
-    results = {k: user_level_epsilon(max_examples_per_user=k, **common) for k in counts}
-    rows = tuple((k, histogram[k], results[k].epsilon, results[k].epsilon_lower) for k in counts)
-    import dataclasses
+    _check_int("max_accounted", max_accounted, minimum=3)
+    grid = accounted_counts(list(hist), max_accounted)
+    results = {k: user_level_epsilon(max_examples_per_user=k, **common) for k in sorted({*grid, worst_k})}
+    rows, at = _bracket_rows(hist, results)
+    worst = dataclasses.replace(results[worst_k], users=users)
+    return UserEpsilons(
+        worst_case=worst,
+        rows=rows,
+        users=users,
+        dataset_size=n_total,
+        examples=examples,
+        accounted_at=at,
+        seconds=time.perf_counter() - started,
+    )
 
-    worst = dataclasses.replace(results[counts[-1]], users=u_total)
-    return UserEpsilons(worst_case=worst, rows=rows, users=u_total, dataset_size=n_total)
+
+def parse_histogram(text: str, *, name: str = "histogram") -> dict[int, int]:
+    """A histogram of examples per user from a file's text: a JSON object {"examples": users, ...} or list of
+    [examples, users] pairs, or CSV lines ``examples,users`` (an optional header line, ``#`` comments). Every value
+    must be a non-negative integer written as one (no 2.0, no booleans); a count may appear once.
+
+    Example:
+        >>> parse_histogram('examples,users\\n1,150000\\n5,10000\\n'), parse_histogram('{"1": 3, "2": 1}')
+        ({1: 150000, 5: 10000}, {1: 3, 2: 1})
+    """
+    import json
+
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError(f"{name} is empty")
+    pairs: list[tuple[Any, Any]]
+    if stripped[0] in "{[":
+        try:
+            document = json.loads(stripped)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{name} is not valid JSON: {err.msg} (line {err.lineno})") from None
+        if isinstance(document, dict):
+            pairs = list(document.items())
+        elif isinstance(document, list) and all(isinstance(p, list) and len(p) == 2 for p in document):
+            pairs = [tuple(p) for p in document]
+        else:
+            raise ValueError(f"{name} must be a JSON object {{examples: users}} or a list of [examples, users] pairs")
+    else:
+        pairs = _csv_pairs(stripped, name)
+    out: dict[int, int] = {}
+    for raw_k, raw_n in pairs:
+        k = _integer(raw_k, f"{name}: examples per user")
+        n = _integer(raw_n, f"{name}: users with {k} examples")
+        if k < 1 or n < 0:
+            raise ValueError(f"{name}: examples per user must be >= 1 and users >= 0; got {raw_k!r}: {raw_n!r}")
+        if k in out:
+            raise ValueError(f"{name}: the count {k} appears twice")
+        out[k] = n
+    if not out:
+        raise ValueError(f"{name} has no row")
+    return out
+
+
+def _csv_pairs(text: str, name: str) -> list[tuple[str, str]]:
+    lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
+    lines = [line for line in lines if line]
+    rows = [tuple(cell.strip() for cell in line.split(",")) for line in lines]
+    for i, row in enumerate(rows):
+        if len(row) != 2:
+            raise ValueError(f"{name}: line {i + 1} must be 'examples,users'; got {lines[i]!r}")
+    if rows and not rows[0][0].lstrip("+-").isdigit():  # a header
+        rows = rows[1:]
+    return rows
+
+
+def _integer(value: Any, what: str) -> int:
+    """An integer from a JSON number or a JSON/CSV string of digits; ``ValueError`` naming ``what`` otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lstrip("+-").isdigit():
+            return int(text)
+    raise ValueError(f"{what} must be an integer; got {value!r}")

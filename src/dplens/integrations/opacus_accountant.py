@@ -34,14 +34,20 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from copy import deepcopy
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "MECHANISM",
     "MISSING_EXTRA",
+    "AdaClipSettings",
     "OpacusAccountant",
+    "OpacusAdaClipWarning",
+    "adaclip_note",
+    "adaclip_settings",
     "calibrate_noise_multiplier",
     "from_opacus",
     "make_private_with_epsilon",
@@ -155,11 +161,29 @@ def _step_event(noise_multiplier: float, sample_rate: float) -> Any:
     return ev.PoissonSampled(sampling_rate=sample_rate, event=ev.Gaussian(noise_multiplier=noise_multiplier))
 
 
-def _ledger(history: Sequence[tuple[float, float, int]], *, tolerance: float | None = None, sampler: Any = None) -> Any:
-    """The history as a ledger: Poisson steps, or (a detected non-Poisson sampler) one run of all the steps."""
+def _ledger(
+    history: Sequence[tuple[float, float, int]],
+    *,
+    tolerance: float | None = None,
+    sampler: Any = None,
+    adaclip: AdaClipSettings | None = None,
+) -> Any:
+    """The history as a ledger: Poisson steps, or (a detected non-Poisson sampler) one run of all the steps; with
+    ``adaclip`` (an AdaClipDPOptimizer ran) each entry's steps release the gradient and the count together."""
     from dplens.accountant.compose import Accountant
 
     kwargs = {} if tolerance is None else {"tolerance": tolerance}
+    if adaclip is not None:
+        if sampler is not None and sampler.sampling != "poisson":
+            raise ValueError(
+                f"an AdaClipDPOptimizer training is accounted under Poisson sampling only (its count query is a "
+                f"Poisson-subsampled Gaussian); the loader runs {sampler.sampling!r}: use poisson_sampling=True"
+            )
+        accountant = Accountant(**kwargs)
+        for sigma, rate, steps in history:
+            if steps > 0 and rate > 0:
+                accountant.compose(_adaclip_steps(sigma, rate, steps, adaclip))
+        return accountant
     if sampler is not None and sampler.sampling != "poisson":
         steps = sum(count for _, rate, count in history if count > 0 and rate > 0)
         if steps == 0:
@@ -198,7 +222,12 @@ def _history_of(source: Any) -> list[tuple[float, float, int]]:
 
 
 def from_opacus(
-    source: Any, *, tolerance: float | None = None, data_loader: Any = None, poisson_sampling: bool | None = None
+    source: Any,
+    *,
+    tolerance: float | None = None,
+    data_loader: Any = None,
+    poisson_sampling: bool | None = None,
+    optimizer: Any = None,
 ) -> Any:
     """A dplens ledger of an Opacus training, under the sampler that ran.
 
@@ -211,6 +240,11 @@ def from_opacus(
             (:func:`dplens.integrations.loaders.sampler_of`). Without it, an :class:`OpacusAccountant` source's
             detected sampler is used, else Poisson sampling — what Opacus's accountants assume.
         poisson_sampling: what ``make_private`` was told, when ``data_loader`` is given.
+        optimizer: the optimizer the training ran (what ``make_private`` returned). An Opacus 1.6
+            ``AdaClipDPOptimizer`` (``clipping="adaptive"``) also releases a noisy count each step: its steps are
+            accounted as :class:`~dplens.accountant.adaptive_clipping.AdaptiveClipping` with its parameters, and an
+            :class:`OpacusAdaClipWarning` says that Opacus's own ε for it is below the true one. Without it, an
+            :class:`OpacusAccountant` source's recorded AdaClip settings are used.
 
     Returns:
         An :class:`~dplens.accountant.compose.Accountant` whose every ε is an upper bound. Under Poisson sampling each
@@ -229,18 +263,31 @@ def from_opacus(
     """
     history = _history_of(source)
     sampler = getattr(source, "sampler", None) if isinstance(source, OpacusAccountant) else None
+    adaclip = getattr(source, "adaptive_clipping", None) if isinstance(source, OpacusAccountant) else None
     if data_loader is not None:
         from dplens.integrations.loaders import sampler_of
 
         sampler = sampler_of(data_loader, poisson_sampling=poisson_sampling)
-    return _ledger(history, tolerance=tolerance, sampler=sampler)
+    if optimizer is not None:
+        adaclip = adaclip_settings(optimizer) or adaclip  # a recorded AdaClip run stays one
+    if adaclip is not None:
+        warnings.warn(OpacusAdaClipWarning(adaclip_note(history, adaclip)), stacklevel=2)
+    return _ledger(history, tolerance=tolerance, sampler=sampler, adaclip=adaclip)
 
 
-def opacus_spec(source: Any, *, name: str = "Opacus DP-SGD training", claim: tuple[float, float] | None = None) -> Any:
+def opacus_spec(
+    source: Any,
+    *,
+    name: str = "Opacus DP-SGD training",
+    claim: tuple[float, float] | None = None,
+    optimizer: Any = None,
+) -> Any:
     """A dplens :class:`~dplens.spec.Spec` of an Opacus training, for :func:`dplens.generate_report`.
 
     One ``poisson_subsampled_gaussian`` mechanism per history entry (``source`` as in :func:`from_opacus`);
     ``claim`` = (ε, δ) is the guarantee the report states (e.g. the training's target), else the accountant's ε.
+    An AdaClipDPOptimizer run (``optimizer``, or an :class:`OpacusAccountant` that recorded one) gives one
+    ``adaptive_clipping`` mechanism per entry instead: the gradient and the raw count as Opacus noises them.
 
     Example:
         >>> import dplens
@@ -251,19 +298,15 @@ def opacus_spec(source: Any, *, name: str = "Opacus DP-SGD training", claim: tup
     """
     from dplens.spec import parse_spec
 
+    adaclip = getattr(source, "adaptive_clipping", None) if isinstance(source, OpacusAccountant) else None
+    if optimizer is not None:
+        adaclip = adaclip_settings(optimizer) or adaclip
     mechanisms = []
     for i, (sigma, rate, steps) in enumerate(_history_of(source)):
         if sigma == 0:
             raise ValueError(f"source history[{i}] has noise_multiplier 0: a spec cannot state a step without noise")
         if steps > 0 and rate > 0:
-            mechanisms.append(
-                {
-                    "type": "poisson_subsampled_gaussian",
-                    "noise_multiplier": sigma,
-                    "sampling_rate": rate,
-                    "steps": steps,
-                }
-            )
+            mechanisms.append(_spec_table(sigma, rate, steps, adaclip))
     if not mechanisms:
         raise ValueError(f"source has no step to account; got {source!r}")
     document: dict[str, Any] = {"name": name, "mechanism": mechanisms}
@@ -272,6 +315,106 @@ def opacus_spec(source: Any, *, name: str = "Opacus DP-SGD training", claim: tup
             raise ValueError(f"claim must be (epsilon, delta); got {claim!r}")
         document["claim"] = {"epsilon": float(claim[0]), "delta": float(claim[1])}
     return parse_spec(document, source="<opacus history>")
+
+
+def _spec_table(sigma: float, rate: float, steps: int, adaclip: AdaClipSettings | None) -> dict[str, Any]:
+    if adaclip is None:
+        return {"type": "poisson_subsampled_gaussian", "noise_multiplier": sigma, "sampling_rate": rate, "steps": steps}
+    event = _adaclip_steps(sigma, rate, steps, adaclip)
+    return {
+        "type": "adaptive_clipping",
+        "gradient_noise": event.gradient_noise,
+        "count_noise": event.count_noise,
+        "count_sensitivity": 1.0,
+        "sampling_rate": rate,
+        "steps": steps,
+    }
+
+
+# ---- adaptive clipping (Opacus's AdaClipDPOptimizer) ----------------------------------------------------------
+
+
+class OpacusAdaClipWarning(UserWarning):
+    """Opacus's own ε for an ``AdaClipDPOptimizer`` training is below the true one (dplens accounts the run)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdaClipSettings:
+    """What an Opacus 1.6 ``AdaClipDPOptimizer`` releases besides the gradient: the raw count of unclipped records
+    noised at ``unclipped_num_std`` σ_u, and the quantile estimator's settings (a post-processing of that count)."""
+
+    unclipped_num_std: float
+    target_unclipped_quantile: float
+    clipbound_learning_rate: float
+    max_clipbound: float
+    min_clipbound: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {f: getattr(self, f) for f in self.__slots__}
+
+
+def adaclip_settings(optimizer: Any) -> AdaClipSettings | None:
+    """The :class:`AdaClipSettings` of an Opacus ``AdaClipDPOptimizer``; None for another Opacus ``DPOptimizer``;
+    a ``ValueError`` for anything else."""
+    try:
+        from opacus.optimizers import AdaClipDPOptimizer, DPOptimizer
+    except ImportError:
+        raise ImportError(MISSING_EXTRA) from None
+    if not isinstance(optimizer, DPOptimizer):
+        raise ValueError(f"optimizer must be an Opacus DPOptimizer (what make_private returns); got {optimizer!r}")
+    if not isinstance(optimizer, AdaClipDPOptimizer):
+        return None
+    values = {
+        name: float(_scalar(getattr(optimizer, name)))
+        for name in (
+            "unclipped_num_std",
+            "target_unclipped_quantile",
+            "clipbound_learning_rate",
+            "max_clipbound",
+            "min_clipbound",
+        )
+    }
+    return AdaClipSettings(**values)
+
+
+def _adaclip_steps(sigma: float, rate: float, steps: int, settings: AdaClipSettings) -> Any:
+    """``steps`` AdaClip steps as Opacus 1.6 runs them (``opacus/optimizers/adaclipoptimizer.py``): the gradient
+    noised at σ_eff = (σ⁻² − (2σ_u)⁻²)^(−1/2) (``add_noise``), the raw count Σᵢ bᵢ (sensitivity 1 under add/remove,
+    ``clip_and_accumulate``) at σ_u — :class:`~dplens.accountant.adaptive_clipping.AdaptiveClipping` with
+    ``count_sensitivity=1``."""
+    from dplens.accountant import events as ev
+    from dplens.accountant.adaptive_clipping import AdaptiveClipping, effective_noise_multiplier
+
+    if sigma == 0:
+        return ev.SelfComposed(event=ev.NonPrivate(), count=steps)
+    return AdaptiveClipping(
+        gradient_noise=effective_noise_multiplier(sigma, settings.unclipped_num_std),
+        count_noise=settings.unclipped_num_std,
+        sampling_rate=rate,
+        steps=steps,
+        count_sensitivity=1.0,
+        target_unclipped_quantile=settings.target_unclipped_quantile,
+        clipbound_learning_rate=settings.clipbound_learning_rate,
+        max_clipbound=settings.max_clipbound,
+        min_clipbound=settings.min_clipbound,
+    )
+
+
+def adaclip_note(history: Sequence[tuple[float, float, int]], settings: AdaClipSettings) -> str:
+    """One sentence: what Opacus charges, what the optimizer releases, and that Opacus's own ε is below the true one."""
+    sigma = min(s for s, _, _ in history) if history else 0.0
+    sigma_u = settings.unclipped_num_std
+    if sigma == 0:
+        return "AdaClipDPOptimizer with noise_multiplier 0: no privacy (epsilon = inf)"
+    sigma_eff = (sigma**-2 - 0.25 * sigma_u**-2) ** -0.5  # Opacus's add_noise
+    total = (sigma_eff**-2 + sigma_u**-2) ** -0.5  # = (σ⁻² + ¾σ_u⁻²)^(−1/2) < σ
+    return (
+        f"Opacus's own epsilon for this AdaClipDPOptimizer training is BELOW the true one: its accountant charges "
+        f"noise_multiplier {sigma:g} per step, but the optimizer noises the gradient at {sigma_eff:.6g} "
+        f"and the raw unclipped count (sensitivity 1) at unclipped_num_std {sigma_u:g}, together worth "
+        f"{total:.6g} < {sigma:g}; dplens accounts both releases as implemented (the count's division by the "
+        "realised batch size is outside every Gaussian accounting)"
+    )
 
 
 # ---- the accountant -------------------------------------------------------------------------------------------
@@ -322,6 +465,9 @@ class OpacusAccountant:
         #: Opacus's ``make_private`` attaches this accountant, or set by :meth:`attach`; None: Poisson sampling at
         #: each step's rate, what Opacus's accountant interface assumes.
         self.sampler: Any = None
+        #: The :class:`AdaClipSettings` of the AdaClipDPOptimizer whose steps this accountant records (read by the
+        #: step hook; the smallest unclipped_num_std seen), or None: its steps then release the count too.
+        self.adaptive_clipping: AdaClipSettings | None = None
 
     @classmethod
     def mechanism(cls) -> str:
@@ -346,7 +492,12 @@ class OpacusAccountant:
     def to_accountant(self) -> Any:
         """The history as a dplens :class:`~dplens.accountant.compose.Accountant` under the detected sampler (see
         :func:`from_opacus`)."""
-        return _ledger(_check_history(self.history), tolerance=self._tolerance, sampler=self.sampler)
+        return _ledger(
+            _check_history(self.history),
+            tolerance=self._tolerance,
+            sampler=self.sampler,
+            adaclip=self.adaptive_clipping,
+        )
 
     def get_epsilon_bracket(self, delta: float, *, eps_error: float | None = None, **kwargs: Any) -> Any:
         """ε at ``delta`` with its certified bracket: an :class:`~dplens.accountant.compose.EpsilonResult`.
@@ -361,7 +512,8 @@ class OpacusAccountant:
         if eps_error is not None and not (_real(eps_error) and math.isfinite(eps_error) and eps_error > 0):
             raise ValueError(f"eps_error must be a finite number > 0; got {eps_error!r}")
         history = _check_history(self.history)
-        key = (tuple(history), delta, eps_error)
+        adaclip = self.adaptive_clipping
+        key = (tuple(history), delta, eps_error, adaclip)
         if key in self._cache:
             return self._cache[key]
         sampler = self.sampler
@@ -372,7 +524,8 @@ class OpacusAccountant:
 
                 sampler = sampler_of(caller["data_loader"], poisson_sampling=False)
                 key = (*key, sampler)
-        result = _ledger(history, tolerance=self._tolerance, sampler=sampler).epsilon_result(delta, method=self._method)
+        ledger = _ledger(history, tolerance=self._tolerance, sampler=sampler, adaclip=adaclip)
+        result = ledger.epsilon_result(delta, method=self._method)
         if (
             eps_error is not None
             and result.epsilon_lower is not None
@@ -381,7 +534,8 @@ class OpacusAccountant:
             and (sampler is None or sampler.sampling == "poisson")  # other samplers' lower ends are constructions
         ):
             tolerance = max(min(self._tolerance, 0.5 * eps_error / result.epsilon), 1e-9)
-            result = _ledger(history, tolerance=tolerance, sampler=sampler).epsilon_result(delta, method=self._method)
+            ledger = _ledger(history, tolerance=tolerance, sampler=sampler, adaclip=adaclip)
+            result = ledger.epsilon_result(delta, method=self._method)
         if len(self._cache) >= _CACHE_SIZE:
             self._cache.clear()
         self._cache[key] = result
@@ -411,11 +565,26 @@ class OpacusAccountant:
         Opacus records whatever the loader does), so a training with ``poisson_sampling=False`` is accounted under
         the sampler it runs, never as Poisson sampling.
         """
-        accountants = _opacus_accountants()
+        _opacus_accountants()  # the one-line ImportError without the extra
         caller = _opacus_caller()
         if caller is not None:
             self.attach(caller["data_loader"], poisson_sampling=caller["poisson_sampling"])
-        return accountants.IAccountant.get_optimizer_hook_fn(self, sample_rate)
+
+        def hook_fn(optim: Any) -> None:  # Opacus's IAccountant hook, reading an AdaClipDPOptimizer's settings too
+            self._note_optimizer(optim)
+            self.step(noise_multiplier=optim.noise_multiplier, sample_rate=sample_rate * optim.accumulated_iterations)
+
+        return hook_fn
+
+    def _note_optimizer(self, optim: Any) -> None:
+        """Record an AdaClipDPOptimizer's settings (the smallest count noise seen: the pessimistic one)."""
+        settings = adaclip_settings(optim)
+        if settings is None:
+            return
+        known = self.adaptive_clipping
+        if known is None or settings.unclipped_num_std < known.unclipped_num_std:
+            self.adaptive_clipping = settings
+            self._cache.clear()
 
     def state_dict(self, destination: Any = None) -> Any:
         """Opacus's format: ``{"history": [...], "mechanism": "dplens"}`` (an ``OrderedDict`` unless given one)."""
@@ -427,6 +596,8 @@ class OpacusAccountant:
         destination["mechanism"] = self.mechanism()
         if self.sampler is not None and self.sampler.sampling != "poisson":  # Poisson: Opacus's own format suffices
             destination["sampler"] = self.sampler.to_dict()
+        if self.adaptive_clipping is not None:
+            destination["adaptive_clipping"] = self.adaptive_clipping.to_dict()
         return destination
 
     def load_state_dict(self, state_dict: Any) -> None:
@@ -446,8 +617,21 @@ class OpacusAccountant:
             )
         history = _check_history(state_dict["history"], "state_dict['history']")
         sampler = _sampler_from_dict(state_dict.get("sampler"))
-        self.history, self.sampler = history, sampler
+        adaclip = _adaclip_from_dict(state_dict.get("adaptive_clipping"))
+        self.history, self.sampler, self.adaptive_clipping = history, sampler, adaclip
         self._cache.clear()
+
+
+def _adaclip_from_dict(data: Any) -> AdaClipSettings | None:
+    """The :class:`AdaClipSettings` of a state dict's ``adaptive_clipping`` entry (None: none)."""
+    if data is None:
+        return None
+    names = set(AdaClipSettings.__slots__)
+    if not isinstance(data, Mapping) or set(data) != names or not all(_real(data[n]) for n in names):
+        raise ValueError(f"state_dict['adaptive_clipping'] must map {sorted(names)} to numbers; got {data!r}")
+    if not data["unclipped_num_std"] > 0:
+        raise ValueError(f"state_dict['adaptive_clipping'] unclipped_num_std must be > 0; got {data!r}")
+    return AdaClipSettings(**{n: float(data[n]) for n in names})
 
 
 def _sampler_from_dict(data: Any) -> Any:
