@@ -38,8 +38,9 @@ every step. Their upper bound is **group privacy** of the example-level run: und
 add/remove, a user's K examples are a path of K single-example neighbours, so Mironov's RDP group bound (2017, Prop. 2)
 and the (ε, δ) group lemma on the privacy profile (:class:`~dplens.accountant.group.GroupPrivacy`) hold — valid, not
 tight. For fixed-size batches the example-level run is taken under substitution (Wang, Balle, Kasiviswanathan 2019)
-even for zero-out: a zeroed example is a replaced one, and the Poisson pair at q that dplens states for one zeroed
-example under fixed-size batches is not a valid bound (:meth:`UserLevelRun.group_base` has the counterexample).
+even for zero-out: a zeroed example is a replaced one, and the Poisson pair at q is not a valid bound for one zeroed
+example under fixed-size batches (:meth:`UserLevelRun.group_base` has the counterexample; the example-level run of
+:mod:`dplens.accountant.dp_sgd` is accounted the same way).
 Fixed-size batches also get a lower end from an attained pair: the user's K examples with one clipped gradient
 g (‖g‖ = C) and every other example's gradient 0 (zero-out: the user's examples zeroed) or −g (substitution: replaced
 by −g); the batch holds X ~ Hypergeometric(N, K, B) of them, independently across steps, so the pair of the run is
@@ -297,10 +298,10 @@ class UserLevelRun(ev.Event):
 
     def group_base(self) -> DpSgdRun:
         """The example-level run whose group privacy bounds the user's: the run itself, except fixed-size batches under
-        zero-out, accounted as substitution (a zeroed example is a replaced one). dplens's example-level zero-out pair
-        for fixed-size batches (the Poisson pair at q) is not a valid bound: N = 2, B = 1, gradients +1 (the record)
-        and −1 (the other) give (1 − q)N(0) + qN(2) against (1 − q)N(0) + qN(1), whose hockey-stick divergence exceeds
-        the Poisson pair's in both directions (at σ = 1, ε = 1: 0.0587 against 0.0289)."""
+        zero-out, accounted as substitution (a zeroed example is a replaced one). The Poisson pair at q (dplens's
+        example-level zero-out pair for fixed-size batches before 2026-12-02) is not a valid bound: N = 2, B = 1,
+        gradients +1 (the record) and −1 (the other) give (1 − q)N(0) + qN(2) against (1 − q)N(0) + qN(1), whose
+        hockey-stick divergence exceeds the Poisson pair's (at σ = 1, ε = 1: 0.0587 against 0.0289)."""
         run = self.record_run()
         if self.sampler is Sampler.FIXED_SIZE and run.neighboring is ev.NeighboringRelation.REPLACE_SPECIAL:
             import dataclasses
