@@ -594,6 +594,13 @@ def dp_sgd_epsilon(
         # The allocation PLD's error terms exceed δ (an infinite upper end is no answer for a finite σ).
         reason = ValueError("its upper end is infinite")
         return _fewer_steps_bound(event, delta, as_method(method), reason, known_lower=result.epsilon_lower)
+    refused = not any(r.method is Method.PLD for r in result.routes or ())
+    if event.sampler is Sampler.BALLS_AND_BINS and as_method(method) is Method.BEST and refused:
+        # The PLD route refused (out of its range): the RDP route's allocation revealed answered; fewer steps per
+        # epoch on the PLD route, or the revealed allocation's exact Gaussian ε, may be tighter.
+        fallback = _fewer_steps_bound(event, delta, Method.PLD, ValueError("the PLD route refused it"))
+        if fallback.epsilon <= result.epsilon:
+            return fallback
     return _privacy(event, result)
 
 
@@ -627,9 +634,9 @@ def _fewer_steps_bound(
             result = (
                 Accountant()
                 .compose(_as_event(entries))
-                .epsilon_result(delta, method=method if coarser >= 2 else Method.BEST, lower=False)
+                .epsilon_result(delta, method=Method.PLD if coarser >= 2 else Method.BEST, lower=False)
             )
-        except ValueError:  # the PLD route out of range again (UnsupportedEventError is a ValueError)
+        except (ValueError, OverflowError):  # the PLD route out of range again (UnsupportedEventError is a ValueError)
             result = None
         if result is None or not math.isfinite(result.epsilon):
             if coarser < 2:
