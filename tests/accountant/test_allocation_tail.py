@@ -128,3 +128,16 @@ def test_tiny_noise_is_answered_by_the_allocation_revealed_without_warnings(caps
     assert "allocation revealed" in data["bracket_note"]
     with pytest.raises(OverflowError, match="beyond the PLD engine"):
         allocation.allocation_laws(0.02, 100)
+
+
+def test_many_steps_at_low_noise_bracket_the_independent_reference():
+    # σ = 0.55, 1000 steps per epoch, 3 epochs: the ratio grid stops at the sum's bulk, the tail on the ladder. The
+    # reference is benchmarks/ref_allocation_linear.py (numpy only, a mean-keeping linear grid of spacing 0.05 up to
+    # 2·10⁵, an estimate): ε(10⁻⁶) ≈ 3.46167. At δ = 10⁻⁹ no top mass at an infinite loss competes with δ.
+    event = RandomAllocation(noise_multiplier=0.55, steps=1000)
+    bracket = pld_engine.epsilon_bracket([(event, 3)], 1e-6)
+    assert bracket.lower <= 3.46167 <= bracket.upper and bracket.relative_width <= 5e-3
+    small = pld_engine.epsilon_bracket([(event, 3)], 1e-9)
+    assert math.isfinite(small.upper) and small.relative_width <= 5e-3 and small.lower > bracket.upper
+    # At an infinite loss: two coordinates on the ladder (a union bound), under 1 % of δ = 10⁻⁹ over the 3 epochs.
+    assert allocation.allocation_laws(0.55, 1000).upper.remove.infinity < 3e-12
