@@ -60,11 +60,11 @@ from dplens.accountant import pld_engine as engine
 
 __all__ = ["AllocationLaws", "allocation_laws", "allocation_pld", "coarse_grids"]
 
-#: P-mass an epoch may put at an infinite loss for the top of the ratio grid (E[(Y − y_top)₊]).
+#: The ratio grid's top at most where E[(Y − y_top)₊] is this (above it the ladder, see ``LADDER_RATIO``).
 TOP_MASS = 1e-13
-#: ... or up to this much where the grid would otherwise exceed its points (σ ≲ 0.67): the log-S path's same-way
-#: rounding is far looser (at σ = 0.6, t = 10⁴, 10 epochs, δ = 10⁻⁶ its bracket was [0.447, 0.99993]); E[(Y − y_top)₊]
-#: per epoch is 8·10⁻¹² at σ = 0.6, 3·10⁻¹⁰ at σ = 0.55 (t = 10⁴), counted in δ.
+#: ... or up to this much where the grid would otherwise exceed its points (σ ≲ 0.67, many steps, if the ladder's
+#: lower top does not already fit): the log-S path's same-way rounding is far looser (at σ = 0.6, t = 10⁴, 10 epochs,
+#: δ = 10⁻⁶ its bracket was [0.447, 0.99993]).
 TOP_MASS_MAX = 1e-9
 #: Above the grid's top the ratio is split (upper end) or merged (lower end) on a geometric ladder of this ratio, up to
 #: where E[(Y − b)₊] ≤ ``LADDER_TAIL`` (the rest at an infinite loss): a coordinate above the grid keeps a finite loss
@@ -613,7 +613,7 @@ def _laws(sigma: float, steps: int, inclusion: float, fineness: float) -> Alloca
     heavy = top / spacing > limit or spacing > finest
     if heavy and steps >= MANY_STEPS and _excess((limit - 2) * finest, s) <= TOP_MASS_MAX:
         # A heavier tail (σ ≲ 0.67) and many steps (where the log-S path's same-way rounding is loose): the grid stops
-        # at its limit, its top mass (at an infinite loss, in δ) larger.
+        # at its limit, more of the tail on the ladder.
         spacing = finest
         top = (limit - 2) * spacing
     top_index = max(2, math.ceil(top / spacing))
