@@ -29,12 +29,16 @@ bracket certified, both with an error of order h² (not h):
   Theorem 3.3, in the ratio y instead of the loss). The mixture-over-positions structure of (P, Q) is kept
   coordinate by coordinate (the post-processing is applied to every coordinate), so the split pair dominates
   (P, Q), and its likelihood ratio is exactly R(S̃) with S̃ on the grid. Ratios above the top y_top of the grid
-  split between y_top and +∞ (P-mass E[(Y − y_top)₊] at an infinite loss).
+  split onto a geometric ladder y_top·r^k above it (the same argument), up to where E[(Y − b)₊] ≤ 10⁻²⁰ (at an
+  infinite loss): draws with one coordinate on the ladder are counted at finite losses, the others' sum bounded from
+  above (two or more there: an infinite loss, by a union bound).
 - **Lower end (merge).** Cells [(k − ½)h, (k + ½)h) are merged into atoms at their conditional means m_k (a
   post-processing of the true pair, so the merged pair is dominated). Its ratio is R(S_M), S_M = G + D with G on the
   grid and D = Σ_j (m_{k_j} − k_j·h) a sum of t i.i.d. small deviations, bounded around its exact mean by
   Bernstein's inequality (rare cells with large deviations — near y = 0, where the density is steep — are counted
-  with a binomial tail instead), except on an event of probability η that is subtracted from δ.
+  with a binomial tail instead), except on an event of probability η that is subtracted from δ. Above the grid the
+  ladder's cells are merged at their means, and a draw with one coordinate there counted with the others' sum
+  bounded from below (the composition of all t coordinates, less a bound on two of them); the rest is left out.
 
 Both hockey sticks are non-decreasing in R(s) (remove) or non-increasing (add), so replacing S_M by a bound on the
 right side gives a lower bound on each. A record placed in k > 1 steps per epoch is handled by
@@ -56,12 +60,22 @@ from dplens.accountant import pld_engine as engine
 
 __all__ = ["AllocationLaws", "allocation_laws", "allocation_pld", "coarse_grids"]
 
-#: P-mass an epoch may put at an infinite loss for the top of the ratio grid (E[(Y − y_top)₊]).
+#: The ratio grid's top at most where E[(Y − y_top)₊] is this (above it the ladder, see ``LADDER_RATIO``).
 TOP_MASS = 1e-13
-#: ... or up to this much where the grid would otherwise exceed its points (σ ≲ 0.67): the log-S path's same-way
-#: rounding is far looser (at σ = 0.6, t = 10⁴, 10 epochs, δ = 10⁻⁶ its bracket was [0.447, 0.99993]); E[(Y − y_top)₊]
-#: per epoch is 8·10⁻¹² at σ = 0.6, 3·10⁻¹⁰ at σ = 0.55 (t = 10⁴), counted in δ.
+#: ... or up to this much where the grid would otherwise exceed its points (σ ≲ 0.67, many steps, if the ladder's
+#: lower top does not already fit): the log-S path's same-way rounding is far looser (at σ = 0.6, t = 10⁴, 10 epochs,
+#: δ = 10⁻⁶ its bracket was [0.447, 0.99993]).
 TOP_MASS_MAX = 1e-9
+#: Above the grid's top the ratio is split (upper end) or merged (lower end) on a geometric ladder of this ratio, up to
+#: where E[(Y − b)₊] ≤ ``LADDER_TAIL`` (the rest at an infinite loss): a coordinate above the grid keeps a finite loss
+#: (σ = 0.55, t = 10⁴, 10 epochs: the grid's top mass, 3·10⁻⁹ at an infinite loss, exceeded δ = 10⁻⁹).
+LADDER_RATIO = 1.02
+LADDER_TAIL = 1e-20
+#: From ``MANY_STEPS`` steps per epoch the grid's top is at most this many times the sum's mean + 40 deviations.
+LADDER_TOP = 2.0
+#: ... and at least where E[(Y − top)₊] ≤ this (at t = 2 and σ = 0.75 the grid's spacing then is 0.004, not 0.11: the
+#: add direction's losses near S = 0 resolved, its upper end 5.44 instead of 14.2).
+LADDER_GRID_MASS = 1e-6
 #: Probability budget of the lower end's deviation bound (Bernstein and binomial tails), per epoch.
 DEVIATION_FAILURE = 1e-14
 #: Q-mass each composition may leave outside its window (the P-mass there is bounded through √ of it).
@@ -82,7 +96,7 @@ MANY_STEPS = 1000
 SPREAD_CELLS_MANY = 28
 _UNIT_ROUNDOFF = 2.0**-53
 #: Floating-point error (a bound on Σ wᵢ·δqᵢ) below which the compositions spend no effort on tightening it.
-PRECISION = 1e-10
+PRECISION = 1e-13
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -283,98 +297,225 @@ def _extreme_counts(worst: int, steps: int, linear: float, k: float, slopes: tup
     return np.array(sorted(candidates), dtype=float)
 
 
+def _ladder_cells(start: float, s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The tail above the ratio grid: edges b_k = start·r^k (k = 0 … K, r = ``LADDER_RATIO``, up to
+    E[(Y − b_K)₊] ≤ ``LADDER_TAIL``) and the Q-masses and partial means E[Y; cell] of the cells [b_k, b_{k+1}) and,
+    last, [b_K, ∞)."""
+    high = _top_of_grid(s, LADDER_TAIL)
+    count = max(1, math.ceil(math.log(max(high / start, LADDER_RATIO)) / math.log(LADDER_RATIO)))
+    edges = start * LADDER_RATIO ** np.arange(count + 1)
+    q, m1, q_top, m1_top = _lognormal_masses(np.concatenate([[0.0], edges]), s)
+    return edges, np.append(q[1:], q_top), np.append(m1[1:], m1_top)
+
+
+def _split_cells(left: np.ndarray, right: np.ndarray, q: np.ndarray, m1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The Q-masses the split sends to the left and right ends of cells [left, right] (the cell's mean kept)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        position = np.where(q > 0, (m1 / np.maximum(q, 1e-300) - left) / (right - left), 0.0)
+    position = np.clip(position, 0.0, 1.0)
+    return q * (1.0 - position), q * position
+
+
+#: Quantile levels of the bins a composed law is rounded up onto for the ladder's events (see :func:`_binned_up`).
+_BIN_LEVELS = np.unique(np.concatenate([np.arange(1, 512) / 512, 1.0 - 2.0 ** -np.arange(10, 40, 0.5)]))
+
+
+def _binned_up(pmf: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A law stochastically above the normalised law of ``pmf`` at ``values`` (increasing): its mass in bins by
+    quantile, each bin's at its largest value. Returns (values, weights summing to 1)."""
+    total = float(pmf.sum())
+    before = (np.cumsum(pmf) - pmf) / total
+    index = np.searchsorted(_BIN_LEVELS, before, side="right")
+    weights = np.bincount(index, weights=pmf, minlength=_BIN_LEVELS.size + 1) / total
+    last = np.searchsorted(index, np.arange(_BIN_LEVELS.size + 1), side="right") - 1
+    keep = (weights > 0) & (last >= 0)
+    return values[last[keep]], weights[keep]
+
+
+def _ladder_atoms(
+    ladder: np.ndarray, masses: np.ndarray, others: tuple[np.ndarray, np.ndarray], inclusion: float, steps: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Remove losses log R(b + g) and masses m·w of one coordinate at a ladder value b (mass m) while the sum of the
+    others is g (weight w): every pair."""
+    values, weights = others
+    losses = _log(_ratio(np.add.outer(ladder, values).ravel(), inclusion, steps))
+    return losses, np.outer(masses, weights).ravel()
+
+
 def _upper_side(sigma: float, steps: int, inclusion: float, spacing: float, top_index: int, scale: float) -> _Side:
-    """The split discretisation (a dominating pair): its ratio is R(S̃) exactly, S̃ on the grid.
+    """The split discretisation (a dominating pair): its ratio is R(S̃) exactly, S̃ on the grid or one coordinate on
+    the ladder above it.
 
     Remove: P = (1 − ρ)·Q + ρ·(the law with one tilted coordinate), losses log R. Add: Q, losses −log R. Every error
     only adds to δ: round-off, and all mass outside the windows (the wrapped mass inside them only adds to δ too).
+
+    The grid is o + kh after a first cell [0, o] (o ≪ h: Q(Y < o) = Φ(−10)), whose atom at 0 is rounded up to o in
+    the remove direction and down to o − h in the add direction (each loss then only moves the pessimistic way): a
+    sum S̃ = 0 — an infinite loss in the add direction, with probability Q(first cell)^t — was the grid's first cell
+    [0, h] split onto 0 (0.1–1 % at t = 2 and σ ≈ 0.75: ε = ∞).
+
+    Above the grid's top c the ratio is split onto the ladder b_k = c·r^k (the same post-processing argument, cell by
+    cell), so a coordinate there has a finite loss. The compositions hold the draws with every coordinate on the grid
+    (sub-probabilities). With exactly one coordinate on the ladder at b (remove direction), the others' sum is rounded
+    up onto a law stochastically above it (:func:`_binned_up` of the tilted composition: Σ of fewer draws is below),
+    and its mass over-counted (no condition on the others); two or more on the ladder (a union bound) or a coordinate
+    above the ladder count as an infinite loss. In the add direction (loss decreasing in S̃) any draw with a coordinate
+    on the ladder has S̃ ≥ c: its loss is at most −log R(c).
     """
     s = 1.0 / sigma
-    edges = np.arange(top_index + 1) * spacing
-    q, m1, q_top, m1_top = _lognormal_masses(edges, s)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        position = np.where(q > 0, m1 / (spacing * np.maximum(q, 1e-300)) - np.arange(top_index), 0.0)
-    position = np.clip(position, 0.0, 1.0)
-    per_q = np.zeros(top_index + 1)
-    per_q[:-1] += q * (1.0 - position)
-    per_q[1:] += q * position
-    per_q[-1] += q_top  # the top cell splits between y_top and +∞ (P-mass E[(Y − y_top)₊] there)
-    beyond = max(m1_top - top_index * spacing * q_top, 0.0) + 4.0 * _UNIT_ROUNDOFF * m1_top
-    per_p = per_q * edges  # the split pair's ratio at each atom is the atom's value: the tilted law
-    q_law = _composed([(per_q, steps)], spacing, scale)
-    p_law = _composed([(per_p, 1), (per_q, steps - 1)], spacing, scale)
-    q_values, p_values = _values(q_law, spacing), _values(p_law, spacing)
-    remove_losses = [_log(_ratio(p_values, inclusion, steps))]
-    remove_mass = [inclusion * p_law.pmf]
-    remove_error = inclusion * (p_law.round_off + p_law.outside)
+    offset = min(0.5 * spacing, math.exp(-0.5 * s * s - 10.0 * s))
+    grid = offset + np.arange(top_index + 1) * spacing
+    edges = np.concatenate([[0.0], grid])
+    q, m1, _, _ = _lognormal_masses(edges, s)
+    left, right = _split_cells(edges[:-1], edges[1:], q, m1)
+    atoms = np.zeros(top_index + 2)  # at 0, then at the grid
+    atoms[:-1] += left
+    atoms[1:] += right
+    ladder, lq, lm1 = _ladder_cells(grid[-1], s)
+    l_left, l_right = _split_cells(ladder[:-1], ladder[1:], lq[:-1], lm1[:-1])
+    atoms[-1] += l_left[0]  # the first ladder cell's left end is the grid's top
+    q_ladder = l_right.copy()  # Q-masses at b_1 … b_K
+    q_ladder[:-1] += l_left[1:]
+    q_ladder[-1] += lq[-1]  # [b_K, ∞): Q-mass at b_K, P-mass E[(Y − b_K)₊] at +∞
+    beyond = max(lm1[-1] - ladder[-1] * lq[-1], 0.0) + 4.0 * _UNIT_ROUNDOFF * float(lm1.sum())
+    values_l, p_ladder = ladder[1:], q_ladder * ladder[1:]
+    up = atoms[1:].copy()
+    up[0] += atoms[0]
+    per_p = atoms[1:] * grid  # the split pair's ratio at each atom is the atom's value: the tilted law
+    p_law = _composed([(per_p, 1), (up, steps - 1)], spacing, scale)
+    q_law = _composed([(atoms, steps)], spacing, scale)  # the atom at 0 as o − h
+    p_values = _values(p_law, spacing) + steps * offset
+    q_values = _values(q_law, spacing) + steps * (offset - spacing)
+    if steps > 2:  # the tilted composition: one coordinate more than the others' sum (a negligible excess)
+        others = (*_binned_up(p_law.pmf, p_values), (p_law.round_off + p_law.outside) / float(p_law.pmf.sum()))
+        plain_other = tilted_other = others[:2]
+    else:  # one other coordinate: plain (the tilted one on the ladder) or tilted (a plain one there)
+        others = (np.zeros(0), np.zeros(0), 0.0)
+        plain_other, tilted_other = _binned_up(up, grid), _binned_up(per_p, grid)
+    nu, nu_star = float(q_ladder.sum()), float(p_ladder.sum())
+    remove = _Parts([_log(_ratio(p_values, inclusion, steps))], [inclusion * p_law.pmf])
+    remove.add(*_ladder_atoms(values_l, inclusion * p_ladder, plain_other, inclusion, steps))
+    remove.add(*_ladder_atoms(values_l, inclusion * (steps - 1) * q_ladder, tilted_other, inclusion, steps))
+    error = inclusion * (p_law.round_off + p_law.outside + (nu_star + (steps - 1) * nu) * others[2])
+    infinity = inclusion * (beyond + nu_star * (steps - 1) * nu + 0.5 * (steps - 1) * (steps - 2) * nu * nu)
     if inclusion < 1.0:
-        remove_losses.append(_log(_ratio(q_values, inclusion, steps)))
-        remove_mass.append((1.0 - inclusion) * q_law.pmf)
-        remove_error += (1.0 - inclusion) * (q_law.round_off + q_law.outside)
+        plain = _composed([(up, steps)], spacing, scale)
+        remove.add(
+            _log(_ratio(_values(plain, spacing) + steps * offset, inclusion, steps)), (1 - inclusion) * plain.pmf
+        )
+        remove.add(*_ladder_atoms(values_l, (1.0 - inclusion) * steps * q_ladder, plain_other, inclusion, steps))
+        error += (1.0 - inclusion) * (plain.round_off + plain.outside + steps * nu * others[2])
+        infinity += (1.0 - inclusion) * 0.5 * steps * (steps - 1) * nu * nu
     return _Side(
-        remove=_Law(
-            losses=np.concatenate(remove_losses),
-            mass=np.concatenate(remove_mass),
-            infinity=inclusion * beyond,
-            error=remove_error,
-        ),
+        remove=remove.law(infinity=min(infinity, 1.0), error=error),
         add=_Law(
-            losses=-_log(_ratio(q_values, inclusion, steps)),
-            mass=q_law.pmf,
+            losses=np.append(-_log(_ratio(q_values, inclusion, steps)), -_log(_ratio(grid[-1:], inclusion, steps))),
+            mass=np.append(q_law.pmf, min(1.0, steps * nu)),
             infinity=0.0,
             error=2.0 * q_law.round_off + q_law.outside,
         ),
     )
 
 
+@dataclass(slots=True)
+class _Parts:
+    """The atoms of a law gathered piece by piece (losses, masses)."""
+
+    losses: list[np.ndarray]
+    mass: list[np.ndarray]
+
+    def add(self, losses: np.ndarray, mass: np.ndarray) -> None:
+        self.losses.append(losses)
+        self.mass.append(mass)
+
+    def law(self, *, infinity: float, error: float) -> _Law:
+        return _Law(losses=np.concatenate(self.losses), mass=np.concatenate(self.mass), infinity=infinity, error=error)
+
+
+#: The lower end's ladder draws: the sum of two coordinates exceeds its bound ``a`` with at most this probability.
+PAIR_FAILURE = 1e-3
+
+
+def _binned_down(pmf: np.ndarray, values: np.ndarray, drop: float) -> tuple[np.ndarray, np.ndarray]:
+    """A sub-probability law below the one of ``pmf`` at ``values`` (increasing): its mass in bins by quantile, each
+    bin's at its smallest value, and ``drop`` taken from the lowest bins."""
+    total = float(pmf.sum())
+    before = (np.cumsum(pmf) - pmf) / total
+    index = np.searchsorted(_BIN_LEVELS, before, side="right")
+    weights = np.bincount(index, weights=pmf, minlength=_BIN_LEVELS.size + 1)
+    first = np.searchsorted(index, np.arange(_BIN_LEVELS.size + 1), side="left")
+    keep = (weights > 0) & (first < values.size)
+    low, weights = values[first[keep]], weights[keep]
+    cumulative = np.cumsum(weights)
+    kept = cumulative - np.minimum(cumulative, drop)
+    return low, np.diff(np.concatenate([[0.0], kept]))
+
+
+def _pair_bound(s: float, spacing: float) -> float:
+    """a with P(two merged coordinates sum above a) ≤ ``PAIR_FAILURE``: each above a/2 with at most half of it
+    (a merged value above a/2 needs Y above a/2 − h)."""
+    from scipy.special import ndtri
+
+    y = math.exp(-0.5 * s * s + s * float(ndtri(1.0 - 0.25 * PAIR_FAILURE)))
+    return 2.0 * (y + spacing)
+
+
 def _lower_side(sigma: float, steps: int, inclusion: float, spacing: float, top_index: int, scale: float) -> _Side:
     """The merge discretisation (a dominated pair), its deviations from the grid bounded (see the module).
 
     Every error only subtracts from δ: round-off, the mass the circular convolutions wrapped into their windows, and
-    the failure probability of the deviation bounds (the mass outside the windows is simply left out).
+    the failure probability of the deviation bounds (the mass outside the windows is simply left out). Above the
+    grid's last cell the ratio is merged on the ladder's cells (:func:`_ladder_cells`) at their means; the
+    compositions hold the draws with every coordinate in the grid's cells (sub-probabilities); in the remove direction
+    exactly one coordinate in a ladder cell is counted with the others' sum bounded from below (:func:`_binned_down`),
+    the rest left out.
     """
     s = 1.0 / sigma
     # The grid is o + kh, cell k ≥ 1 is [o + (k − ½)h, o + (k + ½)h) and cell 0 is [0, o + h/2) with o chosen so that
     # its mean is exactly o: no cell then deviates by more than O(h²) from its grid point (cell 0 otherwise would,
     # by up to h/2, where the density rises steeply from 0).
     offset = _first_cell_offset(s, spacing)
-    edges = np.concatenate([[0.0], offset + (np.arange(top_index) + 0.5) * spacing])
-    q, m1, q_top, m1_top = _lognormal_masses(edges, s)
-    q, m1 = np.append(q, q_top), np.append(m1, m1_top)
+    edges = np.concatenate([[0.0], offset + (np.arange(top_index + 1) + 0.5) * spacing])
+    q, m1, _, _ = _lognormal_masses(edges, s)
     grid = offset + np.arange(top_index + 1) * spacing
     with np.errstate(divide="ignore", invalid="ignore"):
-        dev = np.where(q > 0, m1 / np.maximum(q, 1e-300) - grid, 0.0)
-    # Remove (needs S_M ≥ G + D_lo): a larger deviation only raises S_M, so the top cell's (large, positive) one is
-    # clipped to the largest of the others, and the tilted coordinate contributes at least the smallest one. Add
-    # (needs S_M ≤ G + D_hi): a draw in the top cell fails, with probability ≤ t·Q(top cell).
-    regular = q[:-1] > 0
-    clipped = dev.copy()
-    clipped[-1] = min(dev[-1], float(dev[:-1][regular].max()))
+        means = np.where(q > 0, m1 / np.maximum(q, 1e-300), grid)
+    dev = means - grid
     failure = DEVIATION_FAILURE / 3.0
-    d_lo_all, _ = _deviation_interval(q, clipped, steps, failure)
-    d_lo_rest, _ = _deviation_interval(q, clipped, steps - 1, failure)
-    d_lo_tilted = d_lo_rest + float(clipped[q > 0].min())
-    _, d_hi = _deviation_interval(q[:-1], dev[:-1], steps, failure)
+    d_lo_all, d_hi = _deviation_interval(q, dev, steps, failure)
+    d_lo_rest, _ = _deviation_interval(q, dev, steps - 1, failure)
+    d_lo_tilted = d_lo_rest + float(dev[q > 0].min())
+    ladder, lq, lm1 = _ladder_cells(edges[-1], s)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        l_means = np.where(lq > 0, lm1 / np.maximum(lq, 1e-300), ladder)
+    l_means = np.maximum(l_means * (1.0 - 1e-9), ladder)  # a cell's mean is at least its left end
+    body_star = float(m1.sum())
     q_law = _composed([(q, steps)], spacing, scale)
     p_law = _composed([(m1, 1), (q, steps - 1)], spacing, scale)
     q_values = _values(q_law, spacing) + steps * offset
     p_values = _values(p_law, spacing) + steps * offset
-    remove_losses = [_log(_ratio(p_values + d_lo_tilted, inclusion, steps))]
-    remove_mass = [inclusion * p_law.pmf]
-    remove_error = inclusion * (p_law.round_off + p_law.outside) + failure
+    # The sum A of t − 2 coordinates (all below the ladder): A ≥ Σ of t − B, B two of them, so P(A > x) ≥
+    # P(Σ_t > x + a) − P(B > a); Σ_t ≥ its grid value + d_lo except with the deviation bound's failure.
+    if steps > 2:
+        drop = failure + PAIR_FAILURE + q_law.round_off + q_law.outside
+        sums = _binned_down(q_law.pmf, q_values + d_lo_all - _pair_bound(s, spacing), drop)
+    else:  # the other coordinate: plain, or tilted (stochastically larger: its ratio to the plain law rises)
+        sums = _binned_down(q, means, 0.0)
+    remove = _Parts([_log(_ratio(p_values + d_lo_tilted, inclusion, steps))], [inclusion * p_law.pmf])
+    ladder_mass = inclusion * (lm1 + (steps - 1) * body_star * lq)
+    remove.add(*_ladder_atoms(l_means, ladder_mass, sums, inclusion, steps))
+    error = inclusion * (p_law.round_off + p_law.outside) + failure
     if inclusion < 1.0:
-        remove_losses.append(_log(_ratio(q_values + d_lo_all, inclusion, steps)))
-        remove_mass.append((1.0 - inclusion) * q_law.pmf)
-        remove_error += (1.0 - inclusion) * (q_law.round_off + q_law.outside) + failure
+        remove.add(_log(_ratio(q_values + d_lo_all, inclusion, steps)), (1.0 - inclusion) * q_law.pmf)
+        remove.add(*_ladder_atoms(l_means, (1.0 - inclusion) * steps * lq, sums, inclusion, steps))
+        error += (1.0 - inclusion) * (q_law.round_off + q_law.outside) + failure
     return _Side(
-        remove=_Law(
-            losses=np.concatenate(remove_losses), mass=np.concatenate(remove_mass), infinity=0.0, error=remove_error
-        ),
+        remove=remove.law(infinity=0.0, error=error),
         add=_Law(
             losses=-_log(_ratio(q_values + d_hi, inclusion, steps)),
             mass=q_law.pmf,
             infinity=0.0,
-            error=2.0 * q_law.round_off + q_law.outside + failure + min(1.0, steps * q_top),
+            error=2.0 * q_law.round_off + q_law.outside + failure,
         ),
     )
 
@@ -439,6 +580,14 @@ def allocation_laws(sigma: float, steps: int, inclusion: float = 1.0) -> Allocat
         raise ValueError(f"sigma must be a finite number > 0; got {sigma!r}")
     if steps < 2:
         raise ValueError(f"steps must be >= 2 for a random allocation; got {steps!r}")
+    s = 1.0 / sigma
+    reach = 0.5 * s * s + 10.0 * s  # log of the ratio 10 standard deviations up one coordinate's log-normal law
+    if reach > engine.MAX_LOSS:
+        # Refused before any arithmetic (the log-normal tails overflow doubles there: warnings, then an error).
+        raise OverflowError(
+            f"a random allocation at noise_multiplier={sigma!r} has privacy losses up to about {reach:.4g} nats, "
+            f"beyond the PLD engine's floating-point range (|loss| <= {engine.MAX_LOSS:g})"
+        )
     return _laws(float(sigma), int(steps), float(inclusion), _FINENESS.get())
 
 
@@ -446,9 +595,17 @@ def allocation_laws(sigma: float, steps: int, inclusion: float = 1.0) -> Allocat
 def _laws(sigma: float, steps: int, inclusion: float, fineness: float) -> AllocationLaws:
     s = 1.0 / sigma
     top = _top_of_grid(s, TOP_MASS)
-    spacing = _grid_spacing(sigma, steps, top, fineness)
+    # The ladder above the grid keeps the tail's losses finite: the grid need only hold the sum's bulk (a finer grid,
+    # a narrower window and less round-off for the same points), and at few steps enough of the tail that two
+    # coordinates on the ladder (an infinite loss) stay negligible.
+    # (Where the log-S path answers few steps — a heavy tail — it still does: a ratio grid is coarse near S = 0.)
     limit = int((LINEAR_POINTS_MANY if steps >= MANY_STEPS else LINEAR_POINTS) * fineness)
     finest = math.sqrt(math.expm1(s * s)) / (20.0 * fineness)
+    spacing = _grid_spacing(sigma, steps, top, fineness)
+    if steps >= MANY_STEPS or not (top / spacing > limit or spacing > finest):
+        bulk = LADDER_TOP * (steps + 40.0 * math.sqrt(steps * math.expm1(s * s)))
+        top = min(top, max(bulk, _top_of_grid(s, LADDER_GRID_MASS)))
+        spacing = _grid_spacing(sigma, steps, top, fineness)
     if steps >= MANY_STEPS:
         # The lower end's deviation bound grows like h·√t (its O(h/t)·t share of S): finer where the grid allows.
         spread = math.sqrt(math.expm1(s * s))
@@ -456,7 +613,7 @@ def _laws(sigma: float, steps: int, inclusion: float, fineness: float) -> Alloca
     heavy = top / spacing > limit or spacing > finest
     if heavy and steps >= MANY_STEPS and _excess((limit - 2) * finest, s) <= TOP_MASS_MAX:
         # A heavier tail (σ ≲ 0.67) and many steps (where the log-S path's same-way rounding is loose): the grid stops
-        # at its limit, its top mass (at an infinite loss, in δ) larger.
+        # at its limit, more of the tail on the ladder.
         spacing = finest
         top = (limit - 2) * spacing
     top_index = max(2, math.ceil(top / spacing))

@@ -426,6 +426,24 @@ def _(event: CyclicBatches) -> RdpCurve:
     return Gdp(mu=event.gdp_mu()).rdp_curve()
 
 
+def allocation_revealed(event: RandomAllocation) -> ev.Event:
+    """The run with the record's steps revealed: k Gaussian steps of σ, i.e. one of σ/√k (with probability ρ: a
+    Poisson-sampled one). The allocation is a post-processing of it (draw the other steps' noise and place the outputs
+    at the revealed positions; Feldman & Shenfeld, arXiv 2502.08202, Section 3), so its ε bounds the allocation's from
+    above at every δ — no amplification, but finite where the allocation PLD is out of range."""
+    gaussian = ev.Gaussian(noise_multiplier=event.noise_multiplier / math.sqrt(event.selected))
+    if event.inclusion == 1.0:
+        return gaussian
+    return ev.PoissonSampled(sampling_rate=event.inclusion, event=gaussian)
+
+
+@rdp.rdp_curve.register
+def _(event: RandomAllocation) -> RdpCurve:
+    """An upper bound only: the RDP curve of the allocation revealed (:func:`allocation_revealed`)."""
+    return rdp.rdp_curve(allocation_revealed(event))
+
+
 @rdp.rdp_curve.register
 def _(event: FixedBins) -> RdpCurve:
-    raise UnsupportedEventError(f"RDP accounting of a random allocation is not implemented; got {event!r}")
+    """An upper bound only: the one allocation of the whole training revealed (σ/√cycles per cycle's sum)."""
+    return rdp.rdp_curve(allocation_revealed(event.standard_event()))
