@@ -1,16 +1,23 @@
 """``check_dp_sgd`` (issue 46): throughput, the shuffle gap shown by a valid audit, the model-based bound's tightness,
-and planted bugs against correct controls over many seeds (framework-free subject).
+and planted bugs against correct controls over many seeds (framework-free and Opacus subjects).
 
     python benchmarks/bench_check_dp_sgd.py gap [--trials 10000] [--workers 2]
     python benchmarks/bench_check_dp_sgd.py model-based [--trials 2000]
     python benchmarks/bench_check_dp_sgd.py seeds [--seeds 20]
+    python benchmarks/bench_check_dp_sgd.py opacus-seeds [--seeds 20] [--trials 100]
+    python benchmarks/bench_check_dp_sgd.py opacus-throughput|opacus-gap [--trials 10000] [--workers 2]
 
 - gap: N = 5000, B = 50, T = 100, σ = 1, the reference step on shuffled batches declared Poisson (Poisson ε 0.718):
   the assumption-free audit's valid lower bound against the Poisson ε, and the wall time per step call;
 - model-based: the reference step with Poisson batches (dplens forms them), the model-based bound against the
   accountant's ε (target: within 20 % at 2000 trainings per side);
 - seeds: every planted bug must be a VIOLATION naming its check in >= 95 % of seeds, the controls flagged at a rate
-  consistent with α (one-sided binomial test), over-noising a DEVIATION.
+  consistent with α (one-sided binomial test), over-noising a DEVIATION;
+- opacus-seeds: the same over the Opacus subject (`opacus_step`: the user's `make_private` on a gradient-injection
+  module; N = 1000, B = 100, T = 10, the loader Opacus's DPDataLoader or a shuffled DataLoader), planted Opacus bugs
+  against Opacus controls (Poisson; shuffle accounted as shuffle; Poisson through BatchMemoryManager);
+- opacus-throughput / opacus-gap: the digits-sized Opacus run (N = 1792, B = 64, 28 steps, σ = 1) on Opacus's Poisson
+  loader / on a shuffled loader (poisson_sampling=False) declared Poisson: the shuffle gap.
 Results go to benchmarks/results_check_dp_sgd_<mode>.json.
 """
 
@@ -186,9 +193,196 @@ def _one(trials: int, workers: int, function, label: str) -> dict:
     return out
 
 
+# --- the Opacus subject (issue 46, h10): make_private and loaders at module level (workers fork or unpickle them)
+ON, OB, OT = 1000, 100, 10  # opacus-seeds: N, B (Poisson rate 1/10), T = one epoch
+DIGITS_N, DIGITS_B = 1792, 64  # the digits example's size (1797 records) rounded so that B divides N: 28 steps
+
+
+class MakePrivate:
+    """``PrivacyEngine().make_private`` with the declared σ and C unless a planted bug changes them.
+
+    ``physical_loader``: make_private is handed a loader of physical batches of that size (the accountant's rate and
+    the expected batch size are then the physical ones: "accounted at the physical batch size");
+    ``ignore_skips``: the optimizer ignores BatchMemoryManager's skip signals (noise added at every physical step)."""
+
+    def __init__(self, *, sigma=SIGMA, clip=C, poisson=True, physical_loader=None, ignore_skips=False, **options):
+        self.sigma, self.clip, self.poisson = sigma, clip, poisson
+        self.physical_loader, self.ignore_skips, self.options = physical_loader, ignore_skips, options
+        self.__qualname__ = f"MakePrivate(sigma={sigma}, clip={clip}, poisson={poisson})"
+
+    def __call__(self, module, optimizer, loader):
+        import warnings
+
+        from opacus import PrivacyEngine
+        from torch.utils.data import DataLoader
+
+        if self.physical_loader is not None:
+            loader = DataLoader(loader.dataset, batch_size=self.physical_loader)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            wrapped = PrivacyEngine(accountant="rdp").make_private(
+                module=module,
+                optimizer=optimizer,
+                data_loader=loader,
+                noise_multiplier=self.sigma,
+                max_grad_norm=self.clip,
+                poisson_sampling=self.poisson,
+                **self.options,
+            )
+        if self.ignore_skips:
+            wrapped[1].signal_skip_step = _no_skip
+        return wrapped
+
+
+def _no_skip(do_skip=True):
+    return None
+
+
+class Loader:
+    """The training's loader over an index dataset: Opacus's Poisson ``DPDataLoader`` or a shuffled DataLoader."""
+
+    def __init__(self, kind: str, batch_size: int) -> None:
+        self.kind, self.batch_size = kind, batch_size
+        self.__qualname__ = f"Loader({kind}, {batch_size})"
+
+    def __call__(self, dataset):
+        from opacus.data_loader import DPDataLoader
+        from torch.utils.data import DataLoader
+
+        if self.kind == "poisson":
+            return DPDataLoader.from_data_loader(DataLoader(dataset, batch_size=self.batch_size))
+        return DataLoader(dataset, batch_size=self.batch_size, shuffle=True)
+
+
+def _opacus_case(make_private, declared: str, loader: str, check, physical=None, n=ON, b=OB):
+    return (make_private, declared, loader, check, physical, n, b)
+
+
+OPACUS_CASES = {
+    "control: Opacus Poisson": _opacus_case(MakePrivate(), "poisson", "poisson", None),
+    "control: Opacus shuffle accounted as shuffle": _opacus_case(
+        MakePrivate(poisson=False), "shuffle", "shuffle", None
+    ),
+    "control: Opacus Poisson, BatchMemoryManager (physical 40)": _opacus_case(
+        MakePrivate(), "poisson", "poisson", None, physical=40
+    ),
+    "Opacus under-noised (make_private at sigma/2)": _opacus_case(
+        MakePrivate(sigma=SIGMA / 2), "poisson", "poisson", "noise_std"
+    ),
+    "Opacus clip 4C (larger than declared)": _opacus_case(MakePrivate(clip=4 * C), "poisson", "poisson", "clipping"),
+    "Opacus shuffle (poisson_sampling=False) declared Poisson": _opacus_case(
+        MakePrivate(poisson=False), "poisson", "shuffle", "sampling_law"
+    ),
+    "Opacus accounted at the physical batch size (40)": _opacus_case(
+        MakePrivate(physical_loader=40), "poisson", "poisson", "gradient_accumulation", physical=40
+    ),
+    "Opacus noise added at every physical step (40): DEVIATION": _opacus_case(
+        MakePrivate(ignore_skips=True), "poisson", "poisson", "DEVIATION:gradient_accumulation", physical=40
+    ),
+}
+
+
+def _opacus_summary(rows: list[dict], check: str | None, count: int) -> dict:
+    """Controls: overall VIOLATION counted with and without non_finite_rows (Opacus is not nan_safe: a NaN row
+    makes its update NaN, a VIOLATION in every Opacus run), one-sided binomial test against α."""
+    if check is None:
+        flagged = sum(row["verdict"] == "VIOLATION" for row in rows)
+        others = sum(
+            any(v == "VIOLATION" for k, v in row.items() if k not in ("verdict", "non_finite_rows")) for row in rows
+        )
+        p = float(stats.binomtest(others, count, 0.05, alternative="greater").pvalue)
+        return {
+            "flagged_overall": flagged,
+            "flagged_other_than_non_finite_rows": others,
+            "binomial_p_vs_alpha": p,
+            "non_finite_rows_violation": sum(row["non_finite_rows"] == "VIOLATION" for row in rows),
+        }
+    if check.startswith("DEVIATION:"):
+        name = check.split(":")[1]
+        return {
+            "named_deviation": sum(row.get(name) == "DEVIATION" for row in rows),
+            "violation_other_than_non_finite_rows": sum(
+                any(v == "VIOLATION" for k, v in row.items() if k not in ("verdict", "non_finite_rows")) for row in rows
+            ),
+        }
+    return {"named_violation": sum(row.get(check) == "VIOLATION" for row in rows)}
+
+
+def _opacus_seeds(count: int, only: str | None, trials: int) -> dict:
+    from dplens.integrations.opacus_step import loader_sampler, opacus_step
+
+    out = {}
+    for name, (make_private, declared, loader, check, physical, n, b) in OPACUS_CASES.items():
+        if only is not None and not any(part in name for part in only.split(",")):
+            continue
+        started, rows = time.perf_counter(), []
+        for seed in range(count):
+            step = opacus_step(make_private, dataset_size=n, batch_size=b, max_physical_batch_size=physical)
+            r = check_dp_sgd(
+                step,
+                sampler=declared,
+                sampler_function=loader_sampler(Loader(loader, b)),
+                noise_multiplier=SIGMA,
+                max_grad_norm=C,
+                batch_size=b,
+                dataset_size=n,
+                steps=OT,
+                delta=DELTA,
+                trials=trials,
+                seed=seed,
+            )
+            verdicts = {c.name: c.verdict for c in r.checks}
+            rows.append(
+                {"verdict": r.verdict, **verdicts, "audit": r.audit.verdict, "model_based": r.model_based.verdict}
+            )
+        summary = _opacus_summary(rows, check, count)
+        out[name] = {"seeds": count, "n": n, "b": b, "steps": OT, "trials_per_side": trials, **summary}
+        out[name]["seconds"] = time.perf_counter() - started
+        print(name, out[name], flush=True)
+    return out
+
+
+def _opacus_one(trials: int, workers: int, loader: str, epochs: int = 1) -> dict:
+    """The digits-sized Opacus run: N = 1792, B = 64 (28 steps an epoch), σ = 1, declared Poisson, ``loader``
+    (Opacus's Poisson DPDataLoader, or a shuffled DataLoader under poisson_sampling=False: the shuffle gap)."""
+    from dplens.integrations.opacus_step import loader_sampler, opacus_step
+
+    steps = epochs * DIGITS_N // DIGITS_B
+    started = time.perf_counter()
+    step = opacus_step(MakePrivate(poisson=loader == "poisson"), dataset_size=DIGITS_N, batch_size=DIGITS_B)
+    r = check_dp_sgd(
+        step,
+        sampler="poisson",
+        sampler_function=loader_sampler(Loader(loader, DIGITS_B)),
+        noise_multiplier=SIGMA,
+        max_grad_norm=C,
+        batch_size=DIGITS_B,
+        dataset_size=DIGITS_N,
+        steps=steps,
+        delta=DELTA,
+        trials=trials,
+        workers=workers,
+        seed=0,
+    )
+    seconds = time.perf_counter() - started
+    calls = 2 * (trials + max(100, trials // 5)) * steps
+    print(r.summary(), f"\n{seconds:.1f} s", flush=True)
+    return {
+        "case": f"Opacus, {loader} loader declared Poisson, digits-sized (N {DIGITS_N}, B {DIGITS_B}, T {steps})",
+        "trials_per_side": trials,
+        "workers": workers,
+        "seconds": seconds,
+        "step_calls": calls,
+        "us_per_step_call_wall": 1e6 * seconds / calls,
+        "result": r.to_dict(),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=("gap", "model-based", "seeds"))
+    parser.add_argument(
+        "mode", choices=("gap", "model-based", "seeds", "opacus-seeds", "opacus-throughput", "opacus-gap")
+    )
     parser.add_argument("--trials", type=int)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seeds", type=int, default=20)
@@ -198,8 +392,13 @@ def main() -> None:
         result = _one(args.trials or 10000, args.workers, shuffled, "shuffled loader declared Poisson")
     elif args.mode == "model-based":
         result = _one(args.trials or 2000, args.workers, None, "reference step, Poisson")
-    else:
+    elif args.mode == "seeds":
         result = _seeds(args.seeds, args.only)
+    elif args.mode == "opacus-seeds":
+        result = _opacus_seeds(args.seeds, args.only, args.trials or 100)
+    else:
+        loader = "poisson" if args.mode == "opacus-throughput" else "shuffle"
+        result = _opacus_one(args.trials or 10000, args.workers, loader)
     result = {"machine": platform.platform(), "python": sys.version.split()[0], "mode": args.mode, "data": result}
     suffix = "" if args.only is None else "_only"
     (HERE / f"results_check_dp_sgd_{args.mode}{suffix}.json").write_text(
