@@ -6,6 +6,7 @@ and planted bugs against correct controls over many seeds (framework-free and Op
     python benchmarks/bench_check_dp_sgd.py seeds [--seeds 20]
     python benchmarks/bench_check_dp_sgd.py opacus-seeds [--seeds 20] [--trials 100]
     python benchmarks/bench_check_dp_sgd.py opacus-throughput|opacus-gap [--trials 10000] [--workers 2]
+    python benchmarks/bench_check_dp_sgd.py opacus-floor [--trials 3000]   (--trials: the calls timed)
 
 - gap: N = 5000, B = 50, T = 100, σ = 1, the reference step on shuffled batches declared Poisson (Poisson ε 0.718):
   the assumption-free audit's valid lower bound against the Poisson ε, and the wall time per step call;
@@ -263,8 +264,8 @@ OPACUS_CASES = {
     "control: Opacus shuffle accounted as shuffle": _opacus_case(
         MakePrivate(poisson=False), "shuffle", "shuffle", None
     ),
-    "control: Opacus Poisson, BatchMemoryManager (physical 40)": _opacus_case(
-        MakePrivate(), "poisson", "poisson", None, physical=40
+    "control: Opacus Poisson, BatchMemoryManager (physical 50)": _opacus_case(
+        MakePrivate(), "poisson", "poisson", None, physical=50
     ),
     "Opacus under-noised (make_private at sigma/2)": _opacus_case(
         MakePrivate(sigma=SIGMA / 2), "poisson", "poisson", "noise_std"
@@ -273,11 +274,11 @@ OPACUS_CASES = {
     "Opacus shuffle (poisson_sampling=False) declared Poisson": _opacus_case(
         MakePrivate(poisson=False), "poisson", "shuffle", "sampling_law"
     ),
-    "Opacus accounted at the physical batch size (40)": _opacus_case(
-        MakePrivate(physical_loader=40), "poisson", "poisson", "gradient_accumulation", physical=40
+    "Opacus accounted at the physical batch size (50)": _opacus_case(
+        MakePrivate(physical_loader=50), "poisson", "poisson", "gradient_accumulation", physical=50
     ),
-    "Opacus noise added at every physical step (40): DEVIATION": _opacus_case(
-        MakePrivate(ignore_skips=True), "poisson", "poisson", "DEVIATION:gradient_accumulation", physical=40
+    "Opacus noise added at every physical step (50): DEVIATION": _opacus_case(
+        MakePrivate(ignore_skips=True), "poisson", "poisson", "DEVIATION:gradient_accumulation", physical=50
     ),
 }
 
@@ -378,15 +379,63 @@ def _opacus_one(trials: int, workers: int, loader: str, epochs: int = 1) -> dict
     }
 
 
+def _opacus_floor(calls: int) -> dict:
+    """Per-step floors of the Opacus subject on the digits-sized configuration (N = 1792, B = 64, the audit's width
+    d = 201), in CPU seconds of this process (one intra-op thread, as in a worker): a full step call of the adapter,
+    and its parts — the forward and backward through Opacus's hooks, a bare ``DPOptimizer.step()``, ``zero_grad`` —
+    and one batch of the loader (Opacus's DPDataLoader and a shuffled DataLoader through ``loader_sampler``)."""
+    import torch
+
+    from dplens.integrations.opacus_step import loader_sampler, opacus_step
+
+    torch.set_num_threads(1)
+    d, rng = 201, np.random.default_rng(0)
+    step = opacus_step(MakePrivate(), dataset_size=DIGITS_N, batch_size=DIGITS_B)
+    grads = np.zeros((DIGITS_B, d))
+    grads[np.arange(DIGITS_B), rng.integers(0, d, DIGITS_B)] = 1.0
+    for _ in range(50):
+        step(grads, rng)
+    clock = time.process_time
+    started = clock()
+    for _ in range(calls):
+        step(grads, rng)
+    out = {"full_step_call_us": 1e6 * (clock() - started) / calls}
+    w = step.step._wrapped(d)
+    ones, target = torch.ones(DIGITS_B, 1, requires_grad=True), torch.from_numpy(grads.astype(np.float32)) / DIGITS_B
+    parts = np.empty((calls, 3))
+    for i in range(calls):
+        t0 = clock()
+        w.module(ones).backward(target)
+        t1 = clock()
+        w.optimizer.step()
+        t2 = clock()
+        w.optimizer.zero_grad(set_to_none=True)
+        parts[i] = (t1 - t0, t2 - t1, clock() - t2)
+    for j, name in enumerate(("forward_backward_with_hooks_us", "bare_dpoptimizer_step_us", "zero_grad_us")):
+        out[name] = 1e6 * float(parts[:, j].mean())
+    for kind in ("poisson", "shuffle"):
+        batches = loader_sampler(Loader(kind, DIGITS_B))(DIGITS_N, rng)
+        next(batches)
+        started = clock()
+        for _ in range(calls):
+            next(batches)
+        out[f"loader_{kind}_batch_us"] = 1e6 * (clock() - started) / calls
+    out["torch"] = torch.__version__
+    print(out, flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "mode", choices=("gap", "model-based", "seeds", "opacus-seeds", "opacus-throughput", "opacus-gap")
+        "mode",
+        choices=("gap", "model-based", "seeds", "opacus-seeds", "opacus-throughput", "opacus-gap", "opacus-floor"),
     )
     parser.add_argument("--trials", type=int)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--only", help="seeds: the cases whose names contain one of these comma-separated words")
+    parser.add_argument("--tag", default="only", help="with --only: the results file's suffix")
     args = parser.parse_args()
     if args.mode == "gap":
         result = _one(args.trials or 10000, args.workers, shuffled, "shuffled loader declared Poisson")
@@ -394,13 +443,15 @@ def main() -> None:
         result = _one(args.trials or 2000, args.workers, None, "reference step, Poisson")
     elif args.mode == "seeds":
         result = _seeds(args.seeds, args.only)
+    elif args.mode == "opacus-floor":
+        result = _opacus_floor(args.trials or 3000)
     elif args.mode == "opacus-seeds":
         result = _opacus_seeds(args.seeds, args.only, args.trials or 100)
     else:
         loader = "poisson" if args.mode == "opacus-throughput" else "shuffle"
         result = _opacus_one(args.trials or 10000, args.workers, loader)
     result = {"machine": platform.platform(), "python": sys.version.split()[0], "mode": args.mode, "data": result}
-    suffix = "" if args.only is None else "_only"
+    suffix = "" if args.only is None else f"_{args.tag}"
     (HERE / f"results_check_dp_sgd_{args.mode}{suffix}.json").write_text(
         json.dumps(result, indent=1, default=str) + "\n"
     )

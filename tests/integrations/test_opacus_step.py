@@ -139,3 +139,35 @@ def test_accumulation_bugs_are_named_by_the_gradient_accumulation_check():
     assert "physical batch size" in verdicts["physical rate"].finding
     assert verdicts["every step"].verdict == "DEVIATION", verdicts["every step"].finding
     assert "every physical step" in verdicts["every step"].finding
+
+
+def test_ghost_clipping_clips_per_sample_in_its_loss_wrapper_and_needs_the_injection_criterion():
+    from dplens.integrations.opacus_step import injection_criterion
+
+    def ghost(criterion):
+        def make_private(module, optimizer, loader):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return PrivacyEngine().make_private(
+                    module=module,
+                    optimizer=optimizer,
+                    data_loader=loader,
+                    noise_multiplier=0.0,
+                    max_grad_norm=1.0,
+                    grad_sample_mode="ghost",
+                    **criterion,
+                )
+
+        return make_private
+
+    grads = np.random.default_rng(1).normal(size=(B, 5)) * np.array([10.0, 0.1] * (B // 2))[:, None]
+    norms = np.linalg.norm(grads, axis=1)
+    clipped_mean = (np.minimum(1.0, 1.0 / (norms + 1e-6))[:, None] * grads).sum(axis=0) / B  # Opacus's clip factor
+    for physical in (None, 3):
+        step = opacus_step(
+            ghost({"criterion": injection_criterion()}), dataset_size=N, batch_size=B, max_physical_batch_size=physical
+        )
+        np.testing.assert_allclose(step(grads, np.random.default_rng(0)), clipped_mean, rtol=1e-5, atol=1e-6)
+        assert step.accounting().noised_steps == 1
+    with pytest.raises(ValueError, match=r"criterion=injection_criterion\(\).*CrossEntropyLoss"):
+        opacus_step(ghost({}), dataset_size=N, batch_size=B)(grads, np.random.default_rng(0))
