@@ -260,7 +260,7 @@ def _opacus_case(make_private, declared: str, loader: str, check, physical=None,
 
 
 OPACUS_CASES = {
-    "control: Opacus Poisson": _opacus_case(MakePrivate(), "poisson", "poisson", None),
+    "control: Opacus Poisson (one physical batch)": _opacus_case(MakePrivate(), "poisson", "poisson", None),
     "control: Opacus shuffle accounted as shuffle": _opacus_case(
         MakePrivate(poisson=False), "shuffle", "shuffle", None
     ),
@@ -336,6 +336,7 @@ def _opacus_seeds(count: int, only: str | None, trials: int) -> dict:
             rows.append(
                 {"verdict": r.verdict, **verdicts, "audit": r.audit.verdict, "model_based": r.model_based.verdict}
             )
+            print(name, "seed", seed, rows[-1], f"{time.perf_counter() - started:.0f} s", flush=True)
         summary = _opacus_summary(rows, check, count)
         out[name] = {"seeds": count, "n": n, "b": b, "steps": OT, "trials_per_side": trials, **summary}
         out[name]["seconds"] = time.perf_counter() - started

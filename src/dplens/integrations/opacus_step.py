@@ -187,7 +187,7 @@ class _OpacusStep:
             outputs = w.module(w.ones[size])
             if w.criterion is not None:  # ghost clipping: its loss wrapper's two backward passes
                 w.criterion(outputs, part).backward()
-            else:  # the gradient of the loss sum_i <output_i, g_i> (/ size for the mean) at the outputs, exactly
+            else:  # the gradient at the outputs of the loss sum_i <output_i, g_i> (/ size for the mean)
                 outputs.backward(part if w.sum else part / size)
             w.optimizer.step()
             w.optimizer.zero_grad(set_to_none=True)
