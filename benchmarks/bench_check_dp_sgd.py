@@ -1,16 +1,24 @@
 """``check_dp_sgd`` (issue 46): throughput, the shuffle gap shown by a valid audit, the model-based bound's tightness,
-and planted bugs against correct controls over many seeds (framework-free subject).
+and planted bugs against correct controls over many seeds (framework-free and Opacus subjects).
 
     python benchmarks/bench_check_dp_sgd.py gap [--trials 10000] [--workers 2]
     python benchmarks/bench_check_dp_sgd.py model-based [--trials 2000]
     python benchmarks/bench_check_dp_sgd.py seeds [--seeds 20]
+    python benchmarks/bench_check_dp_sgd.py opacus-seeds [--seeds 20] [--trials 100]
+    python benchmarks/bench_check_dp_sgd.py opacus-throughput|opacus-gap [--trials 10000] [--workers 2]
+    python benchmarks/bench_check_dp_sgd.py opacus-floor [--trials 3000]   (--trials: the calls timed)
 
 - gap: N = 5000, B = 50, T = 100, σ = 1, the reference step on shuffled batches declared Poisson (Poisson ε 0.718):
   the assumption-free audit's valid lower bound against the Poisson ε, and the wall time per step call;
 - model-based: the reference step with Poisson batches (dplens forms them), the model-based bound against the
   accountant's ε (target: within 20 % at 2000 trainings per side);
 - seeds: every planted bug must be a VIOLATION naming its check in >= 95 % of seeds, the controls flagged at a rate
-  consistent with α (one-sided binomial test), over-noising a DEVIATION.
+  consistent with α (one-sided binomial test), over-noising a DEVIATION;
+- opacus-seeds: the same over the Opacus subject (`opacus_step`: the user's `make_private` on a gradient-injection
+  module; N = 1000, B = 100, T = 10, the loader Opacus's DPDataLoader or a shuffled DataLoader), planted Opacus bugs
+  against Opacus controls (Poisson; shuffle accounted as shuffle; Poisson through BatchMemoryManager);
+- opacus-throughput / opacus-gap: the digits-sized Opacus run (N = 1792, B = 64, 28 steps, σ = 1) on Opacus's Poisson
+  loader / on a shuffled loader (poisson_sampling=False) declared Poisson: the shuffle gap.
 Results go to benchmarks/results_check_dp_sgd_<mode>.json.
 """
 
@@ -186,22 +194,265 @@ def _one(trials: int, workers: int, function, label: str) -> dict:
     return out
 
 
+# --- the Opacus subject (issue 46, h10): make_private and loaders at module level (workers fork or unpickle them)
+ON, OB, OT = 1000, 100, 10  # opacus-seeds: N, B (Poisson rate 1/10), T = one epoch
+DIGITS_N, DIGITS_B = 1792, 64  # the digits example's size (1797 records) rounded so that B divides N: 28 steps
+
+
+class MakePrivate:
+    """``PrivacyEngine().make_private`` with the declared σ and C unless a planted bug changes them.
+
+    ``physical_loader``: make_private is handed a loader of physical batches of that size (the accountant's rate and
+    the expected batch size are then the physical ones: "accounted at the physical batch size");
+    ``ignore_skips``: the optimizer ignores BatchMemoryManager's skip signals (noise added at every physical step)."""
+
+    def __init__(self, *, sigma=SIGMA, clip=C, poisson=True, physical_loader=None, ignore_skips=False, **options):
+        self.sigma, self.clip, self.poisson = sigma, clip, poisson
+        self.physical_loader, self.ignore_skips, self.options = physical_loader, ignore_skips, options
+        self.__qualname__ = f"MakePrivate(sigma={sigma}, clip={clip}, poisson={poisson})"
+
+    def __call__(self, module, optimizer, loader):
+        import warnings
+
+        from opacus import PrivacyEngine
+        from torch.utils.data import DataLoader
+
+        if self.physical_loader is not None:
+            loader = DataLoader(loader.dataset, batch_size=self.physical_loader)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            wrapped = PrivacyEngine(accountant="rdp").make_private(
+                module=module,
+                optimizer=optimizer,
+                data_loader=loader,
+                noise_multiplier=self.sigma,
+                max_grad_norm=self.clip,
+                poisson_sampling=self.poisson,
+                **self.options,
+            )
+        if self.ignore_skips:
+            wrapped[1].signal_skip_step = _no_skip
+        return wrapped
+
+
+def _no_skip(do_skip=True):
+    return None
+
+
+class Loader:
+    """The training's loader over an index dataset: Opacus's Poisson ``DPDataLoader`` or a shuffled DataLoader."""
+
+    def __init__(self, kind: str, batch_size: int) -> None:
+        self.kind, self.batch_size = kind, batch_size
+        self.__qualname__ = f"Loader({kind}, {batch_size})"
+
+    def __call__(self, dataset):
+        from opacus.data_loader import DPDataLoader
+        from torch.utils.data import DataLoader
+
+        if self.kind == "poisson":
+            return DPDataLoader.from_data_loader(DataLoader(dataset, batch_size=self.batch_size))
+        return DataLoader(dataset, batch_size=self.batch_size, shuffle=True)
+
+
+def _opacus_case(make_private, declared: str, loader: str, check, physical=None, n=ON, b=OB):
+    return (make_private, declared, loader, check, physical, n, b)
+
+
+OPACUS_CASES = {
+    "control: Opacus Poisson (one physical batch)": _opacus_case(MakePrivate(), "poisson", "poisson", None),
+    "control: Opacus shuffle accounted as shuffle": _opacus_case(
+        MakePrivate(poisson=False), "shuffle", "shuffle", None
+    ),
+    "control: Opacus Poisson, BatchMemoryManager (physical 50)": _opacus_case(
+        MakePrivate(), "poisson", "poisson", None, physical=50
+    ),
+    "Opacus under-noised (make_private at sigma/2)": _opacus_case(
+        MakePrivate(sigma=SIGMA / 2), "poisson", "poisson", "noise_std"
+    ),
+    "Opacus clip 4C (larger than declared)": _opacus_case(MakePrivate(clip=4 * C), "poisson", "poisson", "clipping"),
+    "Opacus shuffle (poisson_sampling=False) declared Poisson": _opacus_case(
+        MakePrivate(poisson=False), "poisson", "shuffle", "sampling_law"
+    ),
+    "Opacus accounted at the physical batch size (50)": _opacus_case(
+        MakePrivate(physical_loader=50), "poisson", "poisson", "gradient_accumulation", physical=50
+    ),
+    "Opacus noise added at every physical step (50): DEVIATION": _opacus_case(
+        MakePrivate(ignore_skips=True), "poisson", "poisson", "DEVIATION:gradient_accumulation", physical=50
+    ),
+}
+
+
+def _opacus_summary(rows: list[dict], check: str | None, count: int) -> dict:
+    """Controls: overall VIOLATION counted with and without non_finite_rows (Opacus is not nan_safe: a NaN row
+    makes its update NaN, a VIOLATION in every Opacus run), one-sided binomial test against α."""
+    if check is None:
+        flagged = sum(row["verdict"] == "VIOLATION" for row in rows)
+        others = sum(
+            any(v == "VIOLATION" for k, v in row.items() if k not in ("verdict", "non_finite_rows")) for row in rows
+        )
+        p = float(stats.binomtest(others, count, 0.05, alternative="greater").pvalue)
+        return {
+            "flagged_overall": flagged,
+            "flagged_other_than_non_finite_rows": others,
+            "binomial_p_vs_alpha": p,
+            "non_finite_rows_violation": sum(row["non_finite_rows"] == "VIOLATION" for row in rows),
+        }
+    if check.startswith("DEVIATION:"):
+        name = check.split(":")[1]
+        return {
+            "named_deviation": sum(row.get(name) == "DEVIATION" for row in rows),
+            "violation_other_than_non_finite_rows": sum(
+                any(v == "VIOLATION" for k, v in row.items() if k not in ("verdict", "non_finite_rows")) for row in rows
+            ),
+        }
+    return {"named_violation": sum(row.get(check) == "VIOLATION" for row in rows)}
+
+
+def _opacus_seeds(count: int, only: str | None, trials: int) -> dict:
+    from dplens.integrations.opacus_step import loader_sampler, opacus_step
+
+    out = {}
+    for name, (make_private, declared, loader, check, physical, n, b) in OPACUS_CASES.items():
+        if only is not None and not any(part in name for part in only.split(",")):
+            continue
+        started, rows = time.perf_counter(), []
+        for seed in range(count):
+            step = opacus_step(make_private, dataset_size=n, batch_size=b, max_physical_batch_size=physical)
+            r = check_dp_sgd(
+                step,
+                sampler=declared,
+                sampler_function=loader_sampler(Loader(loader, b)),
+                noise_multiplier=SIGMA,
+                max_grad_norm=C,
+                batch_size=b,
+                dataset_size=n,
+                steps=OT,
+                delta=DELTA,
+                trials=trials,
+                seed=seed,
+            )
+            verdicts = {c.name: c.verdict for c in r.checks}
+            rows.append(
+                {"verdict": r.verdict, **verdicts, "audit": r.audit.verdict, "model_based": r.model_based.verdict}
+            )
+            print(name, "seed", seed, rows[-1], f"{time.perf_counter() - started:.0f} s", flush=True)
+        summary = _opacus_summary(rows, check, count)
+        out[name] = {"seeds": count, "n": n, "b": b, "steps": OT, "trials_per_side": trials, **summary}
+        out[name]["seconds"] = time.perf_counter() - started
+        print(name, out[name], flush=True)
+    return out
+
+
+def _opacus_one(trials: int, workers: int, loader: str, epochs: int = 1) -> dict:
+    """The digits-sized Opacus run: N = 1792, B = 64 (28 steps an epoch), σ = 1, declared Poisson, ``loader``
+    (Opacus's Poisson DPDataLoader, or a shuffled DataLoader under poisson_sampling=False: the shuffle gap)."""
+    from dplens.integrations.opacus_step import loader_sampler, opacus_step
+
+    steps = epochs * DIGITS_N // DIGITS_B
+    started = time.perf_counter()
+    step = opacus_step(MakePrivate(poisson=loader == "poisson"), dataset_size=DIGITS_N, batch_size=DIGITS_B)
+    r = check_dp_sgd(
+        step,
+        sampler="poisson",
+        sampler_function=loader_sampler(Loader(loader, DIGITS_B)),
+        noise_multiplier=SIGMA,
+        max_grad_norm=C,
+        batch_size=DIGITS_B,
+        dataset_size=DIGITS_N,
+        steps=steps,
+        delta=DELTA,
+        trials=trials,
+        workers=workers,
+        seed=0,
+    )
+    seconds = time.perf_counter() - started
+    calls = 2 * (trials + max(100, trials // 5)) * steps
+    print(r.summary(), f"\n{seconds:.1f} s", flush=True)
+    return {
+        "case": f"Opacus, {loader} loader declared Poisson, digits-sized (N {DIGITS_N}, B {DIGITS_B}, T {steps})",
+        "trials_per_side": trials,
+        "workers": workers,
+        "seconds": seconds,
+        "step_calls": calls,
+        "us_per_step_call_wall": 1e6 * seconds / calls,
+        "result": r.to_dict(),
+    }
+
+
+def _opacus_floor(calls: int) -> dict:
+    """Per-step floors of the Opacus subject on the digits-sized configuration (N = 1792, B = 64, the audit's width
+    d = 201), in CPU seconds of this process (one intra-op thread, as in a worker): a full step call of the adapter,
+    and its parts — the forward and backward through Opacus's hooks, a bare ``DPOptimizer.step()``, ``zero_grad`` —
+    and one batch of the loader (Opacus's DPDataLoader and a shuffled DataLoader through ``loader_sampler``)."""
+    import torch
+
+    from dplens.integrations.opacus_step import loader_sampler, opacus_step
+
+    torch.set_num_threads(1)
+    d, rng = 201, np.random.default_rng(0)
+    step = opacus_step(MakePrivate(), dataset_size=DIGITS_N, batch_size=DIGITS_B)
+    grads = np.zeros((DIGITS_B, d))
+    grads[np.arange(DIGITS_B), rng.integers(0, d, DIGITS_B)] = 1.0
+    for _ in range(50):
+        step(grads, rng)
+    clock = time.process_time
+    started = clock()
+    for _ in range(calls):
+        step(grads, rng)
+    out = {"full_step_call_us": 1e6 * (clock() - started) / calls}
+    w = step.step._wrapped(d)
+    ones, target = torch.ones(DIGITS_B, 1, requires_grad=True), torch.from_numpy(grads.astype(np.float32)) / DIGITS_B
+    parts = np.empty((calls, 3))
+    for i in range(calls):
+        t0 = clock()
+        w.module(ones).backward(target)
+        t1 = clock()
+        w.optimizer.step()
+        t2 = clock()
+        w.optimizer.zero_grad(set_to_none=True)
+        parts[i] = (t1 - t0, t2 - t1, clock() - t2)
+    for j, name in enumerate(("forward_backward_with_hooks_us", "bare_dpoptimizer_step_us", "zero_grad_us")):
+        out[name] = 1e6 * float(parts[:, j].mean())
+    for kind in ("poisson", "shuffle"):
+        batches = loader_sampler(Loader(kind, DIGITS_B))(DIGITS_N, rng)
+        next(batches)
+        started = clock()
+        for _ in range(calls):
+            next(batches)
+        out[f"loader_{kind}_batch_us"] = 1e6 * (clock() - started) / calls
+    out["torch"] = torch.__version__
+    print(out, flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=("gap", "model-based", "seeds"))
+    parser.add_argument(
+        "mode",
+        choices=("gap", "model-based", "seeds", "opacus-seeds", "opacus-throughput", "opacus-gap", "opacus-floor"),
+    )
     parser.add_argument("--trials", type=int)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--only", help="seeds: the cases whose names contain one of these comma-separated words")
+    parser.add_argument("--tag", default="only", help="with --only: the results file's suffix")
     args = parser.parse_args()
     if args.mode == "gap":
         result = _one(args.trials or 10000, args.workers, shuffled, "shuffled loader declared Poisson")
     elif args.mode == "model-based":
         result = _one(args.trials or 2000, args.workers, None, "reference step, Poisson")
-    else:
+    elif args.mode == "seeds":
         result = _seeds(args.seeds, args.only)
+    elif args.mode == "opacus-floor":
+        result = _opacus_floor(args.trials or 3000)
+    elif args.mode == "opacus-seeds":
+        result = _opacus_seeds(args.seeds, args.only, args.trials or 100)
+    else:
+        loader = "poisson" if args.mode == "opacus-throughput" else "shuffle"
+        result = _opacus_one(args.trials or 10000, args.workers, loader)
     result = {"machine": platform.platform(), "python": sys.version.split()[0], "mode": args.mode, "data": result}
-    suffix = "" if args.only is None else "_only"
+    suffix = "" if args.only is None else f"_{args.tag}"
     (HERE / f"results_check_dp_sgd_{args.mode}{suffix}.json").write_text(
         json.dumps(result, indent=1, default=str) + "\n"
     )

@@ -16,7 +16,6 @@ from opacus import PrivacyEngine  # noqa: E402
 
 from dplens.auditing.training import checks  # noqa: E402
 from dplens.auditing.training.declared import Declaration  # noqa: E402
-from dplens.auditing.training.framework_free import StepSubject  # noqa: E402
 from dplens.integrations.opacus_step import opacus_step  # noqa: E402
 
 N, B = 400, 8
@@ -39,7 +38,7 @@ def _private(noise_multiplier: float, max_grad_norm: float):
 
 
 def _found(noise_multiplier: float, max_grad_norm: float = 1.0, calls: int = 600) -> dict[str, checks.Check]:
-    step = StepSubject(opacus_step(_private(noise_multiplier, max_grad_norm), dataset_size=N, batch_size=B))
+    step = opacus_step(_private(noise_multiplier, max_grad_norm), dataset_size=N, batch_size=B)
     probes = checks.run_probes(step, DECL, np.random.SeedSequence(0), calls=calls)
     return {c.name: c for c in checks.step_checks(probes, DECL, 0.05 / 8, np.random.default_rng(0), None)}
 
@@ -84,3 +83,91 @@ def test_opacus_poisson_loader_passes_the_sampling_law_and_a_shuffled_loader_dec
         source = BatchSource("poisson", 5000, 50, 100, loader_sampler(make_loader), "loader")
         found = checks.sampling_check(source, decl, 0.05 / 9, np.random.SeedSequence(0))
         assert found.verdict == verdict, found.finding
+
+
+# Gradient accumulation (h10): the logical batch split by Opacus's own BatchSplittingSampler (BatchMemoryManager), the
+# noised steps and the rate Opacus's accountant is given recorded per logical batch, and the planted bugs named.
+
+
+def _split_private(*, physical_loader: int | None = None, ignore_skips: bool = False, **options):
+    def make_private(module, optimizer, loader):
+        from torch.utils.data import DataLoader
+
+        if physical_loader is not None:  # the accountant and the expected batch size at the physical batch
+            loader = DataLoader(loader.dataset, batch_size=physical_loader)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            wrapped = PrivacyEngine(accountant="rdp").make_private(
+                module=module, optimizer=optimizer, data_loader=loader, **{"noise_multiplier": 1.0, **options}
+            )
+        if ignore_skips:  # the optimizer ignores BatchMemoryManager's signals: noise at every physical step
+            wrapped[1].signal_skip_step = lambda do_skip=True: None
+        return wrapped
+
+    return make_private
+
+
+def test_batch_memory_manager_splits_the_batch_noises_once_and_the_update_is_the_logical_one():
+    step = opacus_step(
+        _split_private(noise_multiplier=1e-9, max_grad_norm=100.0),
+        dataset_size=N,
+        batch_size=B,
+        max_physical_batch_size=3,
+    )
+    grads = np.random.default_rng(1).normal(size=(B, 5))
+    update = step(grads, np.random.default_rng(0))
+    np.testing.assert_allclose(update, grads.sum(axis=0) / B, rtol=1e-5, atol=1e-6)  # all 3 physical batches
+    record = step.accounting()
+    assert (record.noised_steps, record.physical_batches) == (1, 3)
+    assert record.rate == pytest.approx(B / N, rel=1e-12)  # 1/len(loader): Opacus's make_private rule
+
+
+def test_accumulation_bugs_are_named_by_the_gradient_accumulation_check():
+    correct = opacus_step(_split_private(max_grad_norm=1.0), dataset_size=N, batch_size=B, max_physical_batch_size=4)
+    physical_rate = opacus_step(
+        _split_private(max_grad_norm=1.0, physical_loader=4), dataset_size=N, batch_size=B, max_physical_batch_size=4
+    )
+    every_step = opacus_step(
+        _split_private(max_grad_norm=1.0, ignore_skips=True), dataset_size=N, batch_size=B, max_physical_batch_size=4
+    )
+    verdicts = {}
+    for label, step in (("correct", correct), ("physical rate", physical_rate), ("every step", every_step)):
+        probes = checks.run_probes(step, DECL, np.random.SeedSequence(0), calls=150)
+        verdicts[label] = checks.accumulation_check(probes, DECL, 0.05 / 9)
+    assert verdicts["correct"].verdict == "PASS", verdicts["correct"].finding
+    assert verdicts["physical rate"].verdict == "VIOLATION", verdicts["physical rate"].finding
+    assert "physical batch size" in verdicts["physical rate"].finding
+    assert verdicts["every step"].verdict == "DEVIATION", verdicts["every step"].finding
+    assert "every physical step" in verdicts["every step"].finding
+
+
+def test_ghost_clipping_clips_per_sample_in_its_loss_wrapper_and_needs_the_injection_criterion():
+    from dplens.integrations.opacus_step import injection_criterion
+
+    def ghost(criterion):
+        def make_private(module, optimizer, loader):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return PrivacyEngine().make_private(
+                    module=module,
+                    optimizer=optimizer,
+                    data_loader=loader,
+                    noise_multiplier=0.0,
+                    max_grad_norm=1.0,
+                    grad_sample_mode="ghost",
+                    **criterion,
+                )
+
+        return make_private
+
+    grads = np.random.default_rng(1).normal(size=(B, 5)) * np.array([10.0, 0.1] * (B // 2))[:, None]
+    norms = np.linalg.norm(grads, axis=1)
+    clipped_mean = (np.minimum(1.0, 1.0 / (norms + 1e-6))[:, None] * grads).sum(axis=0) / B  # Opacus's clip factor
+    for physical in (None, 3):
+        step = opacus_step(
+            ghost({"criterion": injection_criterion()}), dataset_size=N, batch_size=B, max_physical_batch_size=physical
+        )
+        np.testing.assert_allclose(step(grads, np.random.default_rng(0)), clipped_mean, rtol=1e-5, atol=1e-6)
+        assert step.accounting().noised_steps == 1
+    with pytest.raises(ValueError, match=r"criterion=injection_criterion\(\).*CrossEntropyLoss"):
+        opacus_step(ghost({}), dataset_size=N, batch_size=B)(grads, np.random.default_rng(0))

@@ -52,6 +52,7 @@ class DpSgdCheckResult:
     seconds: float
     trials_default: bool = False
     notes: tuple[str, ...] = field(default=())
+    subject_kind: str = "framework-free"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -63,7 +64,7 @@ class DpSgdCheckResult:
             "claimed_epsilon": self.claimed_epsilon,
             "claimed_epsilon_lower": self.claimed_epsilon_lower,
             "subject": self.subject,
-            "subject_kind": "framework-free",
+            "subject_kind": self.subject_kind,
             "sampler_function": self.sampler_function,
             "alpha": self.alpha,
             "alpha_split": len(self.checks) + 2,
@@ -193,11 +194,11 @@ def check_dp_sgd(
 def _check(step, source, decl: Declaration, *, alpha: float, observe: str, started: float, **run: Any):
     """Probes, trainings, checks, audit and model-based bound, α split equally over them."""
     trials, seed = run["trials"], run["seed"]
-    tests = 6 + int(source.is_user) + 2
-    share = alpha / tests
     root = np.random.SeedSequence(seed, spawn_key=(46,))
     probe_seed, sampling_seed, gaussian_seed = root.spawn(3)
     probes = checks_mod.run_probes(step, decl, probe_seed)
+    tests = 6 + int(probes.accounting is not None) + int(source.is_user) + 2
+    share = alpha / tests
     runs = audit_mod.run_trainings(step, source, decl, pilot=max(100, trials // 5), **run)
     prints = runs.counted[:, :, 4:6]
     found = checks_mod.step_checks(probes, decl, share, np.random.default_rng(gaussian_seed), prints)
@@ -206,7 +207,7 @@ def _check(step, source, decl: Declaration, *, alpha: float, observe: str, start
     claimed = decl.claimed()
     bound = audit_mod.audit_bound(runs, decl, claimed=claimed.epsilon, significance=share, observe=observe)
     model = audit_mod.model_based_bound(runs, decl, claimed=claimed.epsilon, significance=share)
-    notes = [_NOTES_FRAMEWORK_FREE]
+    notes = [_NOTES_FRAMEWORK_FREE] if probes.accounting is None else _accumulation_notes(step)
     if not source.is_user:
         notes.append(
             f"sampling law not checked: the batches were formed by dplens by the declared {decl.sampler!r} "
@@ -228,4 +229,15 @@ def _check(step, source, decl: Declaration, *, alpha: float, observe: str, start
         seed=seed,
         seconds=time.perf_counter() - started,
         notes=tuple(notes),
+        subject_kind=step.kind,
     )
+
+
+def _accumulation_notes(step: StepSubject) -> list[str]:
+    if step.physical_batch_size is None:
+        return [
+            f"gradient accumulation not exercised: the {step.kind} subject ran one physical batch per logical batch "
+            "(give max_physical_batch_size to split them as the training does); the noised steps and the rate "
+            "given to the accountant were checked"
+        ]
+    return []

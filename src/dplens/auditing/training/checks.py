@@ -78,6 +78,8 @@ class Probes:
     nonfinite: np.ndarray | None  # (calls, 4) outputs on the non-finite rows' coordinates, or None when it raised
     nonfinite_bad: int
     nonfinite_error: str | None
+    accounting: tuple | None = None  # per probe call: what the step told its own accountant (framework adapters)
+    physical: int | None = None  # the subject's physical batch size (gradient accumulation), if any
 
 
 def probe_sizes(b: int) -> tuple[int, int, int]:
@@ -108,7 +110,7 @@ def run_probes(subject, decl: Declaration, seed: np.random.SeedSequence, calls: 
     a_mean = {b: [] for b in sizes}
     h = {b: [] for b in sizes}
     noise, sequence = np.empty((calls, _FREE)), np.empty(calls, dtype=np.int64)
-    rng = None
+    rng, records = None, []
     for i in range(calls):
         if i % length == 0:
             child = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, i // length))
@@ -120,7 +122,8 @@ def run_probes(subject, decl: Declaration, seed: np.random.SeedSequence, calls: 
         a_mean[b].append(u[: b - 1].mean())
         h[b].append(u[dim - _FREE - 5])
         noise[i], sequence[i] = u[dim - _FREE :], i // length
-    nonfinite, bad, error = _nonfinite_probes(subject, decl, seed, dim)
+        records.append(subject.accounting())
+    nonfinite, bad, error = _nonfinite_probes(subject, decl, seed, dim, min(300, calls))
     return Probes(
         sizes=sizes,
         a_mean={b: np.asarray(v) for b, v in a_mean.items()},
@@ -131,6 +134,8 @@ def run_probes(subject, decl: Declaration, seed: np.random.SeedSequence, calls: 
         nonfinite=nonfinite,
         nonfinite_bad=bad,
         nonfinite_error=error,
+        accounting=None if records[0] is None else tuple(records),
+        physical=subject.physical_batch_size,
     )
 
 
@@ -323,7 +328,9 @@ def _orthonormal(top: np.ndarray, bottom: np.ndarray, rng: np.random.Generator) 
 def gaussian_check(p: Probes, decl: Declaration, alpha: float, rng: np.random.Generator) -> Check:
     """Noise independent across coordinates and Gaussian: the most and least noisy directions of the first half of
     the probe calls, tested on the second half (F(n, n(f − 2)) against the other directions: exact under i.i.d.
-    Gaussian noise), and a Kolmogorov–Smirnov test of the standardised noise (scale estimated: conservative)."""
+    Gaussian noise), and a Kolmogorov–Smirnov test of the standardised noise (scale estimated per probe batch size, so
+    noise whose scale follows the batch — added at every physical step — is not mistaken for non-Gaussian noise;
+    estimated scale: conservative)."""
     z = p.noise
     name, quantity = "noise_gaussian_independent", "largest variance ratio of a direction to the others"
     half = z.shape[0] // 2
@@ -347,7 +354,10 @@ def gaussian_check(p: Probes, decl: Declaration, alpha: float, rng: np.random.Ge
     dof = n2 * (w.shape[1] - 2)
     top, bottom = float(np.mean(w[:, 0] ** 2)) / rest, float(np.mean(w[:, 1] ** 2)) / rest
     p_top, p_bottom = stats.f.sf(top, n2, dof), stats.f.cdf(bottom, n2, dof)
-    sample = (w[:, 2:] / math.sqrt(rest)).ravel()[:100000]
+    group = np.arange(half, z.shape[0]) % 3  # the probe batch size of each call: its noise scale may differ by size
+    sample = np.concatenate(
+        [(w[group == g, 2:] / math.sqrt(max(float(np.mean(w[group == g, 2:] ** 2)), 1e-300))).ravel() for g in range(3)]
+    )[:: max(1, (w.shape[0] * (w.shape[1] - 2)) // 100000)]
     ks = stats.kstest(sample, "norm")
     details = {"top_ratio": top, "bottom_ratio": bottom, "ks_statistic": float(ks.statistic), "ks_p": float(ks.pvalue)}
     if p_top < alpha / 3:
@@ -493,11 +503,91 @@ def nonfinite_check(p: Probes, decl: Declaration, alpha: float) -> Check:
     )
 
 
+def _variance_growth(p: Probes, physical: np.ndarray) -> tuple[float, float, int, int]:
+    """The noise variance of the update at the most physical batches against the fewest (F ratio, its p-value)."""
+    low, high = int(physical.min()), int(physical.max())
+    if low == high:
+        return 1.0, 1.0, low, high
+    a, b = p.noise[physical == high], p.noise[physical == low]
+    ratio = float(np.mean(a**2) / max(float(np.mean(b**2)), 1e-300))
+    return ratio, float(stats.f.sf(ratio, a.size, b.size)), low, high
+
+
+def accumulation_check(p: Probes, decl: Declaration, alpha: float) -> Check:
+    """Gradient accumulation and what the framework's accountant was told (jax_privacy issue 234 / PR 287: a rate at
+    the physical batch size under-accounts): exactly one noised step per logical batch, and a rate given to the
+    accountant per logical batch not below the logical batches' rate 1/⌈N/B⌉ (what Opacus's ``make_private`` derives
+    from a loader of batches of B; B/N when B divides N) — exact counts from the adapter's record, no test — and the
+    update's noise variance against the number of physical batches (F test at α: noise added at each physical step
+    grows with it). Fewer rate or steps than ran: VIOLATION; noise at every physical step: DEVIATION (the logical
+    update carries more noise and the accountant counts more steps: conservative)."""
+    records = p.accounting
+    noised = np.array([r.noised_steps for r in records])
+    physical = np.array([r.physical_batches for r in records])
+    rates = np.array([r.rate for r in records])
+    q_ref = 1 / math.ceil(decl.dataset_size / decl.batch_size)
+    split = (
+        f"logical batches split into physical batches of at most {p.physical}"
+        if p.physical
+        else "no max_physical_batch_size: one physical batch per logical batch"
+    )
+    ratio, p_growth, k_lo, k_hi = _variance_growth(p, physical)
+    details = {
+        "noised_steps_mean": float(noised.mean()),
+        "rate_given_min": float(rates.min()),
+        "logical_rate": q_ref,
+        "physical_batches_max": int(k_hi),
+        "noise_variance_ratio": ratio,
+    }
+    common = dict(
+        name="gradient_accumulation",
+        measured=float(noised.mean()),
+        declared=1.0,
+        quantity="noised optimizer steps per logical batch",
+        significance=alpha,
+        details=details,
+    )
+    silent, low = int(np.sum(noised == 0)), int(np.sum(rates < q_ref * (1 - 1e-9)))
+    if silent:
+        return Check(
+            verdict=VIOLATION,
+            finding=f"{silent} of {noised.size} logical batches told the accountant nothing (no noised step "
+            f"recorded; {split}): it counts fewer steps than the training took",
+            **common,
+        )
+    if low:
+        worst = float(rates.min())
+        words = f" (the physical batch {p.physical} over B = {decl.batch_size})" if p.physical else ""
+        return Check(
+            verdict=VIOLATION,
+            finding=f"the accountant was given q = {worst:.5g} per logical batch, below the logical batches' rate "
+            f"{q_ref:.5g} ({worst / q_ref:.3g}x{words}): accounted at the physical batch size, its epsilon does not "
+            f"cover the logical batches ({low} of {noised.size} probe batches; {split})",
+            **common,
+        )
+    if noised.max() > 1 or p_growth < alpha:
+        return Check(
+            verdict=DEVIATION,
+            finding=f"noise added at every physical step: {noised.mean():.3g} noised steps per logical batch (up to "
+            f"{k_hi} physical batches; noise variance {ratio:.3g}x at {k_hi} physical batches against {k_lo}; "
+            f"declared one per logical batch): more noise in the update and more steps accounted (conservative)",
+            **common,
+        )
+    return Check(
+        verdict=PASS,
+        finding=f"one noised step per logical batch ({split}; up to {k_hi} physical batches per probe batch, noise "
+        f"variance ratio {ratio:.3g}); the accountant was given q = {rates.min():.5g} per logical batch (logical "
+        f"rate {q_ref:.5g})",
+        **common,
+    )
+
+
 def step_checks(
     p: Probes, decl: Declaration, alpha: float, rng: np.random.Generator, prints: np.ndarray | None
 ) -> list[Check]:
-    """The six step checks, each at ``alpha``."""
-    return [
+    """The six step checks, each at ``alpha``, and the gradient-accumulation check where the subject records what it
+    told its own accountant (a framework adapter)."""
+    found = [
         noise_std_check(p, decl, alpha),
         gaussian_check(p, decl, alpha, rng),
         normalisation_check(p, decl, alpha),
@@ -505,6 +595,9 @@ def step_checks(
         fresh_check(p, decl, alpha, prints),
         nonfinite_check(p, decl, alpha),
     ]
+    if p.accounting is not None:
+        found.append(accumulation_check(p, decl, alpha))
+    return found
 
 
 def _sampler_runs(source, decl: Declaration, seed: np.random.SeedSequence) -> list[list[np.ndarray]]:

@@ -93,6 +93,7 @@ class StepSubject:
     """A step function behind the harness's interface: called on crafted gradients, its update checked."""
 
     kind = "framework-free"
+    physical_batch_size: int | None = None
 
     def __init__(self, step: Any) -> None:
         if isinstance(step, str):
@@ -104,7 +105,14 @@ class StepSubject:
             raise ValueError(f"check_dp_sgd: subject must be a step function or 'module:function'; got {step!r}")
         self.step = step
 
-    def __call__(self, grads: np.ndarray, rng: np.random.Generator, where: str, *, finite_input: bool = True):
+    def accounting(self) -> Any:
+        """What the step told its own accountant on the last call (a framework adapter's record), or None: the
+        framework-free contract has no accountant of its own and sees one logical batch per call."""
+        return None
+
+    def __call__(
+        self, grads: np.ndarray, rng: np.random.Generator, where: str = "a direct call", *, finite_input: bool = True
+    ):
         """The update for ``grads`` ((b, d)), as a float64 (d,) array; bad input raises ``ValueError``."""
         try:
             update = self.step(grads, rng)
