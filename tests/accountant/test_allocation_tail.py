@@ -12,40 +12,23 @@ import math
 
 import numpy as np
 import pytest
-from scipy import integrate, stats
 
 from dplens.accountant import allocation, conversions, pld_engine
 from dplens.accountant.samplers import RandomAllocation
 
 
-def _two_step_delta(eps: float, sigma: float, direction: str) -> float:
-    """The exact hockey stick of the allocation of 1 of 2 steps (as in test_samplers.py): R = (Y₁ + Y₂)/2, Y log-normal
-    of log-sd 1/σ and mean 1; conditioning on Y₁ leaves a call (remove) or a put (add) on Y₂."""
-    s = 1.0 / sigma
+def _helper(name: str):
+    import importlib.util
+    from pathlib import Path
 
-    def call(strike: float) -> float:  # E[(Y − K)₊]
-        if strike <= 0:
-            return 1.0 - strike
-        d1 = (-math.log(strike) + 0.5 * s * s) / s
-        return stats.norm.cdf(d1) - strike * stats.norm.cdf(d1 - s)
+    path = Path(__file__).resolve().parents[1] / "helpers" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_helpers_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    def put(strike: float) -> float:  # E[(K − Y)₊]
-        if strike <= 0:
-            return 0.0
-        d1 = (-math.log(strike) + 0.5 * s * s) / s
-        return strike * stats.norm.cdf(-(d1 - s)) - stats.norm.cdf(-d1)
 
-    def integrand(z: float) -> float:
-        y1 = math.exp(z)
-        if direction == "remove":
-            inner = 0.5 * call(2.0 * math.exp(eps) - y1)
-        else:
-            inner = 0.5 * math.exp(eps) * put(2.0 * math.exp(-eps) - y1)
-        return stats.norm.pdf(z, loc=-0.5 * s * s, scale=s) * inner
-
-    centre = -0.5 * s * s
-    value, _ = integrate.quad(integrand, centre - 12 * s, centre + 12 * s, limit=400, epsabs=1e-14, epsrel=1e-11)
-    return value
+_two_step_delta = _helper("allocation_exact").two_step_delta
 
 
 @pytest.fixture
