@@ -124,3 +124,33 @@ def test_many_steps_at_low_noise_bracket_the_independent_reference():
     assert math.isfinite(small.upper) and small.relative_width <= 5e-3 and small.lower > bracket.upper
     # At an infinite loss: two coordinates on the ladder (a union bound), under 1 % of δ = 10⁻⁹ over the 3 epochs.
     assert allocation.allocation_laws(0.55, 1000).upper.remove.infinity < 3e-12
+
+
+def test_the_laws_round_off_effort_follows_the_composition_asking(monkeypatch):
+    """The laws tighten round-off only down to the composition's share of its precision (δ·10⁻⁴ at the default
+    tolerance, per epoch), a decade in [10⁻¹³, 10⁻¹⁰]; 10⁻¹³ outside a composition. Coarse or finest, the bracket is
+    valid: the two overlap, and the coarse one still meets the tolerance."""
+    assert allocation._precision() == allocation.FINEST_PRECISION  # no composition asking
+    for share, decade in [(1e-20, 1e-13), (3e-12, 1e-12), (1e-11, 1e-11), (5e-9, 1e-10)]:
+        token = pld_engine._EVENT_PRECISION.set(share)
+        try:
+            assert allocation._precision() == decade, share
+        finally:
+            pld_engine._EVENT_PRECISION.reset(token)
+
+    seen: list[float] = []
+    decade_of = allocation._precision
+    monkeypatch.setattr(allocation, "_precision", lambda: seen.append(decade_of()) or seen[-1])
+    event = RandomAllocation(noise_multiplier=1.0, steps=20)
+    allocation._laws.cache_clear()
+    coarse = pld_engine.epsilon_bracket([(event, 2)], 1e-5)
+    assert set(seen) == {1e-10}
+    seen.clear()
+    pld_engine.epsilon_bracket([(event, 2)], 1e-12, tolerance=1e-2)
+    assert set(seen) == {1e-13}  # 10⁻¹²·10⁻²/4 per run: below the finest
+    monkeypatch.setattr(allocation, "COARSEST_PRECISION", allocation.FINEST_PRECISION)
+    allocation._laws.cache_clear()
+    finest = pld_engine.epsilon_bracket([(event, 2)], 1e-5)
+    allocation._laws.cache_clear()
+    assert coarse.tolerance_met and finest.tolerance_met
+    assert coarse.lower <= finest.upper and finest.lower <= coarse.upper, (coarse, finest)

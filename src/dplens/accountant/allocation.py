@@ -95,8 +95,22 @@ MANY_STEPS = 1000
 #: t = 10⁴, 10 epochs, δ = 10⁻⁶ the bracket narrows from 0.502 % to 0.314 %, its lower end moving).
 SPREAD_CELLS_MANY = 28
 _UNIT_ROUNDOFF = 2.0**-53
-#: Floating-point error (a bound on Σ wᵢ·δqᵢ) below which the compositions spend no effort on tightening it.
-PRECISION = 1e-13
+#: Floating-point error (a bound on Σ wᵢ·δqᵢ) below which the compositions spend no effort on tightening it: the
+#: share of the ledger's composition per run (:func:`dplens.accountant.pld_engine.event_precision`), rounded down to a
+#: power of ten within these two (one cache entry per decade), the finest outside a composition. The finest is what
+#: δ = 10⁻⁹ needs (σ = 0.55, t = 10⁴, 10 epochs: issue 47); the coarsest, where δ allows it, halves the laws' cost.
+FINEST_PRECISION = 1e-13
+COARSEST_PRECISION = 1e-10
+
+
+def _precision() -> float:
+    """The laws' precision for the composition asking for them (see :data:`FINEST_PRECISION`)."""
+    share = engine.event_precision()
+    if share is None or not share > FINEST_PRECISION:
+        return FINEST_PRECISION
+    share = min(share, COARSEST_PRECISION)
+    decade = 10.0 ** math.floor(math.log10(share))
+    return decade if decade <= share else decade / 10.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -181,12 +195,14 @@ def _top_of_grid(s: float, budget: float) -> float:
     return high
 
 
-def _composed(factors: list[tuple[np.ndarray, int]], spacing: float, scale: float) -> engine.ComposedPmf:
+def _composed(
+    factors: list[tuple[np.ndarray, int]], spacing: float, scale: float, precision: float
+) -> engine.ComposedPmf:
     """The law of a sum of independent draws (each factor a grid PMF of values k·``spacing``, drawn ``count`` times)
     on its Chernoff window, in units of ``scale`` (so the engine's values stay within its floating-point range)."""
     grid_factors = [(engine.GridPmf(start=0, pmf=pmf), count) for pmf, count in factors if count > 0]
     return engine._compose_kind(
-        grid_factors, spacing / scale, WINDOW_TAIL, precision=PRECISION, mgf_block=_mgf_block(factors, spacing)
+        grid_factors, spacing / scale, WINDOW_TAIL, precision=precision, mgf_block=_mgf_block(factors, spacing)
     )
 
 
@@ -342,7 +358,9 @@ def _ladder_atoms(
     return losses, np.outer(masses, weights).ravel()
 
 
-def _upper_side(sigma: float, steps: int, inclusion: float, spacing: float, top_index: int, scale: float) -> _Side:
+def _upper_side(
+    sigma: float, steps: int, inclusion: float, spacing: float, top_index: int, scale: float, precision: float
+) -> _Side:
     """The split discretisation (a dominating pair): its ratio is R(S̃) exactly, S̃ on the grid or one coordinate on
     the ladder above it.
 
@@ -382,8 +400,8 @@ def _upper_side(sigma: float, steps: int, inclusion: float, spacing: float, top_
     up = atoms[1:].copy()
     up[0] += atoms[0]
     per_p = atoms[1:] * grid  # the split pair's ratio at each atom is the atom's value: the tilted law
-    p_law = _composed([(per_p, 1), (up, steps - 1)], spacing, scale)
-    q_law = _composed([(atoms, steps)], spacing, scale)  # the atom at 0 as o − h
+    p_law = _composed([(per_p, 1), (up, steps - 1)], spacing, scale, precision)
+    q_law = _composed([(atoms, steps)], spacing, scale, precision)  # the atom at 0 as o − h
     p_values = _values(p_law, spacing) + steps * offset
     q_values = _values(q_law, spacing) + steps * (offset - spacing)
     if steps > 2:  # the tilted composition: one coordinate more than the others' sum (a negligible excess)
@@ -399,7 +417,7 @@ def _upper_side(sigma: float, steps: int, inclusion: float, spacing: float, top_
     error = inclusion * (p_law.round_off + p_law.outside + (nu_star + (steps - 1) * nu) * others[2])
     infinity = inclusion * (beyond + nu_star * (steps - 1) * nu + 0.5 * (steps - 1) * (steps - 2) * nu * nu)
     if inclusion < 1.0:
-        plain = _composed([(up, steps)], spacing, scale)
+        plain = _composed([(up, steps)], spacing, scale, precision)
         remove.add(
             _log(_ratio(_values(plain, spacing) + steps * offset, inclusion, steps)), (1 - inclusion) * plain.pmf
         )
@@ -460,7 +478,9 @@ def _pair_bound(s: float, spacing: float) -> float:
     return 2.0 * (y + spacing)
 
 
-def _lower_side(sigma: float, steps: int, inclusion: float, spacing: float, top_index: int, scale: float) -> _Side:
+def _lower_side(
+    sigma: float, steps: int, inclusion: float, spacing: float, top_index: int, scale: float, precision: float
+) -> _Side:
     """The merge discretisation (a dominated pair), its deviations from the grid bounded (see the module).
 
     Every error only subtracts from δ: round-off, the mass the circular convolutions wrapped into their windows, and
@@ -490,8 +510,8 @@ def _lower_side(sigma: float, steps: int, inclusion: float, spacing: float, top_
         l_means = np.where(lq > 0, lm1 / np.maximum(lq, 1e-300), ladder)
     l_means = np.maximum(l_means * (1.0 - 1e-9), ladder)  # a cell's mean is at least its left end
     body_star = float(m1.sum())
-    q_law = _composed([(q, steps)], spacing, scale)
-    p_law = _composed([(m1, 1), (q, steps - 1)], spacing, scale)
+    q_law = _composed([(q, steps)], spacing, scale, precision)
+    p_law = _composed([(m1, 1), (q, steps - 1)], spacing, scale, precision)
     q_values = _values(q_law, spacing) + steps * offset
     p_values = _values(p_law, spacing) + steps * offset
     # The sum A of t − 2 coordinates (all below the ladder): A ≥ Σ of t − B, B two of them, so P(A > x) ≥
@@ -588,11 +608,11 @@ def allocation_laws(sigma: float, steps: int, inclusion: float = 1.0) -> Allocat
             f"a random allocation at noise_multiplier={sigma!r} has privacy losses up to about {reach:.4g} nats, "
             f"beyond the PLD engine's floating-point range (|loss| <= {engine.MAX_LOSS:g})"
         )
-    return _laws(float(sigma), int(steps), float(inclusion), _FINENESS.get())
+    return _laws(float(sigma), int(steps), float(inclusion), _FINENESS.get(), _precision())
 
 
 @functools.lru_cache(maxsize=3)  # 10⁴ steps at σ ≈ 0.6: ~150 MB each (a calibration visits ~10 σ: 2.6 GB at 32)
-def _laws(sigma: float, steps: int, inclusion: float, fineness: float) -> AllocationLaws:
+def _laws(sigma: float, steps: int, inclusion: float, fineness: float, precision: float) -> AllocationLaws:
     s = 1.0 / sigma
     top = _top_of_grid(s, TOP_MASS)
     # The ladder above the grid keeps the tail's losses finite: the grid need only hold the sum's bulk (a finer grid,
@@ -631,8 +651,8 @@ def _laws(sigma: float, steps: int, inclusion: float, fineness: float) -> Alloca
         inclusion=inclusion,
         spacing=spacing,
         top=top,
-        upper=_upper_side(sigma, steps, inclusion, spacing, top_index, scale),
-        lower=_lower_side(sigma, steps, inclusion, spacing, top_index, scale),
+        upper=_upper_side(sigma, steps, inclusion, spacing, top_index, scale, precision),
+        lower=_lower_side(sigma, steps, inclusion, spacing, top_index, scale, precision),
     )
 
 

@@ -64,6 +64,7 @@ back to dp-accounting's engine (:mod:`dplens.accountant.pld`).
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import math
 from collections.abc import Callable, Iterable
@@ -105,6 +106,9 @@ DEFAULT_WINDOW_TAIL = 1e-18
 #: Floating-point error bound (in δ) below which a composition spends no effort on tightening it (see
 #: :func:`_compose_kind`); the bound is paid for in δ whatever it is.
 DEFAULT_PRECISION = 1e-9
+#: The floating-point error (in δ) that one run of the event being discretised may carry: its share of the
+#: composition's ``precision``, set by :func:`compose` around each :func:`loss_distribution` call (None outside one).
+_EVENT_PRECISION: contextvars.ContextVar[float | None] = contextvars.ContextVar("event_precision", default=None)
 #: Coarse buckets span this many grid intervals where the PLD carries little mass (see :func:`discretise`).
 COARSE_SPAN = 16
 #: Mass at each end of an event's PLD discretised on coarse cells: a cell's error grows with mass × width².
@@ -1787,14 +1791,14 @@ def _composed_on_own_grid(
             fine_mass=grid.fine_mass,
         )
         try:
-            pld = loss_distribution(event, own)
+            pld = _event_loss_distribution(event, own, 0.5 * precision / max(count, 1))
             args = (count, own.interval, grid.interval, window_tail, precision)
             remove = _moved_onto(pld.remove, *args)
             add = _moved_onto(pld.add, *args) if pld.add is not None else None
             return EventPld(remove=remove, add=add), 1
         except WindowTooLargeError:
             level //= 2
-    return loss_distribution(event, grid), count
+    return _event_loss_distribution(event, grid, 0.5 * precision / max(count, 1)), count
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1897,6 +1901,22 @@ def _largest_lower(directions: list[ComposedDirection], highs: list[float], lowe
     return best
 
 
+def event_precision() -> float | None:
+    """The floating-point error (in δ) that one run of the event whose PLD is being built may carry without costing
+    the composition's bracket anything visible: its share of :func:`compose`'s ``precision`` divided by its runs;
+    None outside a composition. Interpreters with a costly law of their own (the random allocation) spend effort on
+    round-off only below it; whatever error they leave is carried in :attr:`GridPmf.error` and paid for in δ."""
+    return _EVENT_PRECISION.get()
+
+
+def _event_loss_distribution(event: ev.Event, grid: LossGrid, precision: float) -> EventPld:
+    token = _EVENT_PRECISION.set(precision)
+    try:
+        return loss_distribution(event, grid)
+    finally:
+        _EVENT_PRECISION.reset(token)
+
+
 def compose(
     entries: Iterable[tuple[ev.Event, int]] | ev.Event,
     grid: LossGrid,
@@ -1928,7 +1948,8 @@ def compose(
         return ComposedPld(interval=grid.interval, remove=None, non_private=True)
     plds: list[tuple[EventPld, int]] = []
     items = list(leaves.items())
-    on_grid = [loss_distribution(event, grid) for event, _ in items]
+    # Each event's share of the precision: a quarter of it (the composition halves it where it refines) per run.
+    on_grid = [_event_loss_distribution(event, grid, 0.25 * precision / max(count, 1)) for event, count in items]
     levels = _refinement_levels(items, on_grid, leaves.gaussian_mu2, grid)
     # The window tail and the precision: half for the ledger's composition, half shared by the events' own.
     refined = sum(level > 0 for level in levels)
