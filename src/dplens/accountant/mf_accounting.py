@@ -1036,6 +1036,8 @@ def _gdp_kind(event: MfTraining) -> str:
     """What the μ-GDP bound of an unamplified schema is: exact, or an upper bound that ignores the sampler."""
     if event.lower_bound_events() is None:
         return "exact mu-GDP (no sampling to amplify)"
+    if event.sampling in _DETERMINISTIC:
+        return "mu-GDP with an upper bound on the sensitivity: an upper bound"
     return "unamplified mu-GDP (the sampler's randomness is not used): an upper bound"
 
 
