@@ -823,8 +823,10 @@ class MfTraining(ev.Event):
     def fixed_bins_rdp(self) -> FixedBinsRdp | None:
         """Fixed bins on a non-negative strategy (add/remove or zero-out; few enough bands for order 2 within
         :data:`~dplens.accountant.mf_renyi.STATE_BUDGET`): the per-order Rényi bounds of the fixed-bins pair in each
-        direction (:class:`~dplens.accountant.mf_renyi.FixedBinsRdp`, the numbers :func:`mf_epsilon`'s Rényi bound
-        converts), computed once per event and cached; None elsewhere (the unamplified μ-GDP curve stands)."""
+        direction (:class:`~dplens.accountant.mf_renyi.FixedBinsRdp`, remove orders within
+        :data:`~dplens.accountant.mf_renyi.CURVE_BUDGET`), computed once per event and cached; None elsewhere (the
+        unamplified μ-GDP curve stands). The RDP curve and the profile's δ(ε) are made of them; the profile's ε(δ) is
+        :func:`mf_epsilon`'s Rényi bound itself (on the full order budget)."""
         return _fixed_bins_bounds(self)[0] if _amplified_fixed_bins(self) else None
 
     def lower_bound_events(self) -> tuple[ev.Event, ...] | None:
@@ -927,7 +929,11 @@ def _fixed_bins_bounds(event: MfTraining):
     from dplens.accountant import mf_renyi
 
     run = event.run()
-    bounds = mf_renyi.fixed_bins_rdp(run.strategy, period=run.period, noise_multiplier=event.noise_multiplier)
+    strategy, period, sigma = run.strategy, run.period, event.noise_multiplier
+    # the curve's own budget (cheap, re-read at many σ by calibration); the full one only where that fits no order
+    bounds = mf_renyi.fixed_bins_rdp(strategy, period=period, noise_multiplier=sigma) or mf_renyi.fixed_bins_rdp(
+        strategy, period=period, noise_multiplier=sigma, budget=mf_renyi.STATE_BUDGET
+    )
     return bounds, event.gdp_mu()
 
 
@@ -956,16 +962,25 @@ def _fixed_bins_deltas(epsilons, *, event: MfTraining, direction: str):
 
 
 def _fixed_bins_epsilon(delta: float, *, event: MfTraining) -> float:
-    """ε(δ): the smaller of the unamplified μ-GDP ε and the larger of the two directions' Rényi ε (each at its own
-    best order, as :func:`~dplens.accountant.mf_renyi.fixed_bins_renyi`); every one an upper bound."""
+    """ε(δ): the smaller of the unamplified μ-GDP ε and :func:`~dplens.accountant.mf_renyi.fixed_bins_renyi`'s (the
+    larger of the two directions' ε, each at its own best order, on the full order budget: :func:`mf_epsilon`'s
+    number); every one an upper bound."""
     from dplens.accountant import conversions
 
     delta = conversions.check_delta(delta, allow_zero=True)
-    bounds, mu = _fixed_bins_bounds(event)
-    unamplified = conversions.gdp_epsilon(mu, delta)
+    unamplified = conversions.gdp_epsilon(_fixed_bins_bounds(event)[1], delta)
     if delta == 0:
         return unamplified
-    return min(unamplified, max(bounds.epsilon(delta, "remove"), bounds.epsilon(delta, "add")))
+    renyi = _fixed_bins_renyi_at(event, delta)
+    return unamplified if renyi is None else min(unamplified, renyi.epsilon)
+
+
+@functools.lru_cache(maxsize=64)
+def _fixed_bins_renyi_at(event: MfTraining, delta: float):
+    from dplens.accountant.mf_renyi import fixed_bins_renyi
+
+    run = event.run()
+    return fixed_bins_renyi(run.strategy, period=run.period, noise_multiplier=event.noise_multiplier, delta=delta)
 
 
 def _fixed_bins_trade_off(alpha, *, event: MfTraining):
