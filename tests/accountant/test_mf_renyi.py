@@ -234,6 +234,9 @@ def test_the_event_charges_the_amplified_renyi_bound_and_composes():
     assert curve(alphas.astype(float)) == pytest.approx(both, rel=1e-9)
     assert np.all(curve(alphas.astype(float)) < 0.8 * unamplified(alphas.astype(float)))  # amplified
     assert curve(2.5) == curve(3.0) and curve(1.5) == curve(2.0)  # D_α ≤ D_⌈α⌉ between the integer orders
+    top = event.fixed_bins_rdp().max_order  # the remove orders within CURVE_BUDGET (10 here); the unamplified beyond
+    assert top == mr.max_order_within(mr.frontier_width(gram), 16, mr.CURVE_BUDGET) >= 8
+    assert curve(top + 0.5) == unamplified(top + 0.5) and curve(float(top)) < unamplified(float(top))
     # its ε: the exact route's per-direction profile gives mf_epsilon's Rényi bound (which mf_epsilon reports here:
     # test_issue_configuration_meets_the_target); the curve (max at each order) and the unamplified bound are above
     renyi = mr.fixed_bins_renyi(event.run().strategy, period=16, noise_multiplier=sigma, delta=delta)

@@ -257,18 +257,6 @@ class FixedBinsRdp:
     def both(self) -> tuple[float, ...]:
         return tuple(max(r, a) for r, a in zip(self.remove, self.add, strict=False))
 
-    def epsilon(self, delta: float, direction: str) -> float:
-        """ε at ``delta`` of one direction (``"remove"`` or ``"add"``): Canonne, Kamath, Steinke 2020 Prop. 12,
-        minimised over the integer orders held, rounded up."""
-        import numpy as np
-
-        from dplens.accountant import conversions
-
-        values = np.asarray(self.remove if direction == "remove" else self.add)
-        alphas = np.arange(2, values.size + 2)
-        eps = float(np.min(conversions.rdp_to_epsilon_optimal(values, alphas, delta)))
-        return conversions.round_up(max(0.0, eps))
-
     def log_delta(self, epsilons, direction: str):
         """log δ at each of ``epsilons`` (an array) of one direction: CKS 2020 Prop. 12 solved for δ, minimised over
         the orders held (not rounded: the caller rounds δ up)."""
