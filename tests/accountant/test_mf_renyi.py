@@ -206,3 +206,100 @@ def test_orders_are_doubled_while_the_best_one_is_the_largest():
     capped = mr.fixed_bins_renyi(strategy, period=16, noise_multiplier=4.0, delta=1e-3, budget=budget8)
     assert capped.max_order == 8 and full.max_order > 8 and full.order_remove > 8
     assert full.epsilon_remove < capped.epsilon_remove  # more orders, a smaller (still valid) bound
+
+
+# --------------------------------------------------------------------------------------------
+# The event (MfTraining): what the accountant, the specs and the ledger charge under fixed bins
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_event_charges_the_amplified_renyi_bound_and_composes():
+    from dplens.accountant import pld, rdp
+    from dplens.accountant.compose import Accountant
+    from dplens.accountant.curves import Gdp
+    from dplens.accountant.events import Gaussian
+    from dplens.accountant.mf_accounting import MfTraining
+
+    event = MfTraining(**ISSUE)
+    sigma, delta = ISSUE["noise_multiplier"], 1e-3
+    curve, unamplified = rdp.rdp_curve(event), Gdp(mu=event.gdp_mu()).rdp_curve()
+    orders = np.concatenate([np.arange(2.0, 65.0), [1.01, 1.5, 2.5, 7.3, 15.5, 100.0, 1e4]])
+    assert np.all(curve(orders) <= unamplified(orders))  # never above the unamplified curve, at any order
+    # at the integer orders: the max of the two directions' bounds, recomputed here from the moments and AM-GM
+    gram = mr.fixed_bins_gram(event.run().strategy, period=16)
+    alphas = np.arange(2, 7)
+    remove = mr.remove_log_moments(gram, sigma, 6)[2:] / (alphas - 1)
+    both = np.maximum(remove, mr.add_rdp_bound(gram, sigma, alphas))
+    assert np.all(curve(alphas.astype(float)) >= both)
+    assert curve(alphas.astype(float)) == pytest.approx(both, rel=1e-9)
+    assert np.all(curve(alphas.astype(float)) < 0.8 * unamplified(alphas.astype(float)))  # amplified
+    assert curve(2.5) == curve(3.0) and curve(1.5) == curve(2.0)  # D_α ≤ D_⌈α⌉ between the integer orders
+    top = event.fixed_bins_rdp().max_order  # the remove orders within CURVE_BUDGET (10 here); the unamplified beyond
+    assert top == mr.max_order_within(mr.frontier_width(gram), 16, mr.CURVE_BUDGET) >= 8
+    assert curve(top + 0.5) == unamplified(top + 0.5) and curve(float(top)) < unamplified(float(top))
+    # its ε: the exact route's per-direction profile gives mf_epsilon's Rényi bound (which mf_epsilon reports here:
+    # test_issue_configuration_meets_the_target); the curve (max at each order) and the unamplified bound are above
+    renyi = mr.fixed_bins_renyi(event.run().strategy, period=16, noise_multiplier=sigma, delta=delta)
+    result = Accountant().compose(event).epsilon_result(delta)
+    assert result.epsilon == pytest.approx(renyi.epsilon, rel=1e-12) and result.epsilon >= renyi.epsilon * (1 - 1e-12)
+    by_route = {r.method.value: r.epsilon for r in result.routes}
+    assert renyi.epsilon <= by_route["rdp"] < by_route["pld"]  # PLD: the unamplified μ-GDP (dominating, valid)
+    assert by_route["pld"] >= conversions.gdp_epsilon(event.gdp_mu(), delta)
+    profile = pld.privacy_profile(event)
+    assert "amplified" in profile.description and "upper bound" in profile.description
+    assert profile.delta(renyi.epsilon) <= delta * (1 + 1e-9)
+    assert profile.delta_by_direction(renyi.epsilon)["add"] < delta  # the remove direction decides here
+    # heterogeneous composition: the RDP curves add, the MF curve's amplification carries over
+    gauss = Gaussian(noise_multiplier=4.0)
+    both_runs = Accountant().compose(event).compose(gauss)
+    assert both_runs.rdp_curve()(orders) == pytest.approx(curve(orders) + orders / 32, rel=1e-12)
+    composed = both_runs.epsilon_result(delta)
+    unamplified_both = conversions.gdp_epsilon(math.hypot(event.gdp_mu(), 0.25), delta)
+    assert result.epsilon < composed.epsilon < unamplified_both
+
+
+def test_the_event_is_never_below_what_is_known_of_the_truth():
+    """(1) C = I under fixed bins is DP-SGD under fixed bins, whose exact PLD bracket has a certified lower end;
+    (2) on issue 48's configuration, a 4-standard-error lower confidence limit on the true ε from privacy-loss
+    samples of the pair, both directions."""
+    from dplens.accountant.compose import Accountant
+    from dplens.accountant.dp_sgd import dp_sgd_epsilon
+    from dplens.accountant.mf_accounting import MfTraining
+
+    identity = dict(mechanism="bandmf", bands=1, coefficients=(1.0,), sampling="fixed-bins", dataset_size=64)
+    run = dict(batch_size=8, epochs=2, noise_multiplier=0.8)
+    charged = Accountant().compose(MfTraining(**identity, **run)).epsilon_result(1e-4)
+    exact = dp_sgd_epsilon(dataset_size=64, delta=1e-4, method="pld", sampling="fixed-bins", **run)
+    assert exact.epsilon_lower <= charged.epsilon <= 1.6 * exact.epsilon
+
+    event, delta, n = MfTraining(**ISSUE), 1e-3, 100_000
+    charged = Accountant().compose(event).epsilon(delta)
+    remove, add = mc.fixed_bins_losses(
+        event.run().strategy, period=16, noise_multiplier=1.5, samples=n, rng=np.random.default_rng(5)
+    )
+    for losses in (remove, add):
+        grid = np.linspace(0.5, 4.0, 36)
+        hockey = -np.expm1(np.minimum(grid[:, None] - losses[None, :], 0.0))  # δ(ε) = E_P[(1 − e^{ε − L})₊]
+        low = hockey.mean(axis=1) - 4 * hockey.std(axis=1) / math.sqrt(n)
+        eps_low = grid[low > delta].max(initial=0.0)  # with high confidence δ(eps_low) > δ: the true ε is above
+        assert eps_low <= charged
+    assert eps_low > 1.0  # the add direction's limit is informative, not vacuous
+
+
+def test_signed_strategies_and_replace_one_keep_the_unamplified_curve():
+    from dplens.accountant import pld, rdp
+    from dplens.accountant.curves import Gdp
+    from dplens.accountant.mf_accounting import MfTraining
+
+    signed = np.array([1.0, -0.5, 0.3])
+    run = dict(mechanism="bandmf", bands=3, sampling="fixed-bins", dataset_size=60, batch_size=10, epochs=2)
+    orders = np.array([1.5, 2.0, 3.0, 8.0, 64.0])
+    for event in (
+        MfTraining(coefficients=tuple(signed / np.linalg.norm(signed)), noise_multiplier=1.0, **run),
+        MfTraining(**{**ISSUE, "epochs": 2, "dataset_size": 60, "neighboring": "replace_one"}),
+    ):
+        assert event.fixed_bins_rdp() is None
+        gdp = Gdp(mu=event.gdp_mu())
+        assert np.array_equal(rdp.rdp_curve(event)(orders), gdp.rdp_curve()(orders))
+        profile = pld.privacy_profile(event)
+        assert profile.epsilon(1e-3) == gdp.epsilon(1e-3) and "unamplified" in profile.description

@@ -139,6 +139,32 @@ def test_the_shortcut_never_decides_a_refusal(tmp_path):
     assert all(not r.accepted for r in results[admitted:])
 
 
+def test_a_fixed_bins_mf_training_spends_its_amplified_renyi_bound(tmp_path):
+    """Issue 48: a matrix-factorisation training under fixed bins (BSR, 3 bands, C ≥ 0) is charged its Rényi bound
+    (both directions, as mf_epsilon reports it), not the unamplified μ-GDP one; a refusal is the tightest route's,
+    never the profile's as a "certified lower bound" (an amplified bound is an upper bound only)."""
+    from dplens.accountant import conversions
+    from dplens.accountant.mf_accounting import MfTraining
+    from dplens.accountant.mf_renyi import fixed_bins_renyi
+
+    run = MfTraining(
+        mechanism="bsr", bands=3, sampling="fixed-bins", dataset_size=100, batch_size=10, epochs=3, noise_multiplier=1.2
+    )
+    delta = 1e-3
+    renyi = fixed_bins_renyi(run.run().strategy, period=10, noise_multiplier=1.2, delta=delta).epsilon
+    assert renyi < 3.6 and conversions.gdp_epsilon(run.gdp_mu(), delta) > 4.9  # amplified 3.56, unamplified 4.97
+    with Ledger.open(str(tmp_path / "ledger.db"), create=True) as ledger:
+        ledger.create_budget(unit="one person", epsilon=4.0, delta=delta)
+        ledger.create_budget(name="tight", unit="one person", epsilon=3.5, delta=delta)
+        fits = ledger.charge(run, release="mf", budgets=["default"])
+        over = ledger.charge(run, release="mf-tight", budgets=["tight"])
+        spent = {b.budget.name: b.spent_epsilon for b in ledger.status().budgets}
+    assert fits.accepted and renyi * (1 - 1e-12) <= fits.budgets[0].spent_epsilon < 4.0
+    assert spent["default"] == pytest.approx(renyi, rel=1e-12) and spent["tight"] == 0.0
+    assert not over.accepted and over.budgets[0].spent_method.startswith("tightest route")
+    assert over.budgets[0].spent_epsilon == pytest.approx(renyi, rel=1e-12)
+
+
 # ---- adaptive mode: a filter never admits past its budget ----------------------------------------------------------
 
 

@@ -32,6 +32,13 @@ jax_privacy's convention) — into (ε, δ), its kind and its lower end:
   (an ``upper`` bound: no lower end is known). For fixed bins and balls-and-bins the post-processing bound below
   (DP-SGD under the same sampler at σ/‖C‖₂) is a third valid bound; the smallest valid one is reported.
 
+As an event (:class:`MfTraining`: specs, the ledger, the report), a fixed-bins training the Rényi bound applies to
+has an amplified RDP curve — at each integer order the larger of the two directions' bounds, D_α ≤ D_⌈α⌉ between the
+orders, never above the unamplified μ-GDP curve — so it composes with other events; its privacy profile (the exact
+route, which the ledger's BEST route takes when smaller) converts each direction separately, so a lone training is
+charged :func:`mf_epsilon`'s Rényi bound. Its PLD route is the unamplified μ-GDP (a valid upper bound: the PLD engine
+composes it as a Gaussian). The post-processing bound is :func:`mf_epsilon`'s only.
+
 Neighbouring relation: add/remove (default for the Poisson-type samplers) and zero-out give the sensitivities above;
 replace-one (allowed for the unamplified schemas) doubles them.
 """
@@ -41,10 +48,13 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dplens.accountant import events as ev
 from dplens.accountant import matrix_factorization as mf
+
+if TYPE_CHECKING:
+    from dplens.accountant.mf_renyi import FixedBinsRdp
 
 __all__ = ["MECHANISMS", "SAMPLINGS", "MfPrivacy", "mf_epsilon", "mf_noise_multiplier"]
 
@@ -810,6 +820,15 @@ class MfTraining(ev.Event):
             return None
         return _as_event(self._ledgers()[0])
 
+    def fixed_bins_rdp(self) -> FixedBinsRdp | None:
+        """Fixed bins on a non-negative strategy (add/remove or zero-out; few enough bands for order 2 within
+        :data:`~dplens.accountant.mf_renyi.STATE_BUDGET`): the per-order Rényi bounds of the fixed-bins pair in each
+        direction (:class:`~dplens.accountant.mf_renyi.FixedBinsRdp`, remove orders within
+        :data:`~dplens.accountant.mf_renyi.CURVE_BUDGET`), computed once per event and cached; None elsewhere (the
+        unamplified μ-GDP curve stands). The RDP curve and the profile's δ(ε) are made of them; the profile's ε(δ) is
+        :func:`mf_epsilon`'s Rényi bound itself (on the full order budget)."""
+        return _fixed_bins_bounds(self)[0] if _amplified_fixed_bins(self) else None
+
     def lower_bound_events(self) -> tuple[ev.Event, ...] | None:
         """None where the accounted pair is attained; else the attained constructions (possibly none: ())."""
         run = self.run()
@@ -890,6 +909,98 @@ def _run_cached(event: MfTraining) -> _Run:
     )
 
 
+@functools.lru_cache(maxsize=128)
+def _amplified_fixed_bins(event: MfTraining) -> bool:
+    """Whether the fixed-bins Rényi bound applies to ``event`` (cheap: the dynamic programme is not run)."""
+    from dplens.accountant import mf_renyi
+
+    if event.sampling != "fixed-bins":
+        return False
+    run = event.run()
+    if run.relation is REPLACE_ONE or run.strategy is None:  # replace-one: not the pair the bound is for
+        return False
+    return mf_renyi.renyi_applies(run.strategy, period=run.period)
+
+
+@functools.lru_cache(maxsize=32)
+def _fixed_bins_bounds(event: MfTraining):
+    """(the per-order Rényi bounds, the unamplified μ) of a fixed-bins event the bound applies to; cached, since the
+    ledger and the routes re-read the curve (the programme costs up to about a second)."""
+    from dplens.accountant import mf_renyi
+
+    run = event.run()
+    strategy, period, sigma = run.strategy, run.period, event.noise_multiplier
+    # the curve's own budget (cheap, re-read at many σ by calibration); the full one only where that fits no order
+    bounds = mf_renyi.fixed_bins_rdp(strategy, period=period, noise_multiplier=sigma) or mf_renyi.fixed_bins_rdp(
+        strategy, period=period, noise_multiplier=sigma, budget=mf_renyi.STATE_BUDGET
+    )
+    return bounds, event.gdp_mu()
+
+
+def _fixed_bins_curve(alpha, *, event: MfTraining):
+    """The amplified RDP curve of a fixed-bins event at ``alpha``: at each integer order the larger of the two
+    directions' bounds (an RDP bound of the relation needs both), never above the unamplified μ²α/2
+    (:func:`~dplens.accountant.mf_renyi.staircase_rdp`). Evaluated lazily: composing the event costs nothing."""
+    from dplens.accountant import mf_renyi
+
+    bounds, mu = _fixed_bins_bounds(event)
+    return mf_renyi.staircase_rdp(alpha, values=bounds.both, mu=mu)
+
+
+def _fixed_bins_deltas(epsilons, *, event: MfTraining, direction: str):
+    """δ(ε) of one direction: the smaller of the exact unamplified μ-GDP δ and the Rényi bound's (CKS 2020 Prop. 12
+    at the best integer order), rounded up."""
+    import numpy as np
+
+    from dplens.accountant import conversions
+
+    bounds, mu = _fixed_bins_bounds(event)
+    eps = np.asarray(epsilons, dtype=float)
+    renyi = np.exp(np.minimum(bounds.log_delta(eps.ravel(), direction), 0.0)) * (1 + 1e-12)
+    gdp = np.asarray(conversions.gdp_delta(mu, eps.ravel()), dtype=float)
+    return np.minimum(np.minimum(gdp, renyi), 1.0).reshape(eps.shape)
+
+
+def _fixed_bins_epsilon(delta: float, *, event: MfTraining) -> float:
+    """ε(δ): the smaller of the unamplified μ-GDP ε and :func:`~dplens.accountant.mf_renyi.fixed_bins_renyi`'s (the
+    larger of the two directions' ε, each at its own best order, on the full order budget: :func:`mf_epsilon`'s
+    number); every one an upper bound."""
+    from dplens.accountant import conversions
+
+    delta = conversions.check_delta(delta, allow_zero=True)
+    unamplified = conversions.gdp_epsilon(_fixed_bins_bounds(event)[1], delta)
+    if delta == 0:
+        return unamplified
+    renyi = _fixed_bins_renyi_at(event, delta)
+    return unamplified if renyi is None else min(unamplified, renyi.epsilon)
+
+
+@functools.lru_cache(maxsize=64)
+def _fixed_bins_renyi_at(event: MfTraining, delta: float):
+    from dplens.accountant.mf_renyi import fixed_bins_renyi
+
+    run = event.run()
+    return fixed_bins_renyi(run.strategy, period=run.period, noise_multiplier=event.noise_multiplier, delta=delta)
+
+
+def _fixed_bins_trade_off(alpha, *, event: MfTraining):
+    """The pointwise max of two valid lower bounds on the trade-off curve: G_μ (unamplified) and the envelope of the
+    amplified profile (Dong, Roth, Su 2022 Prop. 2.12); the true curve lies above both."""
+    import numpy as np
+
+    from dplens.accountant import conversions
+
+    _, mu = _fixed_bins_bounds(event)
+
+    def deltas(eps):
+        return np.maximum(
+            _fixed_bins_deltas(eps, event=event, direction="remove"),
+            _fixed_bins_deltas(eps, event=event, direction="add"),
+        )
+
+    return np.maximum(conversions.gaussian_trade_off(mu, alpha), conversions.profile_to_trade_off(deltas, alpha))
+
+
 def _register_interpreters() -> None:
     from dplens.accountant import pld, rdp
     from dplens.accountant.curves import Gdp, PrivacyProfile, RdpCurve
@@ -897,20 +1008,52 @@ def _register_interpreters() -> None:
     @rdp.rdp_curve.register(MfTraining)
     def _(event: MfTraining) -> RdpCurve:
         mu = event.gdp_mu()
-        return Gdp(mu=mu).rdp_curve() if mu is not None else rdp.rdp_curve(event.standard_event())
+        if mu is not None and _amplified_fixed_bins(event):
+            return RdpCurve.from_function(
+                functools.partial(_fixed_bins_curve, event=event),
+                description=f"{event.mechanism} under fixed-bins sampling, amplified: the Renyi bound of the "
+                "fixed-bins pair (max of both directions at each integer order, D_alpha <= D_ceil(alpha) between "
+                f"them), at most the unamplified {mu:.6g}-GDP",
+            )
+        if mu is not None:
+            unamplified = Gdp(mu=mu).rdp_curve()
+            return RdpCurve.from_function(
+                unamplified.terms[0][1], description=f"{event.mechanism} under {event.sampling}: {_gdp_kind(event)}"
+            )
+        return rdp.rdp_curve(event.standard_event())
 
     @pld.privacy_profile.register(MfTraining)
     def _(event: MfTraining) -> PrivacyProfile:
         mu = event.gdp_mu()
+        if mu is not None and _amplified_fixed_bins(event):
+            return PrivacyProfile(
+                remove=functools.partial(_fixed_bins_deltas, event=event, direction="remove"),
+                add=functools.partial(_fixed_bins_deltas, event=event, direction="add"),
+                epsilon_for_delta=functools.partial(_fixed_bins_epsilon, event=event),
+                description=f"{event.mechanism} under fixed-bins sampling, amplified: the Renyi bound of the "
+                "fixed-bins pair per direction (remove exact at integer orders, add by AM-GM; Canonne-Kamath-Steinke "
+                f"2020 Prop. 12), at most the unamplified {mu:.6g}-GDP: an upper bound, not exact",
+                trade_off_function=functools.partial(_fixed_bins_trade_off, event=event),
+            )
         profile = pld.privacy_profile(ev.Gaussian(noise_multiplier=1 / mu) if mu else event.standard_event())
+        what = f"{_gdp_kind(event)}: {profile.description}" if mu else profile.description
         return PrivacyProfile(
             remove=profile.remove,
             add=profile.add,
             epsilon_for_delta=profile.epsilon_for_delta,
-            description=f"{event.mechanism} under {event.sampling} sampling: {profile.description}",
+            description=f"{event.mechanism} under {event.sampling} sampling: {what}",
             discretisation=profile.discretisation,
             trade_off_function=profile.trade_off_function,
         )
+
+
+def _gdp_kind(event: MfTraining) -> str:
+    """What the μ-GDP bound of an unamplified schema is: exact, or an upper bound that ignores the sampler."""
+    if event.lower_bound_events() is None:
+        return "exact mu-GDP (no sampling to amplify)"
+    if event.sampling in _DETERMINISTIC:
+        return "mu-GDP with an upper bound on the sensitivity: an upper bound"
+    return "unamplified mu-GDP (the sampler's randomness is not used): an upper bound"
 
 
 _register_interpreters()

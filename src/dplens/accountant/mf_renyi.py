@@ -38,6 +38,11 @@ Each direction's curve is converted to ε at δ by Canonne, Kamath, Steinke 2020
 (:func:`dplens.accountant.conversions.rdp_to_epsilon_optimal`), minimised over the integer orders computed; the
 reported ε is the larger of the two. G is raised by a relative 1e-9 first (both bounds increase in every G_ij ≥ 0), so
 float error in G or the sums stays on the pessimistic side.
+
+As a curve (:func:`fixed_bins_rdp`, :func:`staircase_rdp`: what the accountant, the specs and the ledger charge for an
+``MfTraining`` under fixed bins): the bounds at the integer orders 2 … α_max, extended to every real α > 1 by the
+monotonicity of the Rényi divergence in its order (van Erven & Harremoës 2014, Thm 3: D_α ≤ D_⌈α⌉), and never above
+the unamplified curve.
 """
 
 from __future__ import annotations
@@ -49,19 +54,28 @@ from typing import Any
 from dplens.accountant import matrix_factorization as mf
 
 __all__ = [
+    "CURVE_BUDGET",
     "STATE_BUDGET",
+    "FixedBinsRdp",
     "FixedBinsRenyi",
     "add_rdp_bound",
     "fixed_bins_gram",
+    "fixed_bins_rdp",
     "fixed_bins_renyi",
     "frontier_width",
     "max_order_within",
     "remove_log_moments",
+    "renyi_applies",
+    "staircase_rdp",
 ]
 
 #: The most (state, count) rows the remove programme may expand to, summed over its t steps (about 1 s of numpy per
 #: 10⁷); α_max is the largest order within it.
 STATE_BUDGET = 10_000_000
+#: The remove programme's budget for an event's curve (:func:`fixed_bins_rdp` as the accountant calls it): about 0.1 s
+#: of numpy, since calibration and the ledger re-account one event at many σ; orders beyond its α_max fall back to the
+#: unamplified curve (valid, looser only at small ε).
+CURVE_BUDGET = 1_000_000
 #: The most rows one step may hold (memory: about 100 bytes a row at its peak).
 STEP_BUDGET = 3_000_000
 #: The largest Rényi order computed (orders beyond it matter only at ε well below 1 for these samplers).
@@ -198,6 +212,105 @@ def add_rdp_bound(gram, noise_multiplier: float, orders):
     return np.minimum(am_gm, convex)
 
 
+def _remove_rdp(gram, noise_multiplier: float, max_order: int):
+    """Upper bounds on D_α(P‖Q) at α = 2 … ``max_order`` (an array): the exact moments rounded up, divided by α − 1,
+    raised by a relative 1e-12 (the division's float error)."""
+    import numpy as np
+
+    from dplens.accountant import conversions
+
+    alphas = np.arange(2, max_order + 1)
+    moments = np.array([conversions.round_up(v) for v in remove_log_moments(gram, noise_multiplier, max_order)[2:]])
+    return moments / (alphas - 1) * (1 + 1e-12)
+
+
+def _add_rdp(gram, noise_multiplier: float, orders):
+    """Upper bounds on D_α(Q‖P) at ``orders`` (:func:`add_rdp_bound` raised by a relative 1e-12)."""
+    return add_rdp_bound(gram, noise_multiplier, orders) * (1 + 1e-12)
+
+
+def _gram_and_cap(strategy: mf.Strategy, period: int, budget: int):
+    """(G, α_max) of the remove programme, or None where no Rényi bound is computed (a negative entry, or not even
+    order 2 within ``budget``)."""
+    if not strategy.nonnegative():
+        return None
+    gram = fixed_bins_gram(strategy, period=period)
+    cap = max_order_within(frontier_width(gram), gram.shape[0], budget)
+    return None if cap < 2 else (gram, cap)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FixedBinsRdp:
+    """Per-order Rényi bounds of the fixed-bins pair (module docstring): ``remove[k]`` bounds D_{k+2}(P‖Q) (exact
+    moments, rounded up) for the orders 2 … ``max_order``; ``add[k]`` bounds D_{k+2}(Q‖P) for the orders 2 …
+    :data:`MAX_ORDER`. ``both`` is their maximum at the orders where both are known (an RDP bound of the add/remove
+    relation, both directions)."""
+
+    remove: tuple[float, ...]
+    add: tuple[float, ...]
+
+    @property
+    def max_order(self) -> int:
+        return 1 + len(self.remove)
+
+    @property
+    def both(self) -> tuple[float, ...]:
+        return tuple(max(r, a) for r, a in zip(self.remove, self.add, strict=False))
+
+    def log_delta(self, epsilons, direction: str):
+        """log δ at each of ``epsilons`` (an array) of one direction: CKS 2020 Prop. 12 solved for δ, minimised over
+        the orders held (not rounded: the caller rounds δ up)."""
+        import numpy as np
+
+        from dplens.accountant import conversions
+
+        values = np.asarray(self.remove if direction == "remove" else self.add)[None, :]
+        alphas = np.arange(2, values.size + 2)[None, :]
+        eps = np.asarray(epsilons, dtype=float).reshape(-1, 1)
+        return np.min(conversions.rdp_to_log_delta_optimal(values, alphas, eps), axis=1)
+
+
+def fixed_bins_rdp(
+    strategy: mf.Strategy, *, period: int, noise_multiplier: float, budget: int = CURVE_BUDGET
+) -> FixedBinsRdp | None:
+    """The per-order Rényi bounds of ``strategy`` under fixed bins of ``period`` steps, the remove direction at
+    every integer order within ``budget`` (α_max of :func:`max_order_within`, at most :data:`MAX_ORDER`; the default
+    budget costs about 0.1 s of numpy, :data:`STATE_BUDGET` about a second), the add direction at 2 …
+    :data:`MAX_ORDER`; None where no bound is computed (a negative entry, or too many bands for order 2 within
+    ``budget``)."""
+    import numpy as np
+
+    found = _gram_and_cap(strategy, period, budget)
+    if found is None:
+        return None
+    gram, cap = found
+    remove = _remove_rdp(gram, noise_multiplier, cap)
+    add = _add_rdp(gram, noise_multiplier, np.arange(2, MAX_ORDER + 1))
+    return FixedBinsRdp(remove=tuple(float(v) for v in remove), add=tuple(float(v) for v in add))
+
+
+def renyi_applies(strategy: mf.Strategy, *, period: int, budget: int = STATE_BUDGET) -> bool:
+    """Whether :func:`fixed_bins_rdp` (and :func:`fixed_bins_renyi`) give a bound for ``strategy`` under fixed bins
+    of ``period`` steps (C ≥ 0 and order 2 within ``budget``): cheap, the programme is not run."""
+    return _gram_and_cap(strategy, period, budget) is not None
+
+
+def staircase_rdp(alpha, *, values: tuple[float, ...], mu: float):
+    """An RDP curve valid at every real α > 1 from bounds ``values`` at the integer orders 2, 3, …: at α ≤ the
+    largest order, min(μ²α/2, values[⌈α⌉ − 2]) (D_α ≤ D_⌈α⌉: the Rényi divergence is non-decreasing in its order,
+    van Erven & Harremoës 2014, Thm 3); beyond it, μ²α/2 (the unamplified μ-GDP curve, valid at every order: the
+    pointwise minimum of two valid bounds at one order is valid)."""
+    import numpy as np
+
+    alpha = np.asarray(alpha, dtype=float)
+    unamplified = 0.5 * mu * mu * alpha
+    table = np.asarray(values, dtype=float)
+    top = table.size + 1
+    inside = alpha <= top
+    index = np.clip(np.ceil(np.where(inside, alpha, 2.0)) - 2, 0, table.size - 1).astype(int)
+    return np.where(inside, np.minimum(unamplified, table[index]), unamplified)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FixedBinsRenyi:
     """The Rényi bound at δ: ``epsilon`` = max(``epsilon_remove``, ``epsilon_add``), each a valid upper bound for its
@@ -235,25 +348,20 @@ def fixed_bins_renyi(
 
     from dplens.accountant import conversions
 
-    if not strategy.nonnegative():
+    found = _gram_and_cap(strategy, period, budget)
+    if found is None:
         return None
-    gram = fixed_bins_gram(strategy, period=period)
-    cap = max_order_within(frontier_width(gram), gram.shape[0], budget)
-    if cap < 2:
-        return None
+    gram, cap = found
     order = min(cap, _FIRST_ORDER)
     while True:  # orders up to α_max, doubled while the best order is the largest computed (any set of orders is valid)
         alphas = np.arange(2, order + 1)
-        remove = np.array([conversions.round_up(v) for v in remove_log_moments(gram, noise_multiplier, order)[2:]])
-        eps_r = conversions.rdp_to_epsilon_optimal(remove / (alphas - 1) * (1 + 1e-12), alphas, delta)
+        eps_r = conversions.rdp_to_epsilon_optimal(_remove_rdp(gram, noise_multiplier, order), alphas, delta)
         best_r = int(np.argmin(eps_r))
         if best_r < alphas.size - 1 or order == cap:
             break
         order = min(cap, 2 * order)
     add_orders = np.arange(2, MAX_ORDER + 1)  # the add bound is closed-form: every order
-    eps_a = conversions.rdp_to_epsilon_optimal(
-        add_rdp_bound(gram, noise_multiplier, add_orders) * (1 + 1e-12), add_orders, delta
-    )
+    eps_a = conversions.rdp_to_epsilon_optimal(_add_rdp(gram, noise_multiplier, add_orders), add_orders, delta)
     best_a = int(np.argmin(eps_a))
     er = conversions.round_up(max(0.0, float(eps_r[best_r])))
     ea = conversions.round_up(max(0.0, float(eps_a[best_a])))

@@ -134,12 +134,27 @@ class PeriodRoute:
 
     def release_lower_bound(self, entries: Entries) -> float:
         """A certified lower bound on the true ε of the release alone at the budget's δ: its exact privacy profile
-        (closed forms, accurate far beyond the 1e-6 margin taken off), or 0 when it has none."""
+        (closed forms, accurate far beyond the 1e-6 margin taken off), or 0 when it has none — or when an event says
+        its accounted pair is not attained (:func:`_attained`): its profile is then an upper bound only (an
+        unamplified or Rényi bound of a sampler), no lower bound."""
         from dplens.accountant.compose import Method
         from dplens.accountant.rdp import UnsupportedEventError
 
+        if not all(_attained(event) for event, _ in entries):
+            return 0.0
         try:
             exact = accountant_of(self.budget, entries).epsilon(self.budget.target.delta, method=Method.EXACT)
         except UnsupportedEventError:
             return 0.0
         return exact * (1 - 1e-6) if math.isfinite(exact) else math.inf
+
+
+def _attained(event: ev.Event) -> bool:
+    """False where ``event`` (or a part of a composition) declares ``lower_bound_events()`` other than None: the pair
+    its routes account is not attained by the mechanism, so its profile bounds the true ε from above only."""
+    if isinstance(event, ev.SelfComposed):
+        return _attained(event.event)
+    if isinstance(event, ev.Composed):
+        return all(_attained(e) for e in event.events)
+    declared = getattr(event, "lower_bound_events", None)
+    return not callable(declared) or declared() is None
