@@ -190,6 +190,18 @@ def _no_threaded_framework_left_loaded():
         )
 
 
+@pytest.fixture(autouse=True)
+def _mpmath_precision_restored():
+    """mpmath's working precision is process-wide: a test that sets it (``mp.dps = 40``) must not change the oracles
+    of the tests that run after it in the same worker, which depends on the order (a shuffled run caught this)."""
+    mpmath = sys.modules.get("mpmath")
+    before = mpmath.mp.prec if mpmath is not None else None
+    yield
+    mpmath = sys.modules.get("mpmath")
+    if mpmath is not None:
+        mpmath.mp.prec = before if before is not None else 53
+
+
 # ----------------------------------------------------------------------------------------------------------------------
 # Both cores: the worker count, each worker's CPUs, and the serial phase
 # ----------------------------------------------------------------------------------------------------------------------

@@ -323,3 +323,21 @@ def test_hypothesis_runs_without_a_deadline_and_derandomized_under_ci(tmp_path):
     for ci, expected in ((None, "PROFILE dplens None False"), ("true", "PROFILE ci None True")):
         run = _run(tmp_path, None, tests=PROFILE, ci=ci, flags=("-q", "-s"))
         assert run.returncode == 0 and expected in run.stdout, (ci, run.stdout + run.stderr)
+
+
+PRECISION = """
+import mpmath
+
+
+def test_sets_the_precision():
+    mpmath.mp.dps = 5
+
+
+def test_after_it():
+    assert mpmath.mp.dps == 15, mpmath.mp.dps
+"""
+
+
+def test_a_test_that_sets_mpmaths_precision_leaves_the_next_test_the_default(tmp_path):
+    run = _run(tmp_path, None, tests=PRECISION)
+    assert run.returncode == 0 and "2 passed" in run.stdout, run.stdout + run.stderr

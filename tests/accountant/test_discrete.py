@@ -18,7 +18,13 @@ from dplens.accountant.discrete import (
 )
 from dplens.accountant.events import event_from_dict, event_to_dict
 
-mp.mp.dps = 40
+
+@pytest.fixture(autouse=True)
+def _mpmath_digits():
+    """The mpmath oracles' precision, set for each test (40 digits): it is process-wide state, and a module-level
+    setting lasts only until another module's test changes it (a shuffled run caught this)."""
+    with mp.workdps(40):
+        yield
 
 
 def _dl_pmf(a):

@@ -14,7 +14,13 @@ from scipy import stats
 
 from dplens.auditing import bounds as bd
 
-mpmath.mp.dps = 60
+
+@pytest.fixture(autouse=True)
+def _mpmath_digits():
+    """The mpmath oracles' precision, set for each test (60 digits): it is process-wide state, and a module-level
+    setting lasts only until another module's test changes it (a shuffled run caught this)."""
+    with mpmath.workdps(60):
+        yield
 
 
 def _binomial_cdf(k: int, n: int, p: float) -> mpmath.mpf:

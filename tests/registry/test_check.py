@@ -22,7 +22,13 @@ HERE = Path(__file__).resolve().parent
 RECORDS = HERE / "records"
 MALFORMED = HERE / "malformed"
 
-mpmath.mp.dps = 40
+
+@pytest.fixture(autouse=True)
+def _mpmath_digits():
+    """The mpmath oracles' precision, set for each test (40 digits): it is process-wide state, and a module-level
+    setting lasts only until another module's test changes it (a shuffled run caught this)."""
+    with mpmath.workdps(40):
+        yield
 
 
 # ---- oracles -----------------------------------------------------------------------------------

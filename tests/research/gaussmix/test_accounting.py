@@ -14,7 +14,13 @@ from dplens.accountant import events as ev
 from dplens.accountant.curves import RdpConversion
 from dplens.research.gaussmix import accounting as gm
 
-mpmath.mp.dps = 50
+
+@pytest.fixture(autouse=True)
+def _mpmath_digits():
+    """The mpmath oracles' precision, set for each test (50 digits): it is process-wide state, and a module-level
+    setting lasts only until another module's test changes it (a shuffled run caught this)."""
+    with mpmath.workdps(50):
+        yield
 
 
 def _mp_phi(alpha: float, k: float, gamma: float) -> mpmath.mpf:
