@@ -221,6 +221,7 @@ def test_a_violation_only_from_an_excluded_check_is_not_the_reports_verdict(spec
     assert report.implementation_evidence["report_status"] == expected == report.verdict.status.value
     assert Report.from_dict(report.to_dict()) == report
     assert any(STATED in r for r in report.verdict.reasons)
+    assert f"(dplens check-dp-sgd: {result.verdict} under an assumption the user stated)" in report.verdict.sentence
     test = report.nist.item("algorithm_test")
     assert test.status.value == "shown"
     assert "1 VIOLATION; not counted, under an assumption the user stated: non_finite_rows)" in test.finding

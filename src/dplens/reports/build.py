@@ -298,6 +298,7 @@ def _with_implementation(
     ]
     status = combined_status(main, additional, section)
     sentence = verdict.sentence
+    under = " under an assumption the user stated" if section.get("stated_assumptions") else ""
     if status is Status.VIOLATION and verdict.status is not Status.VIOLATION:
         sentence = (
             "Violation: the implementation evidence shows that the DP-SGD step that ran does not implement the "
@@ -308,8 +309,8 @@ def _with_implementation(
         which = "only" if verdict.status is Status.NOT_AUDITED else "the additional audit(s) and"
         sentence = (
             f"{status.value.capitalize()}: {which} the implementation checks of the DP-SGD step that ran (dplens "
-            f"check-dp-sgd: {section['verdict']}) decide this verdict; see the implementation evidence. The guarantee "
-            f"rests on accounting ({certifies})."
+            f"check-dp-sgd: {section['verdict']}{under}) decide this verdict; see the implementation evidence. The "
+            f"guarantee rests on accounting ({certifies})."
         )
     return Verdict(status=status, sentence=sentence, reasons=tuple(reasons))
 
