@@ -10,9 +10,10 @@ per-sample gradient of the training is finite, so the ``non_finite_rows`` check 
 row must not make the update non-finite) tests a leak the training never releases — Opacus 1.6's clipping is not
 nan_safe, so without the assumption every Opacus run is a VIOLATION. The check still runs and keeps its own verdict
 and finding; it is marked ``excluded_from_overall`` with the reason, whatever its verdict, and the overall verdict is
-computed from the other checks, the audit and the model-based bound. The Bonferroni split is unchanged (the excluded
-check keeps its share: dropping it would make the others more powerful than the stated α says). The assumption is
-the user's, not checked by dplens, and is stated in the result (``stated_assumptions``), its JSON and the report.
+computed from the other checks, the audit and the model-based bound. The Bonferroni split is unchanged: the excluded
+check keeps its share, so every other test runs at the same level with or without the assumption (the same seed gives
+the same findings; only what is counted differs). The assumption is the user's, not checked by dplens, and is stated
+in the result (``stated_assumptions``), its JSON and the report.
 """
 
 from __future__ import annotations
