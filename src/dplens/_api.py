@@ -928,8 +928,10 @@ def check_dp_sgd(subject: Any, **options: Any) -> Any:
     N, B (Poisson: Opacus's rate 1/L as B = N/L), the sampler and T: options that contradict it are refused); the
     options are :func:`dplens.auditing.training.check.check_dp_sgd`'s (``noise_multiplier``, ``max_grad_norm``,
     ``batch_size``, ``dataset_size``, ``delta``, exactly one of ``steps`` and ``epochs``, ``sampler``,
-    ``sampler_function``, ``normalise``, ``trials``, ``seed``, ``alpha``, ``observe``, ``neighboring``, ``workers``).
-    The result's ``to_dict()`` has ``verdict``, ``checks``, ``audit`` and ``model_based``.
+    ``sampler_function``, ``normalise``, ``trials``, ``seed``, ``alpha``, ``observe``, ``neighboring``, ``workers``,
+    ``assume_finite_gradients``: the user's statement that every per-sample gradient is finite, so ``non_finite_rows``
+    runs and is reported but is not counted in the overall verdict; off by default). The result's ``to_dict()`` has
+    ``verdict``, ``checks``, ``audit``, ``model_based`` and ``stated_assumptions``.
 
     Example:
         >>> import dplens

@@ -1852,6 +1852,7 @@ def _cmd_check_dp_sgd(args: argparse.Namespace) -> int:
         neighboring=args.neighboring,
         workers=args.workers,
         progress=not args.quiet and not args.json,
+        assume_finite_gradients=args.assume_finite_gradients,
     )
     _emit(result.to_dict(), args.json, result.summary())
     return 1 if args.fail_on_violation and result.verdict == "VIOLATION" else 0
@@ -1911,6 +1912,12 @@ def _add_check_dp_sgd_parser(sub: Any) -> None:
         "--neighboring",
         choices=("add_remove", "zero_out", "replace_one"),
         help="the claim's neighbouring relation (default: as dp-sgd for the declared sampler)",
+    )
+    chk.add_argument(
+        "--assume-finite-gradients",
+        action="store_true",
+        help="state that every per-sample gradient is finite: non_finite_rows still runs and is reported, but is "
+        "not counted in the overall verdict (off by default; dplens does not check the assumption)",
     )
     chk.add_argument("--workers", type=_workers, default=1, help="local worker processes (default 1)")
     chk.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -68,6 +68,7 @@ def test_json_contract_and_exit_zero(steps_module, capsys):
     assert {"name", "verdict", "measured", "declared"} <= set(data["checks"][0])
     assert {"epsilon_lower_bound", "claimed_epsilon", "verdict"} <= set(data["audit"])
     assert {"epsilon_lower_bound", "assumptions"} <= set(data["model_based"])
+    assert data["stated_assumptions"] == [] and not any(c["excluded_from_overall"] for c in data["checks"])
 
 
 def test_default_trials_are_printed(steps_module, capsys, monkeypatch):
@@ -82,8 +83,16 @@ def test_default_trials_are_printed(steps_module, capsys, monkeypatch):
 
 def test_violation_exits_one_only_with_fail_on_violation(steps_module, capsys):
     argv = ["check-dp-sgd", "--step", f"{steps_module}:tenth", "--dataset-size", "500", "--steps", "3"]
-    assert main([*argv, *BASE, "--trials", "100", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["verdict"] == "VIOLATION"
+    # the stated assumption reaches the result and its JSON, and does not hide the under-noising
+    assert main([*argv, *BASE, "--trials", "100", "--json", "--assume-finite-gradients"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] == "VIOLATION"
+    assert [a["option"] for a in data["stated_assumptions"]] == ["assume_finite_gradients"]
+    found = {c["name"]: c for c in data["checks"]}
+    assert found["noise_std"]["verdict"] == "VIOLATION" and not found["noise_std"]["excluded_from_overall"]
+    leak = found["non_finite_rows"]
+    assert leak["verdict"] == "PASS"  # tenth is nan_safe: a PASS stays a PASS, marked not counted as asked
+    assert leak["excluded_from_overall"] and "is finite" in leak["exclusion_reason"]
     assert main([*argv, *BASE, "--trials", "100", "--fail-on-violation"]) == 1
 
 

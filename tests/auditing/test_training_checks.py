@@ -1,5 +1,6 @@
 """Implementation checks of a DP-SGD step (issue 46): planted bugs each found and named by its check, correct controls
-passing, over-noising a DEVIATION, the sampling law of the loader that runs, bad input in one line."""
+passing, over-noising a DEVIATION, the sampling law of the loader that runs, bad input in one line; the stated
+assumption of finite gradients (non_finite_rows reported but not counted)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from dplens.auditing.training import checks
 from dplens.auditing.training.batches import BatchSource, declared_batches
-from dplens.auditing.training.check import check_dp_sgd
+from dplens.auditing.training.check import check_dp_sgd, overall_verdict
 from dplens.auditing.training.declared import Declaration
 from dplens.auditing.training.framework_free import StepSubject, reference_step
 
@@ -181,6 +182,100 @@ def test_check_dp_sgd_end_to_end_json_contract():
     assert "model-based" in data["model_based"]["assumptions"] and data["model_based"]["kind"] == "model-based"
     assert data["audit"]["epsilon_lower_bound"] <= data["claimed_epsilon"]
     assert data["model_based"]["epsilon_lower_bound"] <= data["claimed_epsilon"]
+
+
+def _small(step, **options):
+    return check_dp_sgd(
+        step,
+        noise_multiplier=SIGMA,
+        max_grad_norm=C,
+        batch_size=B,
+        dataset_size=500,
+        steps=3,
+        delta=1e-5,
+        trials=100,
+        seed=0,
+        **options,
+    )
+
+
+def test_stated_finite_gradients_leave_non_finite_rows_reported_but_not_counted():
+    default, assumed = _small(nan_leak), _small(nan_leak, assume_finite_gradients=True)
+    by_default, by_assumed = ({c.name: c for c in r.checks} for r in (default, assumed))
+    leak = by_default["non_finite_rows"]
+    assert default.verdict == "VIOLATION" and leak.verdict == "VIOLATION" and not leak.excluded_from_overall
+    assert "torch.nan_to_num" in leak.finding and "assume_finite_gradients=True" in leak.finding  # the remedy
+    assert "\n" not in leak.finding
+    # the check still ran, with its own verdict, finding and share of alpha; only the marker differs
+    marked = by_assumed["non_finite_rows"]
+    assert (marked.verdict, marked.finding, marked.significance) == (leak.verdict, leak.finding, leak.significance)
+    assert marked.excluded_from_overall
+    assert (
+        marked.exclusion_reason == "the user states every per-sample gradient is finite (assume_finite_gradients=True)"
+    )
+    # the same seed gives the same other checks; they, the audit and the model-based bound decide
+    others = [c for c in assumed.checks if c.name != "non_finite_rows"]
+    assert [(c.name, c.verdict) for c in others] == [(c.name, c.verdict) for c in default.checks if c is not leak]
+    verdicts = [c.verdict for c in others] + [assumed.audit.verdict, assumed.model_based.verdict]
+    expected = "VIOLATION" if "VIOLATION" in verdicts else "PASS" if set(verdicts) == {"PASS"} else "INCONCLUSIVE"
+    assert assumed.verdict == expected and expected != "VIOLATION", assumed.summary()
+    assert "under 1 stated assumption" in assumed.summary().splitlines()[0]
+    data, plain = (json.loads(json.dumps(r.to_dict(), allow_nan=False)) for r in (assumed, default))
+    assert data["stated_assumptions"] == [
+        {
+            "option": "assume_finite_gradients",
+            "statement": "every per-sample gradient is finite",
+            "excludes": ["non_finite_rows"],
+            "checked_by_dplens": False,
+        }
+    ]
+    assert plain["stated_assumptions"] == [] and not any(c["excluded_from_overall"] for c in plain["checks"])
+    assert [c["name"] for c in data["checks"] if c["excluded_from_overall"]] == ["non_finite_rows"]
+    assert data["checks"][-1]["exclusion_reason"] == marked.exclusion_reason
+    # the Bonferroni split is unchanged: the excluded check keeps its share
+    assert (data["alpha_split"], data["alpha_each"]) == (plain["alpha_split"], plain["alpha_each"]) == (8, 0.05 / 8)
+
+
+def test_overall_verdict_counts_every_check_not_excluded():
+    def check(name, verdict, excluded=False):
+        return checks.Check(
+            name=name,
+            verdict=verdict,
+            measured=None,
+            declared=None,
+            quantity="",
+            finding="",
+            significance=0.01,
+            excluded_from_overall=excluded,
+        )
+
+    leak = check("non_finite_rows", "VIOLATION", excluded=True)
+    assert overall_verdict([check("noise_std", "PASS"), leak], "PASS", "PASS") == "PASS"
+    assert overall_verdict([check("noise_std", "VIOLATION"), leak], "PASS", "PASS") == "VIOLATION"
+    assert overall_verdict([check("noise_std", "PASS"), leak], "VIOLATION", "PASS") == "VIOLATION"
+    assert overall_verdict([check("noise_std", "DEVIATION"), leak], "PASS", "PASS") == "INCONCLUSIVE"
+    assert overall_verdict([check("noise_std", "PASS"), check("non_finite_rows", "VIOLATION")], "PASS") == "VIOLATION"
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_assume_finite_gradients_must_be_a_bool(value):
+    import dplens
+
+    for run in (check_dp_sgd, dplens.check_dp_sgd):
+        with pytest.raises(
+            ValueError, match=r"^check_dp_sgd: assume_finite_gradients must be True or False; got "
+        ) as err:
+            run(
+                reference_step(SIGMA, C, B),
+                noise_multiplier=SIGMA,
+                max_grad_norm=C,
+                batch_size=B,
+                dataset_size=N,
+                steps=T,
+                delta=1e-5,
+                assume_finite_gradients=value,
+            )
+        assert repr(value) in str(err.value) and "\n" not in str(err.value)
 
 
 def test_under_noised_training_is_found_by_the_audit_and_the_model_based_bound():

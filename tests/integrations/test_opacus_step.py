@@ -1,6 +1,7 @@
 """The Opacus subject of check_dp_sgd (issue 46): crafted per-sample gradients through the user's make_private reach
 Opacus's DPOptimizer exactly; its noise, normalisation and clipping pass the checks, an under-noised make_private is
-a VIOLATION of noise_std, a missing clip is a VIOLATION of clipping, and a NaN row leaks (Opacus is not nan_safe)."""
+a VIOLATION of noise_std, a missing clip is a VIOLATION of clipping, and a NaN row leaks (Opacus is not nan_safe): a
+VIOLATION of the overall verdict unless the user states that the gradients are finite (assume_finite_gradients)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ pytest.importorskip("opacus", reason='needs the [torch] extra: pip install "dple
 from opacus import PrivacyEngine  # noqa: E402
 
 from dplens.auditing.training import checks  # noqa: E402
+from dplens.auditing.training.check import exclude_assumed, overall_verdict, stated_assumptions  # noqa: E402
 from dplens.auditing.training.declared import Declaration  # noqa: E402
 from dplens.integrations.opacus_step import opacus_step  # noqa: E402
 
@@ -54,7 +56,14 @@ def test_opacus_passes_noise_normalisation_and_clipping_and_its_nan_rows_leak():
     found = _found(1.0)
     for name in ("noise_std", "noise_gaussian_independent", "normalisation", "clipping", "fresh_noise"):
         assert found[name].verdict in ("PASS", "INCONCLUSIVE"), found[name].finding
-    assert found["non_finite_rows"].verdict == "VIOLATION"  # Opacus's clipping is not nan_safe
+    leak = found["non_finite_rows"]
+    assert leak.verdict == "VIOLATION"  # Opacus's clipping is not nan_safe
+    assert "torch.nan_to_num" in leak.finding and "--assume-finite-gradients" in leak.finding  # the remedy
+    # by default the leak makes the step checks' verdict a VIOLATION; with the stated assumption the others decide
+    assert overall_verdict(list(found.values())) == "VIOLATION"
+    assumed = exclude_assumed(list(found.values()), stated_assumptions(assume_finite_gradients=True))
+    assert [c.name for c in assumed if c.excluded_from_overall] == ["non_finite_rows"]
+    assert overall_verdict(assumed) in ("PASS", "INCONCLUSIVE")
 
 
 def test_under_noised_make_private_is_a_noise_std_violation():

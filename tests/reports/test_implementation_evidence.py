@@ -1,6 +1,7 @@
 """``dplens report SPEC --implementation-evidence FILE.json`` (issue 46, item 4): the check-dp-sgd result of the step
 that ran, rendered in the JSON (validated, round trip), the HTML page and the privacy statement, its NIST items marked,
-a VIOLATION carried into the report's verdict, and bad evidence refused in one line before any work."""
+a VIOLATION carried into the report's verdict, and bad evidence refused in one line before any work; a check excluded
+under an assumption the user stated (assume_finite_gradients) shown as not counted, and not a reason of the verdict."""
 
 from __future__ import annotations
 
@@ -36,8 +37,18 @@ def _clipped(g: np.ndarray) -> np.ndarray:
     return np.minimum(1.0, C / np.maximum(np.linalg.norm(g, axis=1), 1e-300)) @ g
 
 
-def tenth(g, rng):  # a tenth of the declared noise
-    return (_clipped(g) + rng.normal(0, 0.1 * SIGMA * C, g.shape[1])) / B
+def _unguarded(g: np.ndarray) -> np.ndarray:  # not nan_safe: a NaN row makes the sum NaN (Opacus 1.6's clipping)
+    return np.minimum(1.0, C / np.maximum(np.linalg.norm(g, axis=1), 1e-300)) @ g
+
+
+def tenth(g, rng):  # a tenth of the declared noise, and not nan_safe
+    with np.errstate(invalid="ignore"):
+        return (_unguarded(g) + rng.normal(0, 0.1 * SIGMA * C, g.shape[1])) / B
+
+
+def nan_leak(g, rng):  # the declared noise, not nan_safe
+    with np.errstate(invalid="ignore"):
+        return (_unguarded(g) + rng.normal(0, SIGMA * C, g.shape[1])) / B
 
 
 def shuffled(n, rng):  # shuffled fixed-size batches, where Poisson was declared
@@ -61,14 +72,16 @@ def _check(step, **options):
     )
 
 
-# Session-scoped, not module-scoped: three check_dp_sgd runs (≈ 10 s of CPU) that a shuffled collection, which
-# interleaves modules, would otherwise repeat before every test of this module.
+# Session-scoped, not module-scoped: four check_dp_sgd runs (≈ 3 s of CPU) that a shuffled collection, which
+# interleaves modules, would otherwise repeat before every test of this module. "violation" and "assumed" state that
+# the gradients are finite: their non_finite_rows VIOLATION is not counted (the under-noising of "violation" is).
 @pytest.fixture(scope="session")
 def results():
     return {
         "pass": _check(reference_step(SIGMA, C, B)),
-        "violation": _check(tenth),
+        "violation": _check(tenth, assume_finite_gradients=True),
         "loader": _check(reference_step(SIGMA, C, B), sampler_function=shuffled),
+        "assumed": _check(nan_leak, assume_finite_gradients=True),
     }
 
 
@@ -92,7 +105,8 @@ def test_json_section_holds_the_check_as_it_was_and_round_trips(tmp_path, spec, 
     data = json.loads(files.json.read_text())
     section = data["implementation_evidence"]
     check = json.loads(json.dumps(result.to_dict()))
-    for key in ("verdict", "checks", "audit", "model_based", "declared", "claimed_epsilon", "alpha", "notes"):
+    keys = ("verdict", "checks", "audit", "model_based", "declared", "claimed_epsilon", "alpha", "notes")
+    for key in (*keys, "stated_assumptions"):
         assert section[key] == check[key], key  # rendered, not recomputed
     assert {"name", "verdict", "measured", "declared", "finding"} <= set(section["checks"][0])
     assert section["audit"]["kind"] == "assumption-free" and section["model_based"]["kind"] == "model-based"
@@ -147,15 +161,70 @@ def test_nist_marks_the_correctness_test_and_says_the_loader_was_not_tested(tmp_
     assert "did not test the loader" in nist.item("batch_sampling").finding
 
 
-def test_a_violation_check_is_the_reports_verdict_and_flags_nist(tmp_path, spec, results):
-    result = results["violation"]
-    assert [c.name for c in result.checks if c.verdict == "VIOLATION"] == ["noise_std"], result.summary()
-    report = _report(spec, tmp_path / "out", result).report
+STATED = "stated by the user, not checked by dplens: every per-sample gradient is finite (assume_finite_gradients)"
+
+
+def test_a_violation_check_is_the_reports_verdict_and_an_excluded_one_is_shown_not_counted(tmp_path, spec, results):
+    result = results["violation"]  # under-noised and not nan_safe, finite gradients stated: noise_std still counts
+    violations = [(c.name, c.excluded_from_overall) for c in result.checks if c.verdict == "VIOLATION"]
+    assert violations == [("noise_std", False), ("non_finite_rows", True)], result.summary()
+    assert result.verdict == "VIOLATION"
+    files = _report(spec, tmp_path / "out", result)
+    report = files.report
     assert report.verdict.status.value == "VIOLATION"
     assert "does not implement the accounted mechanism: noise_std (less noise than accounted" in report.verdict.sentence
+    assert "non_finite_rows" not in report.verdict.sentence  # excluded: shown in the section, not a reason
+    assert any(STATED in r for r in report.verdict.reasons)
     assert report.nist.item("algorithm_test").status.value == "flagged"
     data = report.to_dict()["implementation_evidence"]
     assert data["report_status"] == "VIOLATION" and data["checks"][0]["verdict"] == "VIOLATION"
+    # the excluded check as it was, marked, in the JSON, the HTML page and the statement
+    leak = next(c for c in result.checks if c.name == "non_finite_rows")
+    section = json.loads(files.json.read_text())["implementation_evidence"]
+    assert [a["option"] for a in section["stated_assumptions"]] == ["assume_finite_gradients"]
+    marked = next(c for c in section["checks"] if c["name"] == "non_finite_rows")
+    assert (marked["verdict"], marked["excluded_from_overall"], marked["exclusion_reason"]) == (
+        "VIOLATION",
+        True,
+        leak.exclusion_reason,
+    )
+    assert read_json(files.json) == report
+    page = files.html.read_text()
+    row = page[page.index("<code>non_finite_rows</code>") :].split("</tr>")[0]
+    assert "NOT COUNTED" in row and "not counted in the verdict: the user states every per-sample gradient" in row
+    assert "NOT COUNTED" not in page[page.index("<code>noise_std</code>") :].split("</tr>")[0]
+    assert f'<p class="implementation-assumption"><strong>Assumption</strong> {STATED}' in page
+    statement = " ".join(files.statement.read_text().split())
+    assert f"- Assumption {STATED}; non_finite_rows ran and is reported but not counted in the verdict." in statement
+    assert "2 VIOLATION, 1 not counted under a stated assumption)" in statement
+    assert f"- VIOLATION (not counted: {leak.exclusion_reason}): non_finite_rows:" in statement
+
+
+def test_a_violation_only_from_an_excluded_check_is_not_the_reports_verdict(spec, results):
+    from dplens._api import report_summary
+    from dplens.reports.build import build_report
+    from dplens.spec import load_spec
+
+    result = results["assumed"]  # not nan_safe, finite gradients stated
+    leak = next(c for c in result.checks if c.name == "non_finite_rows")
+    assert leak.verdict == "VIOLATION" and leak.excluded_from_overall and result.verdict != "VIOLATION"
+    loaded = load_spec(spec)
+    report = build_report(
+        spec=loaded,
+        accounting=report_summary(loaded, DELTA),
+        title="assumed",
+        audit=None,
+        not_audited_reason="not audited here",
+        implementation_evidence=result,
+    )
+    expected = "CONSISTENT" if result.verdict == "PASS" else "INCONCLUSIVE"
+    assert report.implementation_evidence["report_status"] == expected == report.verdict.status.value
+    assert Report.from_dict(report.to_dict()) == report
+    assert any(STATED in r for r in report.verdict.reasons)
+    assert f"(dplens check-dp-sgd: {result.verdict} under an assumption the user stated)" in report.verdict.sentence
+    test = report.nist.item("algorithm_test")
+    assert test.status.value == "shown"
+    assert "1 VIOLATION; not counted, under an assumption the user stated: non_finite_rows)" in test.finding
 
 
 def test_a_loader_that_breaks_the_declared_sampler_flags_the_nist_sampling_item(tmp_path, spec, results):
@@ -217,6 +286,11 @@ def _without(data: dict, path: str) -> dict:
         (lambda d: json.dumps(d | {"declared": d["declared"] | {"noise_multiplier": 0.8}}), "noise_multiplier 0.8"),
         (lambda d: json.dumps(d | {"declared": d["declared"] | {"steps": 30}}), "steps 30 (the spec's: 3)"),
         (lambda d: json.dumps(d | {"declared": d["declared"] | {"delta": 1e-6}}), "differs from the report's claim"),
+        (
+            lambda d: json.dumps(d | {"checks": [d["checks"][0] | {"excluded_from_overall": True}, *d["checks"][1:]]}),
+            "check 'noise_std' is excluded_from_overall but no stated assumption excludes it",
+        ),
+        (lambda d: json.dumps(d | {"stated_assumptions": [{"option": "x"}]}), "'stated_assumptions[0].statement'"),
     ],
 )
 def test_malformed_or_foreign_evidence_is_one_line_exit_two(tmp_path, spec, results, capsys, edit, words):

@@ -275,10 +275,13 @@ def _with_implementation(
     additional: tuple[dict[str, Any], ...],
 ) -> Verdict:
     """The verdict once the implementation evidence (``dplens check-dp-sgd`` of the step that ran) is taken in."""
+    from dplens.reports.implementation import assumption_lines, counted
+
     if section is None:
         return verdict
     audit, model = section["audit"], section["model_based"]
-    bad = [f"{c['name']} ({c['finding']})" for c in section["checks"] if c["verdict"] == "VIOLATION"]
+    # a check excluded by an assumption the user stated is reported in the section, not a reason of the verdict
+    bad = [f"{c['name']} ({c['finding']})" for c in section["checks"] if c["verdict"] == "VIOLATION" and counted(c)]
     if section["claim_comparison"]["audit_exceeds_claim"] or audit["verdict"] == "VIOLATION":
         bad.append(f"the assumption-free audit (ε ≥ {fmt_lower(audit['epsilon_lower_bound'])}, a valid lower bound)")
     if section["claim_comparison"]["model_based_exceeds_claim"] or model["verdict"] == "VIOLATION":
@@ -291,9 +294,11 @@ def _with_implementation(
         f"audit ε ≥ {fmt_lower(audit['epsilon_lower_bound'])} (assumption-free lower bound), model-based ε ≥ "
         f"{fmt_lower(model['epsilon_lower_bound'])} (model-based), against the claimed ε = "
         f"{fmt_upper(section['claim_comparison']['claim_epsilon'])}.",
+        *(f"Implementation evidence assumption {line}." for line in assumption_lines(section)),
     ]
     status = combined_status(main, additional, section)
     sentence = verdict.sentence
+    under = " under an assumption the user stated" if section.get("stated_assumptions") else ""
     if status is Status.VIOLATION and verdict.status is not Status.VIOLATION:
         sentence = (
             "Violation: the implementation evidence shows that the DP-SGD step that ran does not implement the "
@@ -304,8 +309,8 @@ def _with_implementation(
         which = "only" if verdict.status is Status.NOT_AUDITED else "the additional audit(s) and"
         sentence = (
             f"{status.value.capitalize()}: {which} the implementation checks of the DP-SGD step that ran (dplens "
-            f"check-dp-sgd: {section['verdict']}) decide this verdict; see the implementation evidence. The guarantee "
-            f"rests on accounting ({certifies})."
+            f"check-dp-sgd: {section['verdict']}{under}) decide this verdict; see the implementation evidence. The "
+            f"guarantee rests on accounting ({certifies})."
         )
     return Verdict(status=status, sentence=sentence, reasons=tuple(reasons))
 

@@ -12,6 +12,11 @@ The section's status in the report's terms (:func:`section_status`): VIOLATION w
 VIOLATION (any check, the audit or the model-based bound, at the check's Bonferroni split of α) or either lower bound
 exceeds the report's claimed ε; CONSISTENT when the check PASSes; INCONCLUSIVE otherwise (a check without power, or a
 conservative DEVIATION such as more noise than declared).
+
+Assumptions the user stated to check-dp-sgd (``stated_assumptions``, e.g. ``assume_finite_gradients``: every
+per-sample gradient is finite) are shown wherever the checks are: a check they exclude (``excluded_from_overall``)
+is rendered with its own verdict and finding, marked "not counted" with the reason, and is not named among the
+reasons of a VIOLATION. Evidence that marks a check excluded without a stated assumption naming it is refused.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from dplens.reports.schema import _check
 __all__ = [
     "CHECK_SCHEMA",
     "SECTION_SCHEMA",
+    "assumption_lines",
+    "counted",
     "implementation_section",
     "section_status",
     "statement_lines",
@@ -47,7 +54,18 @@ def validate_check_dict(data: Any, *, source: str = "implementation evidence") -
         raise ValueError(f"{source}: not a dplens check-dp-sgd result: {problem}")
     if "model-based" not in data["model_based"]["assumptions"]:
         raise ValueError(f"{source}: model_based.assumptions must label the bound 'model-based'")
+    named = {name for a in data.get("stated_assumptions", ()) for name in a["excludes"]}
+    for c in data["checks"]:
+        if c.get("excluded_from_overall") and c["name"] not in named:
+            raise ValueError(
+                f"{source}: check {c['name']!r} is excluded_from_overall but no stated assumption excludes it"
+            )
     return data
+
+
+def counted(check: Mapping[str, Any]) -> bool:
+    """Whether a check's verdict counts in the overall verdict (not excluded by an assumption the user stated)."""
+    return not check.get("excluded_from_overall", False)
 
 
 def section_status(data: Mapping[str, Any], claim_epsilon: float) -> tuple[str, bool, bool]:
@@ -103,6 +121,7 @@ def summary_rows(section: Mapping[str, Any]) -> list[dict[str, str]]:
             "declared": _value(c.get("declared")),
             "quantity": str(c.get("quantity", "")),
             "finding": c["finding"],
+            "not_counted": "" if counted(c) else f"not counted in the verdict: {c.get('exclusion_reason') or ''}",
         }
         for c in section["checks"]
     ]
@@ -115,6 +134,7 @@ def summary_rows(section: Mapping[str, Any]) -> list[dict[str, str]]:
             "declared": f"ε = {fmt_upper(claim['claim_epsilon'])}",
             "quantity": "valid ε lower bound (no assumption on the code)",
             "finding": f"{audit.get('statistic', '')}; {audit['trials_per_side']} trainings per side",
+            "not_counted": "",
         }
     )
     rows.append(
@@ -125,9 +145,20 @@ def summary_rows(section: Mapping[str, Any]) -> list[dict[str, str]]:
             "declared": f"ε = {fmt_upper(claim['claim_epsilon'])}",
             "quantity": "model-based ε lower bound (valid only under its assumptions)",
             "finding": model["assumptions"],
+            "not_counted": "",
         }
     )
     return rows
+
+
+def assumption_lines(section: Mapping[str, Any]) -> list[str]:
+    """One sentence per assumption the user stated to check-dp-sgd (none by default), naming the checks not counted."""
+    return [
+        f"stated by the user, not checked by dplens: {a['statement']} ({a['option']}); "
+        f"{', '.join(a['excludes'])} ran and {'is' if len(a['excludes']) == 1 else 'are'} reported but not counted "
+        "in the verdict"
+        for a in section.get("stated_assumptions", ())
+    ]
 
 
 def statement_lines(section: Mapping[str, Any]) -> list[str]:
@@ -139,16 +170,24 @@ def statement_lines(section: Mapping[str, Any]) -> list[str]:
         section["declared"],
     )
     counts = {v: sum(c["verdict"] == v for c in section["checks"]) for v in ("PASS", "DEVIATION", "VIOLATION")}
+    excluded = sum(not counted(c) for c in section["checks"])
+    uncounted = f", {excluded} not counted under a stated assumption" if excluded else ""
     lines = [
         f"Implementation evidence (dplens check-dp-sgd of {section['subject']}, {section['source']}): "
         f"{section['verdict']}. The DP-SGD step that ran was checked against the declared mechanism (noise "
         f"multiplier {decl['noise_multiplier']:g}, clip {decl['max_grad_norm']:g}, batch size {decl['batch_size']}, "
         f"{decl['dataset_size']} records, {decl['steps']} steps, {decl['sampler']} sampler, normalise "
         f"{decl['normalise']}): {len(section['checks'])} checks ({counts['PASS']} PASS, {counts['DEVIATION']} "
-        f"DEVIATION, {counts['VIOLATION']} VIOLATION), alpha = {section['alpha']:g} split over the checks, the audit "
-        "and the model-based bound.",
+        f"DEVIATION, {counts['VIOLATION']} VIOLATION{uncounted}), alpha = {section['alpha']:g} split over the checks, "
+        "the audit and the model-based bound.",
     ]
-    lines += [f"- {c['verdict']}: {c['name']}: {c['finding']}" for c in section["checks"] if c["verdict"] != "PASS"]
+    lines += [f"- Assumption {line}." for line in assumption_lines(section)]
+    lines += [
+        f"- {c['verdict']}{'' if counted(c) else ' (not counted: ' + str(c.get('exclusion_reason')) + ')'}: "
+        f"{c['name']}: {c['finding']}"
+        for c in section["checks"]
+        if c["verdict"] != "PASS" or not counted(c)
+    ]
     lines.append(
         f"- Assumption-free audit: the true ε at δ = {claim['claim_delta']:g} is AT LEAST "
         f"{fmt_lower(audit['epsilon_lower_bound'])} (a LOWER BOUND, valid whatever the code does), against the "

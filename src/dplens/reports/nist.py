@@ -457,10 +457,12 @@ def _test(
 
 def _implementation_words(section: Mapping[str, Any]) -> str:
     counts = {v: sum(c["verdict"] == v for c in section["checks"]) for v in ("PASS", "DEVIATION", "VIOLATION")}
+    excluded = [c["name"] for c in section["checks"] if c.get("excluded_from_overall")]
+    uncounted = f"; not counted, under an assumption the user stated: {', '.join(excluded)}" if excluded else ""
     return (
         f"dplens check-dp-sgd ran the DP-SGD step that ran ({section['subject']}) against the declared mechanism: "
         f"{len(section['checks'])} implementation checks ({counts['PASS']} PASS, {counts['DEVIATION']} DEVIATION, "
-        f"{counts['VIOLATION']} VIOLATION), an assumption-free audit (ε ≥ "
+        f"{counts['VIOLATION']} VIOLATION{uncounted}), an assumption-free audit (ε ≥ "
         f"{section['audit']['epsilon_lower_bound']:.4g}) and a model-based bound (ε ≥ "
         f"{section['model_based']['epsilon_lower_bound']:.4g}, valid only under its assumptions); verdict "
         f"{section['verdict']}"

@@ -104,12 +104,21 @@ def render_html(report: Report, figures: dict[str, bytes] | None = None, *, sect
         risk_points=risk_points(risk) if risk else [],
         risk_sentence=risk_sentence(risk, report.claim.privacy_unit) if risk else "",
         implementation_rows=_implementation_rows(report),
+        implementation_assumptions=_implementation_assumptions(report),
         additional_sections=[
             section.html for section in (sections if sections is not None else _additional_sections(report))
         ],
         statement=render_statement(report),
         Status=Status,
     )
+
+
+def _implementation_assumptions(report: Report) -> list[str]:
+    if report.implementation_evidence is None:
+        return []
+    from dplens.reports.implementation import assumption_lines
+
+    return assumption_lines(report.implementation_evidence)
 
 
 def _implementation_rows(report: Report) -> list[dict[str, str]]:

@@ -285,9 +285,23 @@ _PRIVACY_SCOPE = _obj(
 _IMPL_VERDICT = {"enum": ["PASS", "VIOLATION", "INCONCLUSIVE"]}
 _IMPL_CHECK_VERDICT = {"enum": ["PASS", "VIOLATION", "INCONCLUSIVE", "DEVIATION"]}
 
+# A check not counted in the overall verdict under an assumption the user stated (``stated_assumptions``, below):
+# both keys optional, so evidence written before they existed still reads (compatible: no schema_version bump).
 _IMPL_CHECK = _obj(
-    {"name": _STR, "verdict": _IMPL_CHECK_VERDICT, "measured": _OPT_NUM, "declared": _OPT_NUM, "finding": _STR},
+    {
+        "name": _STR,
+        "verdict": _IMPL_CHECK_VERDICT,
+        "measured": _OPT_NUM,
+        "declared": _OPT_NUM,
+        "finding": _STR,
+        "excluded_from_overall": _BOOL,
+        "exclusion_reason": _OPT_STR,
+    },
+    optional=("excluded_from_overall", "exclusion_reason"),
     extra=True,
+)
+_IMPL_ASSUMPTION = _obj(
+    {"option": _STR, "statement": _STR, "excludes": _arr(_STR), "checked_by_dplens": {"const": False}}, extra=True
 )
 _IMPL_AUDIT = _obj(
     {
@@ -336,9 +350,11 @@ _IMPL_CHECK_KEYS = {
     "alpha": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
     "trials_per_side": {"type": "integer", "minimum": 1},
     "notes": _arr(_STR),
+    "stated_assumptions": _arr(_IMPL_ASSUMPTION),
 }
+_IMPL_OPTIONAL = ("stated_assumptions",)
 #: What a ``dplens check-dp-sgd --json`` object must hold for the report to render it.
-IMPLEMENTATION_CHECK_SCHEMA: dict[str, Any] = _obj(_IMPL_CHECK_KEYS, extra=True)
+IMPLEMENTATION_CHECK_SCHEMA: dict[str, Any] = _obj(_IMPL_CHECK_KEYS, optional=_IMPL_OPTIONAL, extra=True)
 #: The report's ``implementation_evidence`` section: the check's keys and the report's comparison with its claim.
 IMPLEMENTATION_SECTION_SCHEMA: dict[str, Any] = _obj(
     {
@@ -354,6 +370,7 @@ IMPLEMENTATION_SECTION_SCHEMA: dict[str, Any] = _obj(
             }
         ),
     },
+    optional=_IMPL_OPTIONAL,
     extra=True,
 )
 

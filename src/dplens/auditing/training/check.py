@@ -4,6 +4,16 @@ It runs, on the subject's own step: the named implementation checks (:mod:`~dple
 assumption-free audit and the model-based bound (:mod:`~dplens.auditing.training.audit`), with α split (Bonferroni)
 equally over all of them, so a correct implementation is flagged by any of them with probability ≤ α. Overall:
 VIOLATION if any check, the audit or the model-based bound says so; PASS only if all pass; else INCONCLUSIVE.
+
+**Stated assumptions** (off by default: sound by default). ``assume_finite_gradients=True`` states that every
+per-sample gradient of the training is finite, so the ``non_finite_rows`` check (jax_privacy's ``nan_safe``: a NaN
+row must not make the update non-finite) tests a leak the training never releases — Opacus 1.6's clipping is not
+nan_safe, so without the assumption every Opacus run is a VIOLATION. The check still runs and keeps its own verdict
+and finding; it is marked ``excluded_from_overall`` with the reason, whatever its verdict, and the overall verdict is
+computed from the other checks, the audit and the model-based bound. The Bonferroni split is unchanged: the excluded
+check keeps its share, so every other test runs at the same level with or without the assumption (the same seed gives
+the same findings; only what is counted differs). The assumption is the user's, not checked by dplens, and is stated
+in the result (``stated_assumptions``), its JSON and the report.
 """
 
 from __future__ import annotations
@@ -20,12 +30,79 @@ from dplens.auditing.training.batches import BatchSource
 from dplens.auditing.training.declared import Declaration, steps_of
 from dplens.auditing.training.framework_free import StepSubject, import_function
 
-__all__ = ["DpSgdCheckResult", "check_dp_sgd", "default_trials"]
+__all__ = [
+    "FINITE_GRADIENTS",
+    "DpSgdCheckResult",
+    "StatedAssumption",
+    "check_dp_sgd",
+    "default_trials",
+    "exclude_assumed",
+    "overall_verdict",
+    "stated_assumptions",
+]
 
 OBSERVE = ("every", "final")
 _NOTES_FRAMEWORK_FREE = (
     "gradient accumulation is not checked: the framework-free contract sees one logical batch per step call"
 )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StatedAssumption:
+    """An assumption the user states about the training and dplens does not check: the checks it ``excludes`` still
+    run and are reported, but are not counted in the overall verdict."""
+
+    option: str  # the keyword (and, with dashes, the CLI option) that states it
+    statement: str
+    excludes: tuple[str, ...]
+
+    @property
+    def reason(self) -> str:
+        """Why an excluded check is not counted, as its ``exclusion_reason`` says."""
+        return f"the user states {self.statement} ({self.option}=True)"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "option": self.option,
+            "statement": self.statement,
+            "excludes": list(self.excludes),
+            "checked_by_dplens": False,
+        }
+
+
+FINITE_GRADIENTS = StatedAssumption(
+    option="assume_finite_gradients",
+    statement="every per-sample gradient is finite",
+    excludes=("non_finite_rows",),
+)
+
+
+def stated_assumptions(*, assume_finite_gradients: Any) -> tuple[StatedAssumption, ...]:
+    """The assumptions the options state (``ValueError`` naming the option for a non-bool)."""
+    if not isinstance(assume_finite_gradients, bool):
+        raise ValueError(
+            f"check_dp_sgd: assume_finite_gradients must be True or False; got {assume_finite_gradients!r}"
+        )
+    return (FINITE_GRADIENTS,) if assume_finite_gradients else ()
+
+
+def exclude_assumed(found: list[checks_mod.Check], assumptions: tuple[StatedAssumption, ...]) -> list[checks_mod.Check]:
+    """``found`` with every check an assumption excludes marked ``excluded_from_overall`` (its verdict, finding and
+    significance unchanged: it ran, it is reported, it is not counted)."""
+    reasons = {name: a.reason for a in assumptions for name in a.excludes}
+    return [
+        replace(c, excluded_from_overall=True, exclusion_reason=reasons[c.name]) if c.name in reasons else c
+        for c in found
+    ]
+
+
+def overall_verdict(found: list[checks_mod.Check] | tuple[checks_mod.Check, ...], *others: str) -> str:
+    """VIOLATION if any counted check or any of ``others`` (the audit's, the model-based bound's verdict) says so;
+    PASS only if all of them pass; else INCONCLUSIVE. Checks marked ``excluded_from_overall`` are not counted."""
+    verdicts = [c.verdict for c in found if not c.excluded_from_overall] + list(others)
+    if "VIOLATION" in verdicts:
+        return "VIOLATION"
+    return "PASS" if all(v == "PASS" for v in verdicts) else "INCONCLUSIVE"
 
 
 def default_trials(steps: int) -> int:
@@ -53,6 +130,7 @@ class DpSgdCheckResult:
     trials_default: bool = False
     notes: tuple[str, ...] = field(default=())
     subject_kind: str = "framework-free"
+    stated_assumptions: tuple[StatedAssumption, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,18 +152,27 @@ class DpSgdCheckResult:
             "seed": self.seed,
             "seconds": self.seconds,
             "notes": list(self.notes),
+            "stated_assumptions": [a.to_dict() for a in self.stated_assumptions],
         }
 
     def summary(self) -> str:
         """The text the command line prints: one line per check, then the audit and the model-based bound."""
         default = f" (the default for {self.declared.steps} steps)" if self.trials_default else ""
+        stated = len(self.stated_assumptions)
+        under = f" under {stated} stated assumption{'s' * (stated > 1)}" if stated else ""
         lines = [
-            f"check-dp-sgd: {self.verdict}  ({self.subject}; declared sampler {self.declared.sampler!r}, "
+            f"check-dp-sgd: {self.verdict}{under}  ({self.subject}; declared sampler {self.declared.sampler!r}, "
             f"claimed epsilon = {self.claimed_epsilon:.4g} at delta = {self.declared.delta:g}; {self.trials} "
             f"trainings per side{default}; alpha = {self.alpha:g}, Bonferroni over {len(self.checks) + 2})"
         ]
+        lines.extend(
+            f"  assumption stated by the user (not checked): {a.statement} ({a.option}); not counted in the verdict: "
+            + ", ".join(a.excludes)
+            for a in self.stated_assumptions
+        )
         for c in self.checks:
-            lines.append(f"  {c.verdict:<12} {c.name}: {c.finding}")
+            mark = f" [not counted: {c.exclusion_reason}]" if c.excluded_from_overall else ""
+            lines.append(f"  {c.verdict:<12} {c.name}: {c.finding}{mark}")
         a, m = self.audit, self.model_based
         lines.append(
             f"  {a.verdict:<12} audit (assumption-free): epsilon >= {a.epsilon_lower_bound:.4g} against the "
@@ -99,12 +186,6 @@ class DpSgdCheckResult:
         )
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)
-
-
-def _overall(verdicts: list[str]) -> str:
-    if "VIOLATION" in verdicts:
-        return "VIOLATION"
-    return "PASS" if all(v == "PASS" for v in verdicts) else "INCONCLUSIVE"
 
 
 def _options(alpha: Any, observe: Any, workers: Any, trials: Any, seed: Any) -> None:
@@ -151,6 +232,7 @@ def check_dp_sgd(
     workers: int = 1,
     scheduler: Any = None,
     progress: bool = False,
+    assume_finite_gradients: bool = False,
 ) -> DpSgdCheckResult:
     """Check a DP-SGD step against the declared mechanism: named checks, an assumption-free audit, a model-based bound.
 
@@ -159,7 +241,9 @@ def check_dp_sgd(
     ε assumes; the names of ``dplens dp-sgd --sampling``); ``sampler_function(dataset_size, rng)``, when given, is the
     code that forms the batches (an iterable of 1-D index arrays) — without it dplens forms them by the declared
     sampler and checks the step alone. Exactly one of ``steps`` and ``epochs``. ``trials``: trainings per side
-    (default :func:`default_trials`).
+    (default :func:`default_trials`). ``assume_finite_gradients=True`` states that every per-sample gradient is finite:
+    ``non_finite_rows`` still runs and is reported but is not counted in the overall verdict (see the module's
+    docstring; off by default).
 
     Example:
         >>> from dplens.auditing.training.framework_free import reference_step
@@ -182,17 +266,30 @@ def check_dp_sgd(
         neighboring=neighboring,
     )
     _options(alpha, observe, workers, trials, seed)
+    assumptions = stated_assumptions(assume_finite_gradients=assume_finite_gradients)
     step = subject if isinstance(subject, StepSubject) else StepSubject(subject)
     source = _sampler(sampler_function, decl)
     chosen = trials is None
     trials = default_trials(total) if chosen else trials
     run = dict(trials=trials, seed=seed, workers=workers, scheduler=scheduler, progress=progress)
-    result = _check(step, source, decl, alpha=float(alpha), observe=observe, started=started, **run)
+    result = _check(
+        step, source, decl, alpha=float(alpha), observe=observe, started=started, assumptions=assumptions, **run
+    )
     return replace(result, trials_default=chosen)
 
 
-def _check(step, source, decl: Declaration, *, alpha: float, observe: str, started: float, **run: Any):
-    """Probes, trainings, checks, audit and model-based bound, α split equally over them."""
+def _check(
+    step,
+    source,
+    decl: Declaration,
+    *,
+    alpha: float,
+    observe: str,
+    started: float,
+    assumptions: tuple[StatedAssumption, ...],
+    **run: Any,
+):
+    """Probes, trainings, checks, audit and model-based bound, α split equally over them (excluded checks too)."""
     trials, seed = run["trials"], run["seed"]
     root = np.random.SeedSequence(seed, spawn_key=(46,))
     probe_seed, sampling_seed, gaussian_seed = root.spawn(3)
@@ -213,9 +310,9 @@ def _check(step, source, decl: Declaration, *, alpha: float, observe: str, start
             f"sampling law not checked: the batches were formed by dplens by the declared {decl.sampler!r} "
             "sampler (give sampler_function to check the loader that runs)"
         )
-    verdicts = [c.verdict for c in found] + [bound.verdict, model.verdict]
+    found = exclude_assumed(found, assumptions)
     return DpSgdCheckResult(
-        verdict=_overall(verdicts),
+        verdict=overall_verdict(found, bound.verdict, model.verdict),
         checks=tuple(found),
         audit=bound,
         model_based=model,
@@ -230,6 +327,7 @@ def _check(step, source, decl: Declaration, *, alpha: float, observe: str, start
         seconds=time.perf_counter() - started,
         notes=tuple(notes),
         subject_kind=step.kind,
+        stated_assumptions=assumptions,
     )
 
 

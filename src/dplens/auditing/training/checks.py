@@ -44,6 +44,10 @@ class Check:
     finding: str
     significance: float
     details: dict[str, Any] = field(default_factory=dict)
+    #: not counted in the overall verdict because the user stated an assumption that makes it moot (the check still
+    #: ran and its verdict and finding are its own); ``exclusion_reason`` names the assumption
+    excluded_from_overall: bool = False
+    exclusion_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +59,8 @@ class Check:
             "finding": self.finding,
             "significance": self.significance,
             "details": {k: _finite(v) if isinstance(v, float) else v for k, v in self.details.items()},
+            "excluded_from_overall": self.excluded_from_overall,
+            "exclusion_reason": self.exclusion_reason,
         }
 
 
@@ -450,8 +456,17 @@ def fresh_check(p: Probes, decl: Declaration, alpha: float, prints: np.ndarray |
     )
 
 
+#: What a non_finite_rows VIOLATION tells the user to do (one line): the leak is real, but a training whose per-sample
+#: gradients are finite by construction never releases it, and may say so.
+NONFINITE_REMEDY = (
+    "guard the per-sample gradients (torch.nan_to_num, or skip non-finite rows) or, if they are finite by "
+    "construction, state assume_finite_gradients=True (--assume-finite-gradients)"
+)
+
+
 def nonfinite_check(p: Probes, decl: Declaration, alpha: float) -> Check:
-    """A NaN or +inf row must leave the update finite and contribute at most C (``nan_safe``)."""
+    """A NaN or +inf row must leave the update finite and contribute at most C (jax_privacy's ``nan_safe``): else
+    the release reveals that a record's gradient was non-finite, which the accountant's ε does not cover."""
     name, quantity = "non_finite_rows", "non-finite updates with one NaN or inf row"
     if p.nonfinite is None:
         return Check(
@@ -474,7 +489,7 @@ def nonfinite_check(p: Probes, decl: Declaration, alpha: float) -> Check:
             quantity=quantity,
             significance=alpha,
             finding=f"{p.nonfinite_bad} of {calls} updates non-finite when one row holds "
-            "NaN or inf: the release reveals that row",
+            f"NaN or inf: the release reveals that row; {NONFINITE_REMEDY}",
         )
     s = _noise_std(p, decl)[0]
     gain = _gain(p, p.sizes[1], s, decl.max_grad_norm)[0]
@@ -490,7 +505,8 @@ def nonfinite_check(p: Probes, decl: Declaration, alpha: float) -> Check:
             declared=0.0,
             quantity=quantity,
             significance=alpha,
-            finding=f"a non-finite row contributes {worst:.4g} C on a coordinate (more than the clip C)",
+            finding=f"a non-finite row contributes {worst:.4g} C on a coordinate (more than the clip C); "
+            f"{NONFINITE_REMEDY}",
         )
     return Check(
         name=name,
