@@ -53,6 +53,7 @@ import resource
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -275,10 +276,24 @@ def _mark_serial_fixtures(items) -> None:
             item.add_marker(pytest.mark.serial(SERIAL_FIXTURES[name]))
 
 
+def _shared_builds_first(items) -> list:
+    """The first accepted-long test of each module, which pays for what that module's other long tests share (the
+    strict docs build): handed out first, so that it does not start near the end of the parallel phase and keep one
+    worker busy while the other waits (the longest first, as a scheduler of unequal jobs would). The module's other
+    tests keep their place: by the time they run, the build is done, and no worker waits on another's lock."""
+    first: dict[str, Any] = {}
+    for item in items:
+        if item.get_closest_marker("accepted_long") is not None and not is_serial(item):
+            first.setdefault(item.nodeid.split("::")[0], item)
+    chosen = {id(item) for item in first.values()}
+    return list(first.values()) + [item for item in items if id(item) not in chosen]
+
+
 def _serial_tests_last(config, items) -> None:
     """Serial tests after all others (a stable partition); under xdist their ids tell the scheduler which they are."""
     _mark_serial_fixtures(items)
-    items[:] = [item for item in items if not is_serial(item)] + [item for item in items if is_serial(item)]
+    parallel = _shared_builds_first([item for item in items if not is_serial(item)])
+    items[:] = parallel + [item for item in items if is_serial(item)]
     directory = getattr(config, "workerinput", {}).get(SERIAL_PHASE_INPUT)
     if directory:  # tell the controller, which sees only node ids, which tests are serial (written before the
         # worker reports its collection, so the file is there when the scheduler reads it)
@@ -469,7 +484,10 @@ def _check_budget(item, report) -> None:
     cpu, wall = clock.elapsed()
     report.user_properties += [("cpu_seconds", round(cpu, 3)), ("wall_seconds", round(wall, 3))]
     if (path := os.environ.get("DPLENS_TEST_TIMES")) and report.when == "call":
-        line = json.dumps({"test": item.nodeid, "cpu": cpu, "wall": wall})
+        # when it started (epoch seconds) and on which worker: the timeline of a run, to see idle workers
+        start = time.time() - wall
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        line = json.dumps({"test": item.nodeid, "cpu": cpu, "wall": wall, "start": start, "worker": worker})
         with open(path, "a", encoding="utf-8") as times:
             times.write(line + "\n")
     wall_limit = WALL_LIMIT * _oversubscription()
