@@ -29,13 +29,34 @@ def load_average() -> str:
 
 
 def read_times(path: Path) -> dict[str, dict[str, float]]:
-    """Test id → {"cpu", "wall"}; a test run twice (a rerun) keeps its last time."""
+    """Test id → {"cpu", "wall"} (and "start", "worker" where recorded); a test run twice keeps its last time."""
     times: dict[str, dict[str, float]] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
             row = json.loads(line)
-            times[row["test"]] = {"cpu": row["cpu"], "wall": row["wall"]}
+            times[row["test"]] = {k: row[k] for k in ("cpu", "wall", "start", "worker") if k in row}
     return times
+
+
+def timeline(times: dict) -> list[str]:
+    """Per worker: from its first test's start to its last test's end, the time its tests took and the time it had
+    none (collection, fixtures outside the tests, waiting in the serial phase); the run's last test ends at 0 s. Empty
+    for a times file written before the start times were recorded."""
+    rows = [t for t in times.values() if "start" in t]
+    if not rows:
+        return []
+    end = max(t["start"] + t["wall"] for t in rows)
+    begin = min(t["start"] for t in rows)
+    lines = [f"timeline: {end - begin:.0f} s from the first test's start to the last test's end"]
+    for worker in sorted({t["worker"] for t in rows}):
+        mine = [t for t in rows if t["worker"] == worker]
+        first, last = min(t["start"] for t in mine), max(t["start"] + t["wall"] for t in mine)
+        busy = sum(t["wall"] for t in mine)
+        lines.append(
+            f"  {worker}: {len(mine)} tests from {first - begin:.0f} s to {last - begin:.0f} s, in tests {busy:.0f} s, "
+            f"between tests {last - first - busy:.0f} s, idle after its last test {end - last:.0f} s"
+        )
+    return lines
 
 
 def run_suite(extra: list[str]) -> tuple[Path, float, str, str, int]:
@@ -81,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     cpu = sum(t["cpu"] for t in times.values())
     over = [name for name, t in times.items() if t["cpu"] > 20 or t["wall"] > 60]
     print(f"{len(times)} tests, {cpu:.0f} s of CPU in all; over 20 s CPU or 60 s wall: {len(over)}")
+    for line in timeline(times):
+        print(line)
     print(table(times, read_times(args.before) if args.before else None, args.top))
     return code
 
