@@ -184,7 +184,8 @@ def test_check_dp_sgd_end_to_end_json_contract():
     assert data["model_based"]["epsilon_lower_bound"] <= data["claimed_epsilon"]
 
 
-def _small(step, **options):
+def _small(step, *, trials: int = 100, seed: int = 0, **options):
+    """A three-step check of ``step`` on 500 records (the declared σ, C and B of this module)."""
     return check_dp_sgd(
         step,
         noise_multiplier=SIGMA,
@@ -193,10 +194,14 @@ def _small(step, **options):
         dataset_size=500,
         steps=3,
         delta=1e-5,
-        trials=100,
-        seed=0,
+        trials=trials,
+        seed=seed,
         **options,
     )
+
+
+def _tenth_of_the_noise(g, rng):
+    return (_clipped_sum(g) + rng.normal(0, 0.1 * SIGMA * C, g.shape[1])) / B
 
 
 def test_stated_finite_gradients_leave_non_finite_rows_reported_but_not_counted():
@@ -279,41 +284,14 @@ def test_assume_finite_gradients_must_be_a_bool(value):
 
 
 def test_under_noised_training_is_found_by_the_audit_and_the_model_based_bound():
-    def tenth(g, rng):
-        return (_clipped_sum(g) + rng.normal(0, 0.1 * SIGMA * C, g.shape[1])) / B
-
-    result = check_dp_sgd(
-        tenth,
-        noise_multiplier=SIGMA,
-        max_grad_norm=C,
-        batch_size=B,
-        dataset_size=500,
-        steps=3,
-        delta=1e-5,
-        trials=600,
-        seed=2,
-    )
+    result = _small(_tenth_of_the_noise, trials=600, seed=2)
     assert result.verdict == "VIOLATION"
     assert result.model_based.verdict == "VIOLATION"
     assert result.audit.epsilon_lower_bound > result.claimed_epsilon, result.summary()
 
 
 def test_final_model_observer_audits_the_sum_of_the_steps():
-    def tenth(g, rng):
-        return (_clipped_sum(g) + rng.normal(0, 0.1 * SIGMA * C, g.shape[1])) / B
-
-    result = check_dp_sgd(
-        tenth,
-        noise_multiplier=SIGMA,
-        max_grad_norm=C,
-        batch_size=B,
-        dataset_size=500,
-        steps=3,
-        delta=1e-5,
-        trials=600,
-        seed=4,
-        observe="final",
-    )
+    result = _small(_tenth_of_the_noise, trials=600, seed=4, observe="final")
     assert result.audit.observe == "final" and "final model" in result.audit.statistic
     assert result.audit.verdict == "VIOLATION", result.summary()
 
