@@ -92,6 +92,30 @@ def test_calibrate_accepts_a_spec_path_and_a_function():
         dplens.calibrate(EXAMPLES / "dp_sgd_mnist.toml", target_epsilon=1.0, delta=1e-5)
 
 
+def test_best_calibration_keeps_the_route_that_spends_the_least():
+    """BEST calibrates on every route that supports the ledger and keeps the least noise (or the most steps): the
+    Gaussian's exact profile beats PLD and RDP, so BEST is exactly the exact route's σ; for steps, the largest count."""
+
+    def gaussian(s):
+        return dplens.Gaussian(noise_multiplier=s)
+
+    options = dict(target_epsilon=1.0, delta=1e-5, lower=0.5, upper=20.0)
+    each = {m: dplens.calibrate(gaussian, **options, method=m).value for m in ("pld", "exact", "rdp")}
+    best = dplens.calibrate(gaussian, **options, method="best")
+    assert best.value == min(each.values()) == each["exact"] and best.method is dplens.Method.EXACT
+    assert best.epsilon <= 1.0 and all(f"{m}: " in best.details for m in each)
+    spec = dplens.calibrate(EXAMPLES / "gaussian_claim.toml", param="noise_multiplier", method="best", **options)
+    assert spec.value == best.value  # the spec path no longer maps BEST to PLD
+
+    def steps(n):
+        return dplens.SelfComposed(event=dplens.Gaussian(noise_multiplier=20.0), count=n)
+
+    counts = dict(target_epsilon=1.0, delta=1e-5, lower=1, upper=400, integer=True)
+    each = {m: dplens.calibrate(steps, **counts, method=m).value for m in ("pld", "exact", "rdp")}
+    most = dplens.calibrate(steps, **counts, method="best")
+    assert most.value == max(each.values()) and most.epsilon <= 1.0, (each, most)
+
+
 def test_audit_accepts_a_spec_path_with_a_claim_override():
     result = dplens.audit(EXAMPLES / "gaussian_claim.toml", trials=20_000, claim=(50.0, 1e-5), seed=3)
     assert result.epsilon_claimed == 50.0 and result.verdict.value in {"CONSISTENT", "INCONCLUSIVE"}

@@ -1652,8 +1652,8 @@ def _add_calibrate_parser(sub: Any) -> None:
     cal.add_argument(
         "--method",
         choices=list(METHODS),
-        help="accounting route of the calibration (default: pld; with a risk target, best: pld where it applies, "
-        "else exact, else rdp)",
+        help="accounting route of the calibration (default: pld; best: a calibration on every route that applies, "
+        "the least noise kept; with a risk target, best: pld where it applies, else exact, else rdp)",
     )
     cal.add_argument(
         "--bracket", type=float, nargs=2, metavar=("LOW", "HIGH"), help="search the parameter in [LOW, HIGH]"
