@@ -277,10 +277,11 @@ def _mark_serial_fixtures(items) -> None:
 
 
 def _shared_builds_first(items) -> list:
-    """The first accepted-long test of each module, which pays for what that module's other long tests share (the
-    strict docs build): handed out first, so that it does not start near the end of the parallel phase and keep one
-    worker busy while the other waits (the longest first, as a scheduler of unequal jobs would). The module's other
-    tests keep their place: by the time they run, the build is done, and no worker waits on another's lock."""
+    """Under xdist, the first accepted-long test of each module, which pays for what that module's other long tests
+    share (the strict docs build, shared by the workers through a directory of the run): handed out first, so that
+    it does not start near the end of the parallel phase and keep one worker busy while the other waits (the longest
+    first, as a scheduler of unequal jobs would). The module's other tests keep their place: by the time they run,
+    the build is done, and no worker waits on another's lock."""
     first: dict[str, Any] = {}
     for item in items:
         if item.get_closest_marker("accepted_long") is not None and not is_serial(item):
@@ -292,7 +293,9 @@ def _shared_builds_first(items) -> list:
 def _serial_tests_last(config, items) -> None:
     """Serial tests after all others (a stable partition); under xdist their ids tell the scheduler which they are."""
     _mark_serial_fixtures(items)
-    parallel = _shared_builds_first([item for item in items if not is_serial(item)])
+    parallel = [item for item in items if not is_serial(item)]
+    if hasattr(config, "workerinput"):  # only workers share a build across modules (in one process it would be torn
+        parallel = _shared_builds_first(parallel)  # down with the module's fixtures and built twice)
     items[:] = parallel + [item for item in items if is_serial(item)]
     directory = getattr(config, "workerinput", {}).get(SERIAL_PHASE_INPUT)
     if directory:  # tell the controller, which sees only node ids, which tests are serial (written before the
