@@ -222,15 +222,11 @@ def _solve(
     }
     if risk is not None:
         return calibrate_risk(make, target=risk, delta=delta, **common)
-    if _is_best(method):
-        return _best_route_calibration(make, target_epsilon=target_epsilon, delta=delta, common=common)
-    return calibrate(make, target_epsilon=target_epsilon, target_delta=delta, **common)
-
-
-def _is_best(method: Any) -> bool:
     from dplens.accountant.compose import Method
 
-    return method is Method.BEST
+    if method is Method.BEST:
+        return _best_route_calibration(make, target_epsilon=target_epsilon, delta=delta, common=common)
+    return calibrate(make, target_epsilon=target_epsilon, target_delta=delta, **common)
 
 
 def _best_route_calibration(
