@@ -543,12 +543,11 @@ def _lower_side(
 def _first_cell_offset(s: float, spacing: float) -> float:
     """o ∈ [0, h/2] with E[Y | Y < o + h/2] = o (log-normal Y of log-sd ``s``, mean 1), i.e. c = o + h/2 solving
     c − E[Y | Y < c] = h/2 (the left side rises from 0 to ∞); 0 if the first cell's mass underflows."""
-    from scipy.optimize import brentq
     from scipy.special import log_ndtr
 
     def gap(c: float) -> float:
         log_c = math.log(c)
-        ratio = math.exp(log_ndtr((log_c - 0.5 * s * s) / s) - log_ndtr((log_c + 0.5 * s * s) / s))
+        ratio = math.exp(float(log_ndtr((log_c - 0.5 * s * s) / s) - log_ndtr((log_c + 0.5 * s * s) / s)))
         return c - ratio - 0.5 * spacing
 
     low, high = 0.5 * spacing, 0.5 * spacing
@@ -556,7 +555,14 @@ def _first_cell_offset(s: float, spacing: float) -> float:
         return 0.0
     while gap(high) < 0:
         high *= 2.0
-    return float(brentq(gap, low, high, xtol=1e-15 * high, rtol=1e-15)) - 0.5 * spacing
+    # Bisection on the rising gap (gap(low) < 0 ≤ gap(high)), to the tolerance a root finder would be given: scipy's
+    # optimize module costs a quarter of a second to import, as much as a one-epoch allocation's laws.
+    while high - low > 1e-15 * high:
+        middle = 0.5 * (low + high)
+        if middle in (low, high):
+            break
+        low, high = (middle, high) if gap(middle) < 0 else (low, middle)
+    return 0.5 * (low + high) - 0.5 * spacing
 
 
 def _grid_spacing(sigma: float, steps: int, top: float, fineness: float = 1.0) -> float:
