@@ -287,3 +287,40 @@ def test_balls_and_bins_never_reports_an_infinite_epsilon():
     )
     assert math.isfinite(run.epsilon) and run.epsilon <= conversions.gdp_epsilon(1 / 0.75, 1e-5) * (1 + 1e-9)
     assert run.epsilon_lower <= run.epsilon <= run.epsilon_lower * (1 + 5e-3) and run.bracket_note is None
+
+
+def test_a_run_the_pld_route_refuses_states_its_bracket_and_why(capsys):
+    # q = 0.01, σ = 5, T = 10⁷ (issue 47's grid, ε ≈ 49): the composition's losses reach ~6·10⁴ nats, beyond the
+    # engine's range, so only RDP answers. The bracket is [0, RDP's ε] and the output says so in text and JSON.
+    import json
+
+    from dplens import cli
+    from dplens.accountant.compose import Accountant, Method
+    from dplens.accountant.dp_sgd import dp_sgd_epsilon
+
+    r = dp_sgd_epsilon(dataset_size=10_000, batch_size=100, epochs=100_000, noise_multiplier=5.0, delta=1e-5)
+    alone = Accountant().compose(psg(0.01, 5.0), 10_000_000).epsilon(1e-5, method=Method.RDP)
+    assert r.method == "rdp" and r.epsilon == pytest.approx(alone, rel=1e-12) and 10 < r.epsilon < 50
+    assert r.epsilon_lower == 0.0 and r.lower_bound == "certified"
+    assert "100% wide" in r.bracket_note and "PLD route refused" in r.bracket_note
+    assert "--method" not in r.bracket_note  # the engine's advice to use RDP is what was done
+    assert (
+        cli.main(
+            [
+                "dp-sgd",
+                "--dataset-size",
+                "10000",
+                "--batch-size",
+                "100",
+                "--epochs",
+                "100000",
+                "--noise-multiplier",
+                "5",
+                "--delta",
+                "1e-5",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out)["bracket_note"] == r.bracket_note

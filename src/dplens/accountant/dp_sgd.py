@@ -618,7 +618,26 @@ def dp_sgd_epsilon(
         fallback = _fewer_steps_bound(event, delta, Method.PLD, ValueError("the PLD route refused it"))
         if fallback.epsilon <= result.epsilon:
             return fallback
-    return _privacy(event, result)
+    privacy = _privacy(event, result)
+    if refused and as_method(method) is Method.BEST and privacy.epsilon_lower is None and privacy.epsilon > 0:
+        return _without_a_lower_end(event, delta, privacy)
+    return privacy
+
+
+def _without_a_lower_end(event: DpSgdRun, delta: float, privacy: DpSgdPrivacy) -> DpSgdPrivacy:
+    """The best route's upper end where the PLD route refused the run (privacy losses beyond its floating-point range,
+    10⁷ steps at ε ≈ 50): the certified bracket is [0, upper], and the note says so and why, instead of a bare upper
+    bound that reads like any other (issue 47: every bracket wider than the engine's states its width and reason)."""
+    try:
+        Accountant().compose(event).epsilon_result(delta, method=Method.PLD, lower=False)
+        why = "the PLD route gave no lower end"
+    except ValueError as err:  # the refusal, in the engine's words (its advice to use RDP is what was done)
+        why = f"the PLD route refused it: {str(err).split('; use ', 1)[0]}"
+    note = (
+        f"the bracket [0, {privacy.epsilon:.6g}] is 100% wide (relative): no certified lower end, {why}; the upper end "
+        f"is the {privacy.method} route's"
+    )
+    return replace(privacy, epsilon_lower=0.0, lower_bound="certified", bracket_note=note)
 
 
 def _fewer_steps_bound(
