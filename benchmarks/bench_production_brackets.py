@@ -1,6 +1,6 @@
 """Certified brackets at production scale (issue 47): width, time and peak memory against dp-accounting's PLD.
 
-    python benchmarks/bench_production_brackets.py [--fine] [--skip-dpa] [--sampling NAME] [--write]
+    python benchmarks/bench_production_brackets.py [--fine] [--skip-dpa] [--sampling NAME] [--opake PYTHON] [--write]
     python benchmarks/bench_production_brackets.py calibrate
     python benchmarks/bench_production_brackets.py grid [--cap SECONDS] [--delta D ...] [--jsonl FILE] [--write]
 
@@ -15,6 +15,11 @@ and optimistic (privacy buckets), each in its own process with a time limit: dpl
 their optimistic value and its lower end must not exceed their pessimistic one. "in regime" marks issue 47's regime
 (q ≥ 5e-6, σ ≥ 0.45, T ≤ 2e6; balls-and-bins up to 10⁴ steps per epoch, 10 epochs, σ ≥ 0.55), where the bracket
 must be ≤ 0.5 % wide; outside it a wider bracket must carry its ``bracket_note``.
+
+``--opake PYTHON``: also opake 0.16.1's ε for each row (``poisson(gaussian(σ), q) * T``; balls-and-bins as its
+``k_out_of_t(…, k = epochs, t = T, allocation="block")``: each record once in each epoch's block), a whole process of
+that interpreter (opake imports on Python 3.13 only here); its value, an upper bound, must not be below dplens's
+certified lower end.
 
 ``grid``: issue 47's grid for Poisson sampling, in-process: q ∈ {1e-6 … 0.1} by decades, σ ∈ {0.4, 0.45, 0.5, 0.6,
 0.8, 1, 2, 5}, T ∈ {1e3 … 1e7} by decades (B = 100, N = B/q, T steps), restricted to 0.01 ≤ upper ≤ 50. Each point is
@@ -82,11 +87,25 @@ print(json.dumps({{"epsilon": eps, "seconds": time.perf_counter() - start}}))
 """
 
 
-def _process(code: str, timeout: float) -> dict | None:
+_OPAKE = """
+import json, resource, time
+start = time.perf_counter()
+import opake.dpsgd.accounting as dpsgd_acc
+if {sampling!r} == "poisson":
+    training = dpsgd_acc.poisson(dpsgd_acc.gaussian({sigma}), sample_rate={q}) * {steps}
+else:  # each record once in each epoch's block of steps, at a uniformly random step: balls-and-bins
+    training = dpsgd_acc.k_out_of_t(dpsgd_acc.gaussian({sigma}), k={epochs}, t={steps}, allocation="block")
+eps = training.epsilon_at({delta})
+print(json.dumps({{"epsilon": eps, "seconds": time.perf_counter() - start,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+"""
+
+
+def _process(code: str, timeout: float, python: str | None = None) -> dict | None:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     try:
         out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env, check=True
+            [python or sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env, check=True
         )
     except (subprocess.TimeoutExpired, subprocess.CalledProcessError) as err:
         return {"error": type(err).__name__}
@@ -319,6 +338,9 @@ def main() -> None:
     parser.add_argument("--fine", action="store_true", help="also dp-accounting at interval 2e-5 (slow)")
     parser.add_argument("--skip-dpa", action="store_true", help="dplens only")
     parser.add_argument("--dpa-timeout", type=float, default=120.0, help="seconds per dp-accounting process")
+    parser.add_argument(
+        "--opake", metavar="PYTHON", help="also opake 0.16.1, run by this interpreter (it imports on Python 3.13)"
+    )
     parser.add_argument("--write", action="store_true", help="replace this script's section of RESULTS.md")
     args = parser.parse_args()
     intervals = (1e-4, 2e-5) if args.fine else (1e-4,)
@@ -331,12 +353,14 @@ def main() -> None:
         "Command: `python benchmarks/bench_production_brackets.py"
         + (" --fine" if args.fine else "")
         + (" --skip-dpa" if args.skip_dpa else "")
+        + (f" --opake {args.opake}" if args.opake else "")
         + "` (each dplens row a whole process: a fresh interpreter, its imports and the answer; peak RSS of it)",
         "",
         "| sampling, N, B, E, σ, δ (T) | in regime | dplens [lower, upper] | width | process | peak | "
         + " | ".join(f"dp-accounting {iv:g} pess / opt" for iv in intervals)
+        + (" | opake 0.16.1 (process, peak) | its time / ours" if args.opake else "")
         + " | bounds hold | note |",
-        "|---" * (8 + len(intervals)) + "|",
+        "|---" * (8 + len(intervals) + (2 if args.opake else 0)) + "|",
     ]
     for sampling, n, b, epochs, sigma, delta, regime in ROWS:
         if args.sampling is not None and sampling != args.sampling:
@@ -355,6 +379,20 @@ def main() -> None:
             shown_o, opt = _dpa(b / n, sigma, got["steps"], delta, interval, False, args.dpa_timeout)
             cells.append(f"{shown_p} / {shown_o}")
             holds &= (pess is None or got["lower"] <= pess) and (opt is None or got["upper"] >= opt)
+        if args.opake:
+            theirs = _process(
+                _OPAKE.format(sampling=sampling, sigma=sigma, q=b / n, steps=got["steps"], epochs=epochs, delta=delta),
+                args.dpa_timeout,
+                args.opake,
+            )
+            if "error" in theirs:
+                cells += [f"— ({theirs['error']})", "—"]
+            else:
+                cells += [
+                    f"{theirs['epsilon']:.6g} ({theirs['seconds']:.1f} s, {theirs['peak_mb']:.0f} MB)",
+                    f"{theirs['seconds'] / got['seconds']:.1f}×",
+                ]
+                holds &= got["lower"] <= theirs["epsilon"]  # opake's ε is an upper bound: never below our lower end
         note = "—" if got["note"] is None else got["note"].split(": ", 1)[-1]
         lines.append(
             f"| {sampling}, {n:.0e}, {b}, {epochs}, {sigma}, {delta:g} (T = {got['steps']}) | "
