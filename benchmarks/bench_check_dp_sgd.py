@@ -7,6 +7,7 @@ and planted bugs against correct controls over many seeds (framework-free and Op
     python benchmarks/bench_check_dp_sgd.py opacus-seeds [--seeds 20] [--trials 100]
     python benchmarks/bench_check_dp_sgd.py opacus-throughput|opacus-gap [--trials 10000] [--workers 2]
     python benchmarks/bench_check_dp_sgd.py opacus-floor [--trials 3000]   (--trials: the calls timed)
+    python benchmarks/bench_check_dp_sgd.py jax-seeds [--seeds 20] [--trials 100]
 
 - gap: N = 5000, B = 50, T = 100, σ = 1, the reference step on shuffled batches declared Poisson (Poisson ε 0.718):
   the assumption-free audit's valid lower bound against the Poisson ε, and the wall time per step call;
@@ -21,6 +22,10 @@ and planted bugs against correct controls over many seeds (framework-free and Op
   counted) and are also counted as the default would judge them (the same checks: the assumption changes no draw);
 - opacus-throughput / opacus-gap: the digits-sized Opacus run (N = 1792, B = 64, 28 steps, σ = 1) on Opacus's Poisson
   loader / on a shuffled loader (poisson_sampling=False) declared Poisson: the shuffle gap.
+- jax-seeds: the same over the jax_privacy subject (`jax_privacy_step`: jax_privacy's clipped_grad and Gaussian
+  privatizer; N = 1000, B = 100, T = 10, the batches from jax_privacy's CyclicPoissonSampling through
+  `batch_selection_sampler`), planted jax_privacy bugs against the correct control (jax_privacy is nan_safe by
+  default: no assumption stated). One subject per case, compiled once and reused over the seeds.
 Results go to benchmarks/results_check_dp_sgd_<mode>.json.
 """
 
@@ -430,11 +435,128 @@ def _opacus_floor(calls: int) -> dict:
     return out
 
 
+# --- the jax_privacy subject (issue 46, h12): one subject per case, its jitted blocks compiled once for all seeds
+JN, JB, JT = 1000, 100, 10
+
+
+def _noise_each(sums, privatize):
+    """A hand-written accumulation that noises every physical batch (jax_privacy leaves accumulation to the user)."""
+    total = privatize(sums[0])
+    for part in sums[1:]:
+        total = total + privatize(part)
+    return total
+
+
+def _jax_cases() -> dict:
+    from jax_privacy import accounting, batch_selection, noise_addition
+
+    from dplens.integrations.jax_privacy_step import batch_selection_sampler, jax_privacy_step
+
+    def step(stddev=SIGMA * C, *, accounted_batch=JB, physical=None, accumulate=None, **options):
+        return jax_privacy_step(
+            lambda key: noise_addition.gaussian_privatizer(stddev=stddev, prng_key=key),
+            clipped_grad_options={"l2_clip_norm": C, **options},
+            normalise=JB,
+            dp_params=accounting.DpParams(
+                noise_multipliers=SIGMA, num_samples=JN, batch_size=accounted_batch, delta=DELTA
+            ),
+            max_physical_batch_size=physical,
+            accumulate=accumulate,
+        )
+
+    poisson = batch_selection_sampler(batch_selection.CyclicPoissonSampling(sampling_prob=JB / JN, iterations=10**6))
+    bins = batch_selection_sampler(batch_selection.BallsInBinsSampling(cycle_length=JN // JB, iterations=10**6))
+    correct = step()
+    return {  # name: (subject, sampler, the check that must say VIOLATION; None: a control)
+        "control: jax_privacy clipped_grad + gaussian_privatizer, CyclicPoissonSampling": (correct, poisson, None),
+        "control: jax_privacy microbatched (microbatch_size 25)": (step(microbatch_size=25), poisson, None),
+        "jax_privacy noise for the mean added to the sum (stddev sigma C / B)": (
+            step(SIGMA * C / JB),
+            poisson,
+            "noise_std",
+        ),
+        "jax_privacy clipping off (l2_clip_norm inf)": (step(l2_clip_norm=float("inf")), poisson, "clipping"),
+        "jax_privacy nan_safe=False": (step(nan_safe=False), poisson, "non_finite_rows"),
+        "jax_privacy BallsInBinsSampling declared Poisson": (correct, bins, "sampling_law"),
+        "jax_privacy accounted at the physical batch size (25)": (
+            step(accounted_batch=25, physical=25),
+            poisson,
+            "gradient_accumulation",
+        ),
+        "jax_privacy noise added at every physical batch (25): DEVIATION": (
+            step(physical=25, accumulate=_noise_each),
+            poisson,
+            "DEVIATION:gradient_accumulation",
+        ),
+        "jax_privacy clipped_grad(normalize_by=B), noise for the sum (issue 383): DEVIATION": (
+            step(normalize_by=JB),
+            poisson,
+            "DEVIATION:noise_std",
+        ),
+    }
+
+
+def _jax_seeds(count: int, only: str | None, trials: int) -> dict:
+    out = {}
+    for name, (subject, sampler, check) in _jax_cases().items():
+        if only is not None and not any(part in name for part in only.split(",")):
+            continue
+        started, rows = time.perf_counter(), []
+        for seed in range(count):
+            r = check_dp_sgd(
+                subject,
+                sampler="poisson",
+                sampler_function=sampler,
+                noise_multiplier=SIGMA,
+                max_grad_norm=C,
+                batch_size=JB,
+                dataset_size=JN,
+                steps=JT,
+                delta=DELTA,
+                trials=trials,
+                seed=seed,
+            )
+            verdicts = {c.name: c.verdict for c in r.checks}
+            rows.append(
+                {"verdict": r.verdict, **verdicts, "audit": r.audit.verdict, "model_based": r.model_based.verdict}
+            )
+            print(name, "seed", seed, rows[-1], f"{time.perf_counter() - started:.0f} s", flush=True)
+        if check is None:
+            flagged = sum(row["verdict"] == "VIOLATION" for row in rows)
+            p = float(stats.binomtest(flagged, count, 0.05, alternative="greater").pvalue)
+            summary = {
+                "flagged": flagged,
+                "binomial_p_vs_alpha": p,
+                "pass": sum(row["verdict"] == "PASS" for row in rows),
+            }
+        elif check.startswith("DEVIATION:"):
+            named = check.split(":")[1]
+            summary = {
+                "named_deviation": sum(row.get(named) == "DEVIATION" for row in rows),
+                "any_violation": sum(row["verdict"] == "VIOLATION" for row in rows),
+            }
+        else:
+            summary = {"named_violation": sum(row.get(check) == "VIOLATION" for row in rows)}
+        out[name] = {"seeds": count, "n": JN, "b": JB, "steps": JT, "trials_per_side": trials, **summary}
+        out[name]["seconds"] = time.perf_counter() - started
+        print(name, out[name], flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
         "mode",
-        choices=("gap", "model-based", "seeds", "opacus-seeds", "opacus-throughput", "opacus-gap", "opacus-floor"),
+        choices=(
+            "gap",
+            "model-based",
+            "seeds",
+            "opacus-seeds",
+            "opacus-throughput",
+            "opacus-gap",
+            "opacus-floor",
+            "jax-seeds",
+        ),
     )
     parser.add_argument("--trials", type=int)
     parser.add_argument("--workers", type=int, default=2)
@@ -452,6 +574,8 @@ def main() -> None:
         result = _opacus_floor(args.trials or 3000)
     elif args.mode == "opacus-seeds":
         result = _opacus_seeds(args.seeds, args.only, args.trials or 100)
+    elif args.mode == "jax-seeds":
+        result = _jax_seeds(args.seeds, args.only, args.trials or 100)
     else:
         loader = "poisson" if args.mode == "opacus-throughput" else "shuffle"
         result = _opacus_one(args.trials or 10000, args.workers, loader)
