@@ -146,18 +146,9 @@ def _seeds(count: int, only: str | None = None) -> dict:
                 trials=200,
                 seed=seed,
             )
-            verdicts = {c.name: c.verdict for c in r.checks}
-            rows.append(
-                {"verdict": r.verdict, **verdicts, "audit": r.audit.verdict, "model_based": r.model_based.verdict}
-            )
+            rows.append(_verdicts(r))
         if check is None:
-            flagged = sum(row["verdict"] == "VIOLATION" for row in rows)
-            p = float(stats.binomtest(flagged, count, 0.05, alternative="greater").pvalue)
-            summary = {
-                "flagged": flagged,
-                "binomial_p_vs_alpha": p,
-                "pass": sum(row["verdict"] == "PASS" for row in rows),
-            }
+            summary = _control_summary(rows, count)
         elif check == "DEVIATION":
             summary = {
                 "noise_std_deviation": sum(row["noise_std"] == "DEVIATION" for row in rows),
@@ -168,6 +159,19 @@ def _seeds(count: int, only: str | None = None) -> dict:
         out[name] = {"seeds": count, **summary, "seconds": time.perf_counter() - started}
         print(name, out[name], flush=True)
     return out
+
+
+def _verdicts(r) -> dict:
+    """One run's verdicts: overall, each check's, the audit's and the model-based bound's."""
+    verdicts = {c.name: c.verdict for c in r.checks}
+    return {"verdict": r.verdict, **verdicts, "audit": r.audit.verdict, "model_based": r.model_based.verdict}
+
+
+def _control_summary(rows: list[dict], count: int) -> dict:
+    """A correct implementation's runs: how often it was flagged, with a one-sided binomial test against α = 0.05."""
+    flagged = sum(row["verdict"] == "VIOLATION" for row in rows)
+    p = float(stats.binomtest(flagged, count, 0.05, alternative="greater").pvalue)
+    return {"flagged": flagged, "binomial_p_vs_alpha": p, "pass": sum(row["verdict"] == "PASS" for row in rows)}
 
 
 def _one(trials: int, workers: int, function, label: str) -> dict:
@@ -340,10 +344,7 @@ def _opacus_seeds(count: int, only: str | None, trials: int) -> dict:
                 seed=seed,
                 assume_finite_gradients=check is None,  # the controls: Opacus users whose gradients are finite
             )
-            verdicts = {c.name: c.verdict for c in r.checks}
-            rows.append(
-                {"verdict": r.verdict, **verdicts, "audit": r.audit.verdict, "model_based": r.model_based.verdict}
-            )
+            rows.append(_verdicts(r))
             print(name, "seed", seed, rows[-1], f"{time.perf_counter() - started:.0f} s", flush=True)
         summary = _opacus_summary(rows, check, count)
         out[name] = {"seeds": count, "n": n, "b": b, "steps": OT, "trials_per_side": trials, **summary}
@@ -516,19 +517,10 @@ def _jax_seeds(count: int, only: str | None, trials: int) -> dict:
                 trials=trials,
                 seed=seed,
             )
-            verdicts = {c.name: c.verdict for c in r.checks}
-            rows.append(
-                {"verdict": r.verdict, **verdicts, "audit": r.audit.verdict, "model_based": r.model_based.verdict}
-            )
+            rows.append(_verdicts(r))
             print(name, "seed", seed, rows[-1], f"{time.perf_counter() - started:.0f} s", flush=True)
         if check is None:
-            flagged = sum(row["verdict"] == "VIOLATION" for row in rows)
-            p = float(stats.binomtest(flagged, count, 0.05, alternative="greater").pvalue)
-            summary = {
-                "flagged": flagged,
-                "binomial_p_vs_alpha": p,
-                "pass": sum(row["verdict"] == "PASS" for row in rows),
-            }
+            summary = _control_summary(rows, count)
         elif check.startswith("DEVIATION:"):
             named = check.split(":")[1]
             summary = {
