@@ -8,6 +8,7 @@ and planted bugs against correct controls over many seeds (framework-free and Op
     python benchmarks/bench_check_dp_sgd.py opacus-throughput|opacus-gap [--trials 10000] [--workers 2]
     python benchmarks/bench_check_dp_sgd.py opacus-floor [--trials 3000]   (--trials: the calls timed)
     python benchmarks/bench_check_dp_sgd.py jax-seeds [--seeds 20] [--trials 100]
+    python benchmarks/bench_check_dp_sgd.py dirac-ratio [--seeds 5] [--trials 10000] [--workers 2] [--replicates 200]
 
 - gap: N = 5000, B = 50, T = 100, σ = 1, the reference step on shuffled batches declared Poisson (Poisson ε 0.718):
   the assumption-free audit's valid lower bound against the Poisson ε, and the wall time per step call;
@@ -26,6 +27,11 @@ and planted bugs against correct controls over many seeds (framework-free and Op
   privatizer; N = 1000, B = 100, T = 10, the batches from jax_privacy's CyclicPoissonSampling through
   `batch_selection_sampler`), planted jax_privacy bugs against the correct control (jax_privacy is nan_safe by
   default: no assumption stated). One subject per case, compiled once and reused over the seeds.
+- dirac-ratio: the audit's bound against the idealised vectorised DiracCanaryGame on the same N (issue 46): the
+  harness (the reference step, dplens's Poisson batches, N = 1792, B = 64, T = 28, σ = 1) and ``games.audit`` of
+  ``DiracCanaryGame(σ, B/N, T)`` at the same trainings per side, pilot and confidence (the harness's audit share),
+  seed by seed; then, over ``--replicates`` draws, the audit's threshold selection on the game's own draws (the
+  distribution of the reference step's target coordinate) against ``games.audit`` at as many seeds: the means.
 Results go to benchmarks/results_check_dp_sgd_<mode>.json.
 """
 
@@ -535,6 +541,99 @@ def _jax_seeds(count: int, only: str | None, trials: int) -> dict:
     return out
 
 
+def _dirac_ratio(seeds: int, trials: int, workers: int, replicates: int) -> dict:
+    from dplens.auditing import bounds, games
+    from dplens.auditing.canaries import DiracCanaryGame
+    from dplens.auditing.training import audit, harness
+
+    n, b, steps = DIGITS_N, DIGITS_B, 28
+    pilot = max(100, trials // 5)
+    game = DiracCanaryGame(noise_multiplier=SIGMA, sampling_rate=b / n, steps=steps)
+    rows = []
+    for seed in range(seeds):
+        started = time.perf_counter()
+        r = check_dp_sgd(
+            reference_step(SIGMA, C, b),
+            sampler="poisson",
+            noise_multiplier=SIGMA,
+            max_grad_norm=C,
+            batch_size=b,
+            dataset_size=n,
+            steps=steps,
+            delta=DELTA,
+            trials=trials,
+            workers=workers,
+            seed=seed,
+        )
+        seconds = time.perf_counter() - started
+        share = r.audit.significance
+        g = games.audit(
+            game, trials=trials, delta=DELTA, claimed_epsilon=r.claimed_epsilon, confidence=1 - share, seed=seed,
+            pilot_trials=pilot, estimates=False,
+        )  # fmt: skip
+        rows.append(
+            {
+                "seed": seed,
+                "harness": r.audit.epsilon_lower_bound,
+                "game": g.epsilon_lower_bound,
+                "ratio": r.audit.epsilon_lower_bound / g.epsilon_lower_bound if g.epsilon_lower_bound > 0 else None,
+                "significance": share,
+                "harness_seconds": seconds,
+                "operating_point": r.audit.bound,
+            }
+        )
+        print(
+            rows[-1]["seed"], rows[-1]["harness"], rows[-1]["game"], rows[-1]["ratio"], f"{seconds:.0f} s", flush=True
+        )
+    share = rows[0]["significance"] if rows else 0.05 / 8
+    statistic = harness.Statistic(construction=harness.VARIABLE, sigma=SIGMA, q=b / n)
+    mine, theirs = [], []
+    for r in range(replicates):  # the selection on the game's draws: the reference step's target coordinate
+        rng = np.random.default_rng([46, r])
+        draws = [
+            np.stack([statistic.scores(game.sample(side, size, rng))[0] for side in (True, False)])
+            for size in (pilot, trials)
+        ]
+        chosen = audit.select_threshold(draws[0], trials=trials, delta=DELTA, significance=share, exact=True)
+        grid = np.array([chosen.threshold])
+        counts = audit._counts(grid, draws[1][0], draws[1][1])
+        mine.append(
+            bounds.evaluate(
+                counts, delta=DELTA, significance=share, strategy=bounds.FixedThreshold(chosen.threshold)
+            ).epsilon
+        )
+        theirs.append(
+            games.audit(
+                game, trials=trials, delta=DELTA, claimed_epsilon=1.0, confidence=1 - share, seed=10**6 + r,
+                pilot_trials=pilot, estimates=False,
+            ).epsilon_lower_bound
+        )  # fmt: skip
+    ratios = [row["ratio"] for row in rows if row["ratio"] is not None]
+    summary = {
+        "n": n,
+        "b": b,
+        "steps": steps,
+        "trials_per_side": trials,
+        "pilot_per_side": pilot,
+        "seeds": rows,
+        "mean_harness": float(np.mean([row["harness"] for row in rows])) if rows else None,
+        "mean_game": float(np.mean([row["game"] for row in rows])) if rows else None,
+        "mean_of_ratios": float(np.mean(ratios)) if ratios else None,
+        "seeds_at_or_above_0.95": sum(ratio >= 0.95 for ratio in ratios),
+        "replicates": replicates,
+    }
+    if replicates:
+        summary |= {
+            "selection_on_game_draws_mean": float(np.mean(mine)),
+            "selection_on_game_draws_sd": float(np.std(mine)),
+            "game_audit_mean": float(np.mean(theirs)),
+            "game_audit_sd": float(np.std(theirs)),
+            "ratio_of_means": float(np.mean(mine) / np.mean(theirs)),
+        }
+    print({k: v for k, v in summary.items() if k != "seeds"}, flush=True)
+    return summary
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
@@ -548,6 +647,7 @@ def main() -> None:
             "opacus-gap",
             "opacus-floor",
             "jax-seeds",
+            "dirac-ratio",
         ),
     )
     parser.add_argument("--trials", type=int)
@@ -555,6 +655,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--only", help="seeds: the cases whose names contain one of these comma-separated words")
     parser.add_argument("--tag", default="only", help="with --only: the results file's suffix")
+    parser.add_argument("--replicates", type=int, default=200, help="dirac-ratio: draws of the selection study")
     args = parser.parse_args()
     if args.mode == "gap":
         result = _one(args.trials or 10000, args.workers, shuffled, "shuffled loader declared Poisson")
@@ -568,6 +669,8 @@ def main() -> None:
         result = _opacus_seeds(args.seeds, args.only, args.trials or 100)
     elif args.mode == "jax-seeds":
         result = _jax_seeds(args.seeds, args.only, args.trials or 100)
+    elif args.mode == "dirac-ratio":
+        result = _dirac_ratio(args.seeds, args.trials or 10000, args.workers, args.replicates)
     else:
         loader = "poisson" if args.mode == "opacus-throughput" else "shuffle"
         result = _opacus_one(args.trials or 10000, args.workers, loader)

@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from dplens.auditing.training import checks
 from dplens.auditing.training.batches import BatchSource, declared_batches
@@ -346,3 +347,31 @@ def test_reference_step_is_flagged_at_a_rate_consistent_with_alpha_over_40_seeds
     )
     # the six step checks hold 6/9 of alpha = 0.05 here: the one-sided binomial test against 0.05 must not reject
     assert stats.binomtest(flagged, 40, 0.05, alternative="greater").pvalue > 0.01, flagged
+
+
+def _fresh_probes(rng: np.random.Generator, scales: np.ndarray, length: int) -> checks.Probes:
+    """Probe calls of fresh Gaussian noise, call i at scale ``scales[i % 3]`` (its probe batch size), in sequences
+    of ``length`` calls: only the noise and the sequences are filled (what fresh_check reads)."""
+    calls = 200 * length
+    noise = rng.normal(size=(calls, 64)) * scales[np.arange(calls) % 3, None]
+    empty = {b: np.zeros(0) for b in (25, 50, 100)}
+    return checks.Probes(
+        sizes=(25, 50, 100), a_mean=empty, a_rows={b: b - 1 for b in (25, 50, 100)}, h=empty, noise=noise,
+        sequence=np.arange(calls) // length, nonfinite=None, nonfinite_bad=0, nonfinite_error=None,
+    )  # fmt: skip
+
+
+def test_fresh_noise_of_two_scales_is_not_flagged_beyond_alpha():
+    # Noise whose scale follows the probe's batch size (here 1 and 3: summed over nine physical batches at the largest
+    # size), in sequences of 9 calls, so that the calls paired across sequences share their scale. With one pooled
+    # scale the cross-sequence statistic's variance was E[s^4]/E[s^2]^2 = 2.06: about 5 % false alarms at alpha 0.02.
+    alpha, runs = 0.02, 400
+    decl = Declaration(noise_multiplier=SIGMA, max_grad_norm=C, batch_size=B, dataset_size=N, steps=9, delta=1e-5)
+    rng = np.random.default_rng(46)
+    found = [
+        checks.fresh_check(_fresh_probes(rng, np.array([1.0, 1.0, 3.0]), 9), decl, alpha, None) for _ in range(runs)
+    ]
+    flagged = sum(c.verdict == "VIOLATION" for c in found)
+    across = sum(c.verdict == "VIOLATION" and "separate probe sequences" in c.finding for c in found)
+    assert stats.binomtest(across, runs, alpha / 2, alternative="greater").pvalue > 0.01, across  # each test: alpha/2
+    assert stats.binomtest(flagged, runs, alpha, alternative="greater").pvalue > 0.01, flagged

@@ -399,21 +399,33 @@ def gaussian_check(p: Probes, decl: Declaration, alpha: float, rng: np.random.Ge
     )
 
 
+def _mean_cosine(first: np.ndarray, second: np.ndarray) -> tuple[float, float]:
+    """The mean of the rows' dot products of unit vectors and its z statistic √(n f)·mean (0, 0 without pairs)."""
+    if first.shape[0] == 0:
+        return 0.0, 0.0
+    mean = float(np.mean(np.sum(first * second, axis=1)))
+    return mean, mean * math.sqrt(first.shape[0] * first.shape[1])
+
+
 def fresh_check(p: Probes, decl: Declaration, alpha: float, prints: np.ndarray | None) -> Check:
     """Fresh noise at every step and training: no repeated noise vector among the probe calls, no positive correlation
     between consecutive calls (α/2) or between sequences at the same step (α/2), and no first-step noise (two untouched
-    coordinates) of the audit's trainings repeated in another training (by chance: probability ~n²·2⁻⁴⁹ in float32)."""
+    coordinates) of the audit's trainings repeated in another training (by chance: probability ~n²·2⁻⁴⁹ in float32).
+
+    The correlations are the mean cosines u_i·u_j of the paired calls' noise directions u = z/‖z‖, each call
+    standardised by its own norm: for independent isotropic noise of any per-call scale each cosine has mean 0 and
+    variance 1/f (f free coordinates) and distinct pairs are uncorrelated, so √(n f)·mean is standard normal whatever
+    the scales. One pooled scale would not be: noise whose scale follows the probe's batch size (added at every
+    physical batch) paired at equal scales inflates the variance of the pooled statistic by E[s⁴]/E[s²]² (the
+    defect 724f7f2 fixed in the Gaussianity check)."""
     z = p.noise
     name, quantity = "fresh_noise", "correlation of consecutive calls' noise"
     repeats = z.shape[0] - np.unique(z, axis=0).shape[0]
+    u = z / np.maximum(np.linalg.norm(z, axis=1, keepdims=True), 1e-300)
     same = p.sequence[1:] == p.sequence[:-1]
-    scale = float(np.sum(z**2)) / z.shape[0]
-    lag = float(np.sum(z[1:][same] * z[:-1][same])) / max(scale * int(same.sum()), 1e-300)
-    z_lag = lag * math.sqrt(int(same.sum()) * z.shape[1])
+    lag, z_lag = _mean_cosine(u[1:][same], u[:-1][same])
     length = int(np.sum(p.sequence == 0))
-    across = z[length:] * z[:-length] if length < z.shape[0] else z[:0]
-    cross = float(np.sum(across)) / max(scale * across.shape[0], 1e-300)
-    z_cross = cross * math.sqrt(across.size)
+    cross, z_cross = _mean_cosine(u[length:], u[:-length]) if length < z.shape[0] else (0.0, 0.0)
     train_repeats = 0
     if prints is not None and prints.size:
         pairs = prints.reshape(-1, 2)  # a pair of float32 values collides with probability ~2^-48, one ~2^-24

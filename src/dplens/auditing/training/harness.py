@@ -103,6 +103,12 @@ class Statistic:
             return f"exact log-sum-exp likelihood ratio over positions, epochs of {self.epoch_length} steps"
         return f"per-step mixture likelihood ratio at q = {self.q:.6g}"
 
+    def exact_ratio(self, observe: str) -> bool:
+        """Whether the score is the exact log-likelihood ratio log dP_D/dP_D′ of a training that runs as declared
+        (the Poisson ratio; the log-sum-exp ratio over the positions of an established epoch), not a proxy (the
+        final model's sum, the per-step mixture of a fixed-size sampler without epochs)."""
+        return observe == "every" and (self.construction == VARIABLE or self.epoch_length is not None)
+
     def scores(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(every-step, final) scores of a (trainings, T) array of target-coordinate outputs in units of C."""
         s2 = self.sigma**2
