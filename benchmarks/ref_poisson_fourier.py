@@ -1,6 +1,6 @@
 """An independent value of ε(δ) for the Poisson-subsampled Gaussian composed T times: a test-time reference.
 
-    python benchmarks/ref_poisson_fourier.py Q SIGMA STEPS DELTA [--check]
+    python benchmarks/ref_poisson_fourier.py Q SIGMA STEPS DELTA [--check] [--at EPS ...]
 
 Written apart from dplens (numpy and scipy only, no dplens import) and apart from any discretisation of the privacy
 loss: δ(ε) is read off the composed loss's moment generating function by Fourier inversion along a shifted line, as
@@ -172,7 +172,8 @@ def delta(
         u = u_next + du * np.arange(512)
         u_next = float(u[-1] + du)
         s = alpha + 1.0 + 1j * u
-        log_terms = steps * _log_m(law, s, reverse) - np.log((alpha + 1j * u) * (alpha + 1.0 + 1j * u))
+        with np.errstate(invalid="ignore"):  # steps · log M = −inf + 0j where M(s) = 0 in floating point
+            log_terms = steps * _log_m(law, s, reverse) - np.log((alpha + 1j * u) * (alpha + 1.0 + 1j * u))
         log_terms[~np.isfinite(log_terms)] = -np.inf  # M(s) = 0 in floating point: a vanishing term
         blocks.append(log_terms)
         grid.append(u)
@@ -216,7 +217,25 @@ def main() -> None:
     parser.add_argument("steps", type=int)
     parser.add_argument("delta", type=float)
     parser.add_argument("--check", action="store_true", help="repeat with the x- and u-steps halved")
+    parser.add_argument(
+        "--at",
+        type=float,
+        nargs="+",
+        metavar="EPS",
+        help="instead of solving for ε, δ_T of the remove direction at these ε (one α, one inversion) and the add "
+        "direction's Chernoff bound at the smallest",
+    )
     args = parser.parse_args()
+    if args.at:
+        at = np.array(sorted(args.at))
+        for refine in (1.0, 2.0) if args.check else (1.0,):
+            law = PoissonGaussian(args.q, args.sigma, refine=refine)
+            alpha = saddle(law, args.steps, float(np.median(at)), reverse=False)
+            values = delta(law, args.steps, at, reverse=False, refine=refine, alpha=alpha)
+            shown = ", ".join(f"δ_remove({e:.6f}) = {v:.10e}" for e, v in zip(at, values, strict=True))
+            print(f"steps ×{1 / refine:g}: {shown}")
+        print(f"add direction: δ_add({at[0]:.6f}) ≤ {chernoff(law, args.steps, float(at[0]), reverse=True):.3e}")
+        return
     start = time.perf_counter()
     result = epsilon(args.q, args.sigma, args.steps, args.delta)
     print(
