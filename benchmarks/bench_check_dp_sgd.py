@@ -359,19 +359,22 @@ def _opacus_seeds(count: int, only: str | None, trials: int) -> dict:
     return out
 
 
-def _opacus_one(trials: int, workers: int, loader: str, epochs: int = 1) -> dict:
-    """The digits-sized Opacus run: N = 1792, B = 64 (28 steps an epoch), σ = 1, declared Poisson, ``loader``
-    (Opacus's Poisson DPDataLoader, or a shuffled DataLoader under poisson_sampling=False: the shuffle gap)."""
+def _opacus_one(trials: int, workers: int, loader: str, epochs: int = 1, sigma: float = SIGMA) -> dict:
+    """The digits-sized Opacus run: N = 1792, B = 64 (28 steps an epoch), σ (1 by default), declared Poisson,
+    ``loader`` (Opacus's Poisson DPDataLoader, or a shuffled DataLoader under poisson_sampling=False: the shuffle
+    gap)."""
     from dplens.integrations.opacus_step import loader_sampler, opacus_step
 
     steps = epochs * DIGITS_N // DIGITS_B
     started = time.perf_counter()
-    step = opacus_step(MakePrivate(poisson=loader == "poisson"), dataset_size=DIGITS_N, batch_size=DIGITS_B)
+    step = opacus_step(
+        MakePrivate(sigma=sigma, poisson=loader == "poisson"), dataset_size=DIGITS_N, batch_size=DIGITS_B
+    )
     r = check_dp_sgd(
         step,
         sampler="poisson",
         sampler_function=loader_sampler(Loader(loader, DIGITS_B)),
-        noise_multiplier=SIGMA,
+        noise_multiplier=sigma,
         max_grad_norm=C,
         batch_size=DIGITS_B,
         dataset_size=DIGITS_N,
@@ -386,7 +389,8 @@ def _opacus_one(trials: int, workers: int, loader: str, epochs: int = 1) -> dict
     calls = 2 * (trials + max(100, trials // 5)) * steps
     print(r.summary(), f"\n{seconds:.1f} s", flush=True)
     return {
-        "case": f"Opacus, {loader} loader declared Poisson, digits-sized (N {DIGITS_N}, B {DIGITS_B}, T {steps})",
+        "case": f"Opacus, {loader} loader declared Poisson, digits-sized (N {DIGITS_N}, B {DIGITS_B}, T {steps}, "
+        f"sigma {sigma})",
         "trials_per_side": trials,
         "workers": workers,
         "seconds": seconds,
@@ -654,8 +658,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--only", help="seeds: the cases whose names contain one of these comma-separated words")
-    parser.add_argument("--tag", default="only", help="with --only: the results file's suffix")
+    parser.add_argument("--tag", default="only", help="the results file's suffix (given, or with --only)")
     parser.add_argument("--replicates", type=int, default=200, help="dirac-ratio: draws of the selection study")
+    parser.add_argument("--epochs", type=int, default=1, help="opacus-throughput, opacus-gap: epochs of the run")
+    parser.add_argument("--sigma", type=float, default=SIGMA, help="opacus-throughput, opacus-gap: σ of the run")
     args = parser.parse_args()
     if args.mode == "gap":
         result = _one(args.trials or 10000, args.workers, shuffled, "shuffled loader declared Poisson")
@@ -673,9 +679,9 @@ def main() -> None:
         result = _dirac_ratio(args.seeds, args.trials or 10000, args.workers, args.replicates)
     else:
         loader = "poisson" if args.mode == "opacus-throughput" else "shuffle"
-        result = _opacus_one(args.trials or 10000, args.workers, loader)
+        result = _opacus_one(args.trials or 10000, args.workers, loader, args.epochs, args.sigma)
     result = {"machine": platform.platform(), "python": sys.version.split()[0], "mode": args.mode, "data": result}
-    suffix = "" if args.only is None else f"_{args.tag}"
+    suffix = "" if args.only is None and args.tag == "only" else f"_{args.tag}"
     (HERE / f"results_check_dp_sgd_{args.mode}{suffix}.json").write_text(
         json.dumps(result, indent=1, default=str) + "\n"
     )

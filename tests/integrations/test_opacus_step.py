@@ -180,3 +180,40 @@ def test_ghost_clipping_clips_per_sample_in_its_loss_wrapper_and_needs_the_injec
         assert step.accounting().noised_steps == 1
     with pytest.raises(ValueError, match=r"criterion=injection_criterion\(\).*CrossEntropyLoss"):
         opacus_step(ghost({}), dataset_size=N, batch_size=B)(grads, np.random.default_rng(0))
+
+
+def test_a_worker_forked_after_a_wide_call_in_the_caller_does_not_hang():
+    """A wide call (64 × 2000) in the caller's process with two intra-op threads used to start libgomp's pool, and a
+    worker forked after it hung at its first BLAS call (the throughput benchmark's workers=2 run). The caller's calls
+    now run on one thread, and its setting is restored."""
+    import os
+    import time
+
+    step = opacus_step(_private(1.0, 1.0), dataset_size=1792, batch_size=64)  # the digits run's sizes
+    rng = np.random.default_rng(0)
+    grads = np.zeros((64, 2000))
+    grads[np.arange(64), rng.integers(0, 2000, 64)] = 1.0
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        step(grads, rng)
+        assert torch.get_num_threads() == 2
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the forked worker
+            try:
+                step(grads, rng)
+            finally:
+                os._exit(0)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(child, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(child, 9)
+            os.waitpid(child, 0)
+            pytest.fail("the forked worker hung in its first Opacus step call")
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        torch.set_num_threads(threads)

@@ -167,10 +167,24 @@ class _OpacusStep:
     def __call__(self, grads: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         import torch
 
-        if not self._threads_set:  # one intra-op thread in a dplens worker process (never in the caller's)
-            if os.getpid() != self._home:
+        if os.getpid() != self._home:
+            if not self._threads_set:  # one intra-op thread in a dplens worker process
                 torch.set_num_threads(1)
-            self._threads_set = True
+                self._threads_set = True
+            return self._step(grads)
+        # In the caller's process (the probe calls, workers=1), one thread for the call only: a multi-threaded
+        # BLAS call there (d ≳ 1000) starts libgomp's thread pool, and a worker forked after it hangs at its first
+        # parallel region (GNU OpenMP does not survive fork). The caller's setting is restored.
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return self._step(grads)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _step(self, grads: np.ndarray) -> np.ndarray:
+        import torch
+
         w = self._wrapped(grads.shape[1])
         if grads.shape[0] == 0:  # an empty Poisson batch: one zero record (it contributes nothing)
             grads = np.zeros((1, grads.shape[1]))
