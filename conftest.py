@@ -168,10 +168,20 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_make_collect_report(collector):
+    before = {name for name in FORK_HAZARD_MODULES if name in sys.modules}
     outcome = yield
     report = outcome.get_result()
+    loaded = sorted(name for name in FORK_HAZARD_MODULES if name in sys.modules and name not in before)
     if (reason := _missing_extra_under_ci(report)) is not None:  # a module-level importorskip
         _fail_instead(report, reason)
+    elif loaded and not report.failed:
+        # the per-test guard below compares modules before and after each test, so it cannot see an import made
+        # while the module was collected: every process pool of that worker would then use forkserver
+        report.outcome = "failed"
+        report.longrepr = (
+            f"collecting {collector.nodeid} loaded {', '.join(loaded)} in the pytest process: later process pools "
+            "would use forkserver and the suite would depend on test order; import it inside a child process"
+        )
 
 
 #: Modules whose runtime threads make the audit runner's process pools forkserver once they are loaded.

@@ -179,6 +179,25 @@ def test_a_test_that_leaves_a_threaded_framework_loaded_is_an_error(tmp_path):
     assert "this test left tensorflow loaded in the pytest process" in run.stdout
 
 
+LOADS_A_FRAMEWORK_AT_IMPORT = """
+import sys
+import types
+
+sys.modules["tensorflow"] = types.ModuleType("tensorflow")  # a module-level import, made while it is collected
+
+
+def test_runs():
+    pass
+"""
+
+
+def test_a_module_that_loads_a_threaded_framework_when_collected_is_an_error(tmp_path):
+    # the gap the per-test guard left: JAX imported at collection made 7 later pool tests of that worker fail
+    run = _run(tmp_path, None, tests=LOADS_A_FRAMEWORK_AT_IMPORT)
+    assert run.returncode != 0
+    assert "collecting test_properties.py loaded tensorflow in the pytest process" in run.stdout
+
+
 # ----------------------------------------------------------------------------------------------------------------------
 # Both cores, the serial phase and the CPU budget
 # ----------------------------------------------------------------------------------------------------------------------
