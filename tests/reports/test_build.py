@@ -124,3 +124,19 @@ def test_certification_tolerance_is_only_the_rounding_margin():
         assert certifies(round_up(exact), exact)  # the accountant's own rounding of the exact value
         assert not certifies(exact * (1 + 3e-12), exact)
         assert not certifies(math.nextafter(exact * 1.0001, math.inf), exact)
+
+
+def test_a_matrix_factorisation_training_states_its_sampler_not_no_subsampling():
+    # it read "no subsampling: every mechanism run uses the whole data set" for BandMF under cyclic Poisson
+    from dplens.accountant.compose import Accountant
+    from dplens.accountant.mf_accounting import MfTraining
+
+    def words(**options):
+        run = MfTraining(noise_multiplier=1.0, dataset_size=60000, batch_size=600, epochs=2, **options)
+        return describe_sampling(json.loads(Accountant().compose(run).to_json()))
+
+    cyclic = words(mechanism="bandmf", sampling="cyclic-poisson", bands=4)
+    assert cyclic.startswith("bandmf matrix factorisation (correlated noise) on cyclic Poisson sampling")
+    assert "4 groups" in cyclic and "probability q = B·b/N = 0.04" in cyclic
+    bins = words(mechanism="bsr", sampling="fixed-bins", bands=4)
+    assert "on fixed bins: each record in one step of each cycle of ⌈60000/600⌉ steps" in bins

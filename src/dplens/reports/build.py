@@ -98,8 +98,41 @@ def _dp_sgd_words(event: Mapping[str, Any], count: int) -> str:
     )
 
 
+def _mf_words(event: Mapping[str, Any], count: int) -> str:
+    """A matrix-factorisation training's sampler (:class:`dplens.accountant.mf_accounting.MfTraining`), in the words
+    of :mod:`dplens.accountant.mf_accounting`'s schemas."""
+    n, b, bands = event["dataset_size"], event["batch_size"], event.get("bands")
+    sampling = event["sampling"]
+    schema = {
+        "cyclic-poisson": (
+            f"cyclic Poisson sampling: the {n} records split into {bands} groups, group t mod {bands} active at step "
+            f"t, each of its records included independently with probability q = B·b/N = {b * (bands or 1) / n:.6g}"
+            + (f", batches truncated at {event['max_batch_size']}" if event.get("max_batch_size") else "")
+        ),
+        "poisson": f"Poisson sampling at every step: each record included independently with probability {b / n:.6g}",
+        "b-min-sep": (
+            f"b-min-separation sampling: random participations at least {event.get('min_separation')} steps apart"
+        ),
+        "fixed-bins": f"fixed bins: each record in one step of each cycle of ⌈{n}/{b}⌉ steps, drawn once",
+        "balls-and-bins": "balls-and-bins: each record in one step of each epoch, a fresh allocation each epoch",
+        "cyclic": "the same batches in the same order every epoch (no randomness to amplify)",
+        "min-sep": (
+            f"any pattern of at most {event.get('max_participations')} participations {event.get('min_separation')} "
+            "steps apart (the worst case; no randomness to amplify)"
+        ),
+        "shuffle": "shuffled batches, a new permutation each epoch",
+        "shuffle-once": "shuffled batches, one permutation for every epoch",
+    }.get(sampling, sampling)
+    return (
+        f"{event['mechanism']} matrix factorisation (correlated noise) on {schema}; {event['epochs']:g} epochs of {n} "
+        f"records in batches of {b}, under {event['neighboring']} adjacency; the guarantee is for this sampler and "
+        "no other"
+    )
+
+
 _SAMPLER_WORDS = {
     "DpSgdRun": _dp_sgd_words,
+    "MfTraining": _mf_words,
     "RandomAllocation": lambda event, count: (
         f"balls-and-bins: each record in {event['selected']} of the {event['steps']} steps of an epoch, chosen "
         f"uniformly at random, a fresh allocation for each of {count} epoch{'s' if count != 1 else ''}"
