@@ -309,3 +309,20 @@ def test_a_closed_form_that_fails_far_out_still_gives_an_upper_bound():
     exact = [float(mp_gaussian_tpr(1.0, f)) for f in (0.01, 0.1)]
     assert risk.tpr_lower is None
     assert all(e <= t <= e + 1e-4 for e, t in zip(exact, risk.tpr_upper, strict=True))
+
+
+def test_a_pair_the_mechanism_does_not_attain_has_no_certified_lower_end():
+    # a fixed-bins matrix factorisation: its μ-GDP is unamplified (an upper bound only); the exact route used to
+    # return it as a closed bracket, its lower end certified, and the amplified Rényi route was never consulted
+    from dplens.accountant.compose import Accountant
+    from dplens.accountant.mf_accounting import MfTraining
+
+    run = MfTraining(
+        mechanism="bsr", sampling="fixed-bins", bands=4, noise_multiplier=1.5, dataset_size=160, batch_size=10, epochs=4
+    )
+    accountant = Accountant().compose(run)
+    best = attack_risk(accountant, fprs=(0.001, 0.01))
+    exact = attack_risk(accountant, fprs=(0.001, 0.01), method="exact")
+    assert best.tpr_lower is None and best.advantage_lower is None and exact.tpr_lower is None
+    assert "not attained" in best.details
+    assert best.tpr_upper[0] < exact.tpr_upper[0]  # the amplified route is tighter and is taken

@@ -434,6 +434,18 @@ class Composed(Event):
                 raise ValueError(f"events must contain only Events; got {event!r}")
 
 
+def attained(event: Event) -> bool:
+    """False where ``event`` (or a part of a composition) declares ``lower_bound_events()`` other than None: the pair
+    its routes account is not attained by the mechanism (a sampler's unamplified or Rényi bound, a user-level bound),
+    so what they compute bounds the true privacy loss from above only — their lower ends are not the mechanism's."""
+    if isinstance(event, SelfComposed):
+        return attained(event.event)
+    if isinstance(event, Composed):
+        return all(attained(e) for e in event.events)
+    declared = getattr(event, "lower_bound_events", None)
+    return not callable(declared) or declared() is None
+
+
 # --------------------------------------------------------------------------------------------
 # Serialisation
 # --------------------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -784,6 +784,30 @@ def attack_risk(
     method = as_method(method)
     if not accountant.ledger:
         return _constant_risk(query, 0.0, method, "empty ledger: nothing is released")
+    risk = _routes_risk(query, accountant, method, tolerance)
+    if all(ev.attained(event) for event, _ in accountant.ledger):
+        return risk
+    return _upper_only(risk)
+
+
+def _upper_only(risk: AttackRisk) -> AttackRisk:
+    """``risk`` without its lower ends, for a ledger whose accounted pair is not attained (:func:`events.attained`):
+    a route's lower end bounds the accounted pair's risk, not the mechanism's (a fixed-bins matrix factorisation's
+    unamplified μ-GDP, a shuffled sampler's bound), so it is no certified lower end here."""
+    note = "; upper bounds only: the accounted pair is not attained by the mechanism, so no lower end is certified"
+    return replace(
+        risk,
+        tpr_lower=None,
+        advantage_lower=None,
+        success_lower=None,
+        curve=tuple((f, u, None) for f, u, _ in risk.curve),
+        details=risk.details + note,
+        routes=tuple(_upper_only(r) for r in risk.routes),
+    )
+
+
+def _routes_risk(query: _Query, accountant: Any, method: Method, tolerance: float) -> AttackRisk:
+    """The risk by ``method``, or BEST: the exact route where it closes a bracket, else the tightest of all."""
     if method is Method.EXACT:
         return _exact_risk(query, accountant.ledger)
     if method is Method.PLD:
@@ -792,8 +816,13 @@ def attack_risk(
         return _rdp_risk(query, accountant)
     try:
         exact = _exact_risk(query, accountant.ledger)
-        if exact.tpr_lower is not None and all(
-            hi - lo <= max(tolerance * hi, _FLOOR) for lo, hi in zip(exact.tpr_lower, exact.tpr_upper, strict=True)
+        attained = all(ev.attained(event) for event, _ in accountant.ledger)
+        if (
+            attained
+            and exact.tpr_lower is not None
+            and all(
+                hi - lo <= max(tolerance * hi, _FLOOR) for lo, hi in zip(exact.tpr_lower, exact.tpr_upper, strict=True)
+            )
         ):
             return exact  # a closed form: nothing is tighter
         routes = [exact]

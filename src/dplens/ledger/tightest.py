@@ -149,12 +149,4 @@ class PeriodRoute:
         return exact * (1 - 1e-6) if math.isfinite(exact) else math.inf
 
 
-def _attained(event: ev.Event) -> bool:
-    """False where ``event`` (or a part of a composition) declares ``lower_bound_events()`` other than None: the pair
-    its routes account is not attained by the mechanism, so its profile bounds the true ε from above only."""
-    if isinstance(event, ev.SelfComposed):
-        return _attained(event.event)
-    if isinstance(event, ev.Composed):
-        return all(_attained(e) for e in event.events)
-    declared = getattr(event, "lower_bound_events", None)
-    return not callable(declared) or declared() is None
+_attained = ev.attained  # the accountant's test of an attained pair
