@@ -37,7 +37,8 @@ Unset (or 1), nothing changes.
 A test that leaves JAX, jaxlib or TensorFlow loaded in the pytest process is an error: from then on every process pool
 of the audit runner starts with forkserver (``runner._fork_hazard``), whose workers cannot import tasks defined in
 test modules (``--import-mode=importlib``), so later tests would pass or fail by the order they ran in. Such tests
-run their JAX code in a child process.
+run their JAX code in a child process; that child's own pytest run sets ``DPLENS_TEST_FRAMEWORKS_IN_PROCESS=1``,
+which turns both guards off (it starts no pools after them, and it exists to load them).
 
 A test that needs an optional extra skips with one line naming it, in the form ``needs the [torch] extra: pip install
 "dplens[torch]"`` (``pytest.importorskip(..., reason=...)`` or ``pytest.mark.skipif``). Under ``CI=true`` such a skip
@@ -174,7 +175,7 @@ def pytest_make_collect_report(collector):
     loaded = sorted(name for name in FORK_HAZARD_MODULES if name in sys.modules and name not in before)
     if (reason := _missing_extra_under_ci(report)) is not None:  # a module-level importorskip
         _fail_instead(report, reason)
-    elif loaded and not report.failed:
+    elif loaded and not report.failed and not frameworks_allowed_in_process():
         # the per-test guard below compares modules before and after each test, so it cannot see an import made
         # while the module was collected: every process pool of that worker would then use forkserver
         report.outcome = "failed"
@@ -187,13 +188,20 @@ def pytest_make_collect_report(collector):
 #: Modules whose runtime threads make the audit runner's process pools forkserver once they are loaded.
 FORK_HAZARD_MODULES = ("jax", "jaxlib", "tensorflow")
 
+#: Set by a test that runs a JAX or TensorFlow case file in a child pytest: there loading them is the point.
+FRAMEWORKS_IN_PROCESS_VARIABLE = "DPLENS_TEST_FRAMEWORKS_IN_PROCESS"
+
+
+def frameworks_allowed_in_process() -> bool:
+    return os.environ.get(FRAMEWORKS_IN_PROCESS_VARIABLE, "").strip() == "1"
+
 
 @pytest.fixture(autouse=True)
 def _no_threaded_framework_left_loaded():
     before = {name for name in FORK_HAZARD_MODULES if name in sys.modules}
     yield
     left = sorted(name for name in FORK_HAZARD_MODULES if name in sys.modules and name not in before)
-    if left:
+    if left and not frameworks_allowed_in_process():
         pytest.fail(
             f"this test left {', '.join(left)} loaded in the pytest process: later process pools would use "
             "forkserver and the suite would depend on test order; run that code in a child process",

@@ -198,6 +198,13 @@ def test_a_module_that_loads_a_threaded_framework_when_collected_is_an_error(tmp
     assert "collecting test_properties.py loaded tensorflow in the pytest process" in run.stdout
 
 
+def test_a_child_run_that_exists_to_load_a_framework_may_say_so(tmp_path):
+    # the jax_privacy cases run in a child pytest that imports JAX at collection: the guard must let that one through
+    run = _run(tmp_path, None, tests=LOADS_A_FRAMEWORK_AT_IMPORT, extra_env={"DPLENS_TEST_FRAMEWORKS_IN_PROCESS": "1"})
+    assert run.returncode == 0, run.stdout[-2000:]
+    assert "1 passed" in run.stdout
+
+
 # ----------------------------------------------------------------------------------------------------------------------
 # Both cores, the serial phase and the CPU budget
 # ----------------------------------------------------------------------------------------------------------------------
