@@ -10,6 +10,8 @@ Poisson bound and the no-amplification one).
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -373,3 +375,18 @@ def test_balls_and_bins_calibration_is_not_above_poisson_and_never_overshoots():
     sigma = bnb.noise_multiplier
     assert dp_sgd_epsilon(noise_multiplier=sigma, sampling="balls-and-bins", method="pld", **shape).epsilon <= 2.0
     assert dp_sgd_epsilon(noise_multiplier=0.99 * sigma, sampling="balls-and-bins", method="pld", **shape).epsilon > 2.0
+
+
+def test_a_one_epoch_random_allocation_imports_no_scipy():
+    # issue 47: scipy.special alone costs 0.2-0.35 s to import, as much as the whole answer should take
+    code = (
+        "import sys\n"
+        "from dplens.accountant.compose import Accountant\n"
+        "from dplens.accountant.samplers import RandomAllocation\n"
+        "ledger = Accountant().compose(RandomAllocation(noise_multiplier=1.0, steps=100), 1)\n"
+        "result = ledger.epsilon_result(1e-5)\n"
+        "assert 0 < result.epsilon_lower <= result.epsilon < 1, result\n"
+        "print(sorted(name for name in sys.modules if name.split('.')[0] == 'scipy'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]", done.stdout

@@ -57,6 +57,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from dplens.accountant import pld_engine as engine
+from dplens.accountant._numerics import binomial_tail_bound, log_ndtr, ndtr, ndtri
 
 __all__ = ["AllocationLaws", "allocation_laws", "allocation_pld", "coarse_grids"]
 
@@ -95,6 +96,7 @@ MANY_STEPS = 1000
 #: t = 10⁴, 10 epochs, δ = 10⁻⁶ the bracket narrows from 0.502 % to 0.314 %, its lower end moving).
 SPREAD_CELLS_MANY = 28
 _UNIT_ROUNDOFF = 2.0**-53
+_SQRT_HALF = math.sqrt(0.5)
 #: Floating-point error (a bound on Σ wᵢ·δqᵢ) below which the compositions spend no effort on tightening it: the
 #: share of the ledger's composition per run (:func:`dplens.accountant.pld_engine.event_precision`), rounded down to a
 #: power of ten within these two (one cache entry per decade), the finest outside a composition. The finest is what
@@ -153,8 +155,6 @@ def _lognormal_masses(edges: np.ndarray, s: float) -> tuple[np.ndarray, np.ndarr
     Q(Y ≤ y) = Φ((log y + s²/2)/s) and E[Y; Y ≤ y] = Φ((log y − s²/2)/s); differences are taken between CDFs below
     the median and survival functions above it, so small cells keep their relative precision in both tails.
     """
-    from scipy.special import ndtr
-
     with np.errstate(divide="ignore"):
         log_edges = np.log(edges)
     z = (log_edges + 0.5 * s * s) / s
@@ -173,10 +173,8 @@ def _lognormal_masses(edges: np.ndarray, s: float) -> tuple[np.ndarray, np.ndarr
 
 def _excess(y: float, s: float) -> float:
     """E[(Y − y)₊] for Y log-normal of log-sd ``s`` and mean 1: Black–Scholes, Φ(d₁) − y·Φ(d₂)."""
-    from scipy.special import ndtr
-
     d1 = (-math.log(y) + 0.5 * s * s) / s
-    return float(ndtr(d1) - y * ndtr(d1 - s))
+    return 0.5 * math.erfc(-d1 * _SQRT_HALF) - y * 0.5 * math.erfc(-(d1 - s) * _SQRT_HALF)
 
 
 def _top_of_grid(s: float, budget: float) -> float:
@@ -237,19 +235,19 @@ def _log(values: np.ndarray) -> np.ndarray:
 
 
 def _binomial_quantile(steps: int, probability: float, failure: float) -> int:
-    """The smallest n with P(Binomial(steps, probability) > n) ≤ failure."""
-    from scipy.special import bdtrc
-
+    """The smallest n with a bound on P(Binomial(steps, probability) > n) at most ``failure`` (the bound is within a
+    relative 10⁻⁵ of the tail: :func:`dplens.accountant._numerics.binomial_tail_bound`; a larger n only widens the
+    deviation interval)."""
     if probability <= 0:
         return 0
     # Bisection on n (the tail is non-increasing in n): ~2·log₂(steps) evaluations instead of steps + 1 (10⁸ steps
     # per epoch took minutes and gigabytes as an array).
-    if float(bdtrc(0.0, steps, probability)) <= failure:
+    if binomial_tail_bound(0, steps, probability) <= failure:
         return 0
     low, high = 0, steps  # tail(low) > failure, and n = steps always has an empty tail
     while high - low > 1:
         middle = (low + high) // 2
-        if float(bdtrc(float(middle), steps, probability)) <= failure:
+        if binomial_tail_bound(middle, steps, probability) <= failure:
             high = middle
         else:
             low = middle
@@ -472,9 +470,9 @@ def _binned_down(pmf: np.ndarray, values: np.ndarray, drop: float) -> tuple[np.n
 def _pair_bound(s: float, spacing: float) -> float:
     """a with P(two merged coordinates sum above a) ≤ ``PAIR_FAILURE``: each above a/2 with at most half of it
     (a merged value above a/2 needs Y above a/2 − h)."""
-    from scipy.special import ndtri
-
-    y = math.exp(-0.5 * s * s + s * float(ndtri(1.0 - 0.25 * PAIR_FAILURE)))
+    # Φ⁻¹ of the upper tail 1 − PAIR_FAILURE/4, as −Φ⁻¹(PAIR_FAILURE/4) (no rounding of 1 − p), nudged up by a relative
+    # 10⁻¹² so that its own rounding cannot make the tail above y larger than stated.
+    y = math.exp(-0.5 * s * s + s * -ndtri(0.25 * PAIR_FAILURE) * (1.0 + 1e-12))
     return 2.0 * (y + spacing)
 
 
@@ -543,7 +541,6 @@ def _lower_side(
 def _first_cell_offset(s: float, spacing: float) -> float:
     """o ∈ [0, h/2] with E[Y | Y < o + h/2] = o (log-normal Y of log-sd ``s``, mean 1), i.e. c = o + h/2 solving
     c − E[Y | Y < c] = h/2 (the left side rises from 0 to ∞); 0 if the first cell's mass underflows."""
-    from scipy.special import log_ndtr
 
     def gap(c: float) -> float:
         log_c = math.log(c)
@@ -729,8 +726,6 @@ def _log_coordinate(s: float, dz: float, *, up: bool, low: float, high: float, m
     the mass above ``high`` is returned, to be counted elsewhere; rounding down, the mass below ``low`` is dropped
     (Y ≥ 0 is rounded down to 0) and the mass above ``high`` moves down to it. Returns (law, mass above ``high``
     left out)."""
-    from scipy.special import ndtr
-
     k_lo, k_hi = math.floor(low / dz), math.ceil(high / dz)
     edges = np.arange(k_lo, k_hi + 1) * dz
     z = (edges - mean) / s
