@@ -390,3 +390,29 @@ def test_a_one_epoch_random_allocation_imports_no_scipy():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_the_refinement_coarsens_the_allocation_laws_on_its_own_rounds_only():
+    from dplens.accountant import allocation
+
+    fine = allocation.allocation_laws(1.0, 100)
+    coarse = allocation.allocation_laws(1.0, 100, loss_interval=2e-3)
+    assert coarse.spacing > 8 * fine.spacing  # a sixteenth of the points at the first round's interval
+    assert allocation._law_share(100, 1e-5) == 1.0  # fine rounds get the finest laws
+    assert allocation._law_share(1000, 2e-3) == 1.0  # many steps per epoch: the grids tuned for issue 47
+    # A fixed interval is not a refinement round: the finest laws, as before.
+    fixed = pld_engine.compose(
+        [(RandomAllocation(noise_multiplier=1.0, steps=100), 1)], pld_engine.LossGrid(interval=2e-3)
+    )
+    rounds = pld_engine.compose(
+        [(RandomAllocation(noise_multiplier=1.0, steps=100), 1)], pld_engine.LossGrid(interval=2e-3, refining=True)
+    )
+    low_fixed, high_fixed = fixed.epsilon_bracket(1e-5)
+    low_round, high_round = rounds.epsilon_bracket(1e-5)
+    # both certified, so they overlap; the coarse laws only widen the bracket
+    assert low_round <= high_fixed and low_fixed <= high_round
+    assert high_round - low_round >= high_fixed - low_fixed
+    # and the adaptive run, which refines until its tolerance, still meets it
+    result = Accountant().compose(RandomAllocation(noise_multiplier=1.0, steps=100), 1).epsilon_result(1e-5)
+    assert result.epsilon - result.epsilon_lower <= 1e-3 * result.epsilon
+    assert result.epsilon_lower <= high_fixed and low_fixed <= result.epsilon

@@ -164,12 +164,16 @@ class LossGrid:
 
     ``tail_mass`` is the continuous mass each event may leave outside its grid at each end (per direction);
     ``fine_mass`` the mass at each end discretised on coarse cells (``COARSE_SPAN`` intervals) instead of fine ones.
+    ``refining``: the grid is one round of the adaptive refinement (:func:`epsilon_bracket` without an interval), so an
+    event whose own discretisation is costly may make it as coarse as the round's interval warrants (a bracket that
+    then misses the tolerance sends the refinement to a finer interval); a fixed interval asked for gets the finest.
     """
 
     interval: float
     neighboring: ev.NeighboringRelation = ev.NeighboringRelation.ADD_OR_REMOVE_ONE
     tail_mass: float = DEFAULT_TAIL_MASS
     fine_mass: float = DEFAULT_FINE_MASS
+    refining: bool = False
 
     def __post_init__(self) -> None:
         if not (isinstance(self.interval, int | float) and math.isfinite(self.interval) and self.interval > 0):
@@ -1802,6 +1806,7 @@ def _composed_on_own_grid(
             neighboring=grid.neighboring,
             tail_mass=grid.tail_mass,
             fine_mass=grid.fine_mass,
+            refining=grid.refining,
         )
         try:
             pld = _event_loss_distribution(event, own, 0.5 * precision / max(count, 1))
@@ -2080,7 +2085,7 @@ def _refine(
         try:
             pld = compose(
                 entries,
-                LossGrid(interval=current, neighboring=neighboring),
+                LossGrid(interval=current, neighboring=neighboring, refining=True),
                 window_tail=window_tail,
                 precision=precision(None if best is None else best.upper),
             )

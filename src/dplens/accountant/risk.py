@@ -545,7 +545,8 @@ def _engine_risk(query: _Query, ledger: list[tuple[ev.Event, int]], relation, in
     best = None
     for _ in range(1 if interval is not None else _MAX_ROUNDS):
         try:
-            composed = pld_engine.compose(ledger, pld_engine.LossGrid(interval=current, neighboring=relation))
+            grid = pld_engine.LossGrid(interval=current, neighboring=relation, refining=interval is None)
+            composed = pld_engine.compose(ledger, grid)
         except pld_engine.WindowTooLargeError:
             if best is not None:
                 break
