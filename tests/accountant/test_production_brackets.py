@@ -304,6 +304,11 @@ def test_a_run_the_pld_route_refuses_states_its_bracket_and_why(capsys):
     assert r.epsilon_lower == 0.0 and r.lower_bound == "certified"
     assert "100% wide" in r.bracket_note and "PLD route refused" in r.bracket_note
     assert "--method" not in r.bracket_note  # the engine's advice to use RDP is what was done
+    # the refusal is the one the best route's answer kept, not a second PLD attempt
+    best = Accountant().compose(psg(0.01, 5.0), 10_000_000).epsilon_result(1e-5)
+    reasons = dict(best.refusals)
+    assert Method.PLD in reasons and Method.RDP not in reasons
+    assert reasons[Method.PLD].split("; use ", 1)[0] in r.bracket_note
     assert (
         cli.main(
             [

@@ -899,6 +899,7 @@ def _heavy_side(sigma: float, steps: int, inclusion: float, *, up: bool) -> tupl
     return remove, add, above
 
 
+@functools.lru_cache(maxsize=2)  # independent of the grid's fineness: the refinement's rounds share one
 def _heavy_laws(sigma: float, steps: int, inclusion: float) -> tuple[_Side, _Side]:
     """(upper, lower) sides of the heavy-tailed case: upper = remove rounded up, add rounded down; lower the reverse,
     the add law rounded up failing (an error of t·Q-tail) where a coordinate lies above the grid."""

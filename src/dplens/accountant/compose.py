@@ -74,6 +74,8 @@ class EpsilonResult:
     routes: tuple[EpsilonResult, ...] = field(default=())
     epsilon_lower: float | None = None
     bracket_note: str | None = None  # a bracket wider than 0.5 %: its width and the reason (issue 47)
+    #: BEST only: the routes that refused the whole ledger, as (route, its reason in its own words).
+    refusals: tuple[tuple[Method, str], ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         out = _route_dict(self, epsilon=self.epsilon)
@@ -346,7 +348,7 @@ class Accountant:
             return EpsilonResult(epsilon=0.0, delta=delta, method=method, details="empty ledger")
         if method is not Method.BEST:
             return self._route_epsilon(delta, method, conversion, lower=lower)
-        routes = self.all_routes(delta, lower=lower)
+        routes, refusals = self._routes(delta, lower=lower)
         if not routes:
             raise UnsupportedEventError("no single accounting route supports the whole ledger")
         best = min(routes, key=lambda r: r.epsilon)
@@ -364,17 +366,22 @@ class Accountant:
             routes=tuple(routes),
             epsilon_lower=low,
             bracket_note=pld.bracket_note(low, best.epsilon, reasons[0] if reasons else None),
+            refusals=tuple(refusals),
         )
 
     def all_routes(self, delta: float, *, lower: bool = True) -> list[EpsilonResult]:
         """ε at ``delta`` by every route that supports the whole ledger."""
-        out = []
+        return self._routes(delta, lower=lower)[0]
+
+    def _routes(self, delta: float, *, lower: bool) -> tuple[list[EpsilonResult], list[tuple[Method, str]]]:
+        """The routes' answers, and the refusals of those that do not support the ledger (with their reasons)."""
+        out, refusals = [], []
         for method in (Method.RDP, Method.PLD, Method.EXACT):
             try:
                 out.append(self._route_epsilon(delta, method, RdpConversion.OPTIMAL, lower=lower))
-            except UnsupportedEventError:
-                continue
-        return out
+            except UnsupportedEventError as err:
+                refusals.append((method, str(err)))
+        return out, refusals
 
     def epsilon(
         self, delta: float, *, method: Method = Method.BEST, conversion: RdpConversion = RdpConversion.OPTIMAL

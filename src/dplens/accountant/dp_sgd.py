@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dplens.accountant import events as ev
-from dplens.accountant.compose import Accountant, Method
+from dplens.accountant.compose import Accountant, EpsilonResult, Method
 from dplens.accountant.routes import as_method
 
 __all__ = [
@@ -620,19 +620,18 @@ def dp_sgd_epsilon(
             return fallback
     privacy = _privacy(event, result)
     if refused and as_method(method) is Method.BEST and privacy.epsilon_lower is None and privacy.epsilon > 0:
-        return _without_a_lower_end(event, delta, privacy)
+        return _without_a_lower_end(result, privacy)
     return privacy
 
 
-def _without_a_lower_end(event: DpSgdRun, delta: float, privacy: DpSgdPrivacy) -> DpSgdPrivacy:
+def _without_a_lower_end(result: EpsilonResult, privacy: DpSgdPrivacy) -> DpSgdPrivacy:
     """The best route's upper end where the PLD route refused the run (privacy losses beyond its floating-point range,
     10⁷ steps at ε ≈ 50): the certified bracket is [0, upper], and the note says so and why, instead of a bare upper
     bound that reads like any other (issue 47: every bracket wider than the engine's states its width and reason)."""
-    try:
-        Accountant().compose(event).epsilon_result(delta, method=Method.PLD, lower=False)
-        why = "the PLD route gave no lower end"
-    except ValueError as err:  # the refusal, in the engine's words (its advice to use RDP is what was done)
-        why = f"the PLD route refused it: {str(err).split('; use ', 1)[0]}"
+    why = "the PLD route gave no lower end"
+    for route, reason in result.refusals:
+        if route is Method.PLD:  # the refusal, in the engine's words (its advice to use RDP is what was done)
+            why = f"the PLD route refused it: {reason.split('; use ', 1)[0]}"
     note = (
         f"the bracket [0, {privacy.epsilon:.6g}] is 100% wide (relative): no certified lower end, {why}; the upper end "
         f"is the {privacy.method} route's"

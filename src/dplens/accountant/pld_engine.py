@@ -2081,11 +2081,12 @@ def _refine(
     resolving = _resolving_interval(entries)
     current = _atom_interval(entries, min(FIRST_INTERVAL, resolving))
     best, failed, reason = None, 0.0, "the refinement ran out of rounds"
+    refining = True  # events may coarsen their own discretisation with the interval (LossGrid.refining)
     for _ in range(_MAX_ROUNDS):
         try:
             pld = compose(
                 entries,
-                LossGrid(interval=current, neighboring=neighboring, refining=True),
+                LossGrid(interval=current, neighboring=neighboring, refining=refining),
                 window_tail=window_tail,
                 precision=precision(None if best is None else best.upper),
             )
@@ -2105,6 +2106,11 @@ def _refine(
             return Bracket(lower=low, upper=high, interval=current, tolerance=tolerance, tolerance_met=True, pld=pld)
         following = _next_interval(current, best, previous, tolerance, refined=pld.refined_events > 0)
         reason = _stop_reason(current, following, failed, resolving, best)
+        if reason is not None and refining:
+            # An event's coarsened discretisation may be what stalled the bracket (σ = 0.8, 500 steps of a random
+            # allocation: 0.255 % at a sixteenth of its points): the same interval once more with the finest ones.
+            refining = False
+            continue
         if reason is not None:
             break
         current = _atom_interval(entries, max(following, SMALLEST_INTERVAL))
