@@ -5,7 +5,7 @@ and planted bugs against correct controls over many seeds (framework-free and Op
     python benchmarks/bench_check_dp_sgd.py model-based [--trials 2000]
     python benchmarks/bench_check_dp_sgd.py seeds [--seeds 20]
     python benchmarks/bench_check_dp_sgd.py opacus-seeds [--seeds 20] [--trials 100]
-    python benchmarks/bench_check_dp_sgd.py opacus-throughput|opacus-gap [--trials 10000] [--workers 2]
+    python benchmarks/bench_check_dp_sgd.py opacus-throughput|opacus-gap [--trials 10000] [--workers 2] [--seed 0]
     python benchmarks/bench_check_dp_sgd.py opacus-floor [--trials 3000]   (--trials: the calls timed)
     python benchmarks/bench_check_dp_sgd.py jax-seeds [--seeds 20] [--trials 100]
     python benchmarks/bench_check_dp_sgd.py dirac-ratio [--seeds 5] [--trials 10000] [--workers 2] [--replicates 200]
@@ -359,7 +359,7 @@ def _opacus_seeds(count: int, only: str | None, trials: int) -> dict:
     return out
 
 
-def _opacus_one(trials: int, workers: int, loader: str, epochs: int = 1, sigma: float = SIGMA) -> dict:
+def _opacus_one(trials: int, workers: int, loader: str, epochs: int = 1, sigma: float = SIGMA, seed: int = 0) -> dict:
     """The digits-sized Opacus run: N = 1792, B = 64 (28 steps an epoch), σ (1 by default), declared Poisson,
     ``loader`` (Opacus's Poisson DPDataLoader, or a shuffled DataLoader under poisson_sampling=False: the shuffle
     gap)."""
@@ -382,13 +382,26 @@ def _opacus_one(trials: int, workers: int, loader: str, epochs: int = 1, sigma: 
         delta=DELTA,
         trials=trials,
         workers=workers,
-        seed=0,
+        seed=seed,
         assume_finite_gradients=loader == "poisson",  # the control states it (Opacus 1.6 is not nan_safe)
     )
     seconds = time.perf_counter() - started
     calls = 2 * (trials + max(100, trials // 5)) * steps
     print(r.summary(), f"\n{seconds:.1f} s", flush=True)
+    game = None
+    if loader == "poisson":  # issue 46's ≥ 0.95×: the idealised game at the same N, pilot, confidence and seed
+        from dplens.auditing import games
+        from dplens.auditing.canaries import DiracCanaryGame
+
+        ideal = DiracCanaryGame(noise_multiplier=sigma, sampling_rate=DIGITS_B / DIGITS_N, steps=steps)
+        game = games.audit(
+            ideal, trials=trials, delta=DELTA, claimed_epsilon=r.claimed_epsilon, confidence=1 - r.audit.significance,
+            seed=seed, pilot_trials=max(100, trials // 5), estimates=False,
+        ).epsilon_lower_bound  # fmt: skip
+        print(f"DiracCanaryGame at the same N: {game:.4g} (harness / game = {r.audit.epsilon_lower_bound / game:.3f})")
     return {
+        "seed": seed,
+        "dirac_game_bound": game,
         "case": f"Opacus, {loader} loader declared Poisson, digits-sized (N {DIGITS_N}, B {DIGITS_B}, T {steps}, "
         f"sigma {sigma})",
         "trials_per_side": trials,
@@ -662,6 +675,7 @@ def main() -> None:
     parser.add_argument("--replicates", type=int, default=200, help="dirac-ratio: draws of the selection study")
     parser.add_argument("--epochs", type=int, default=1, help="opacus-throughput, opacus-gap: epochs of the run")
     parser.add_argument("--sigma", type=float, default=SIGMA, help="opacus-throughput, opacus-gap: σ of the run")
+    parser.add_argument("--seed", type=int, default=0, help="opacus-throughput, opacus-gap: the check's seed")
     args = parser.parse_args()
     if args.mode == "gap":
         result = _one(args.trials or 10000, args.workers, shuffled, "shuffled loader declared Poisson")
@@ -679,7 +693,7 @@ def main() -> None:
         result = _dirac_ratio(args.seeds, args.trials or 10000, args.workers, args.replicates)
     else:
         loader = "poisson" if args.mode == "opacus-throughput" else "shuffle"
-        result = _opacus_one(args.trials or 10000, args.workers, loader, args.epochs, args.sigma)
+        result = _opacus_one(args.trials or 10000, args.workers, loader, args.epochs, args.sigma, args.seed)
     result = {"machine": platform.platform(), "python": sys.version.split()[0], "mode": args.mode, "data": result}
     suffix = "" if args.only is None and args.tag == "only" else f"_{args.tag}"
     (HERE / f"results_check_dp_sgd_{args.mode}{suffix}.json").write_text(
