@@ -426,3 +426,19 @@ def test_a_refinement_stalled_by_coarse_laws_retries_with_the_finest():
     )
     assert 0 < run.epsilon_lower <= run.epsilon
     assert run.epsilon - run.epsilon_lower <= 1e-3 * run.epsilon, (run.epsilon_lower, run.epsilon)
+
+
+def test_few_steps_low_noise_brackets_are_narrow_and_agree_with_pld_accounting():
+    # issue 47's regime reaches down to few steps per epoch: at σ = 0.8, t = 10 the lower end lowered the others' sum
+    # by a bound on two coordinates (~71, where δ is decided near S ≈ 550) and the bracket was [3.940, 4.033], 2.3 %
+    ra = pytest.importorskip("PLD_accounting.random_allocation_api", reason="needs pld-accounting (in [test])")
+    upper_ref, lower_ref = ra.gaussian_allocation_epsilon_range(delta=1e-6, sigma=0.8, num_steps=10, num_epochs=1)
+    result = Accountant().compose(RandomAllocation(noise_multiplier=0.8, steps=10), 1).epsilon_result(1e-6)
+    assert lower_ref <= result.epsilon and result.epsilon_lower <= upper_ref
+    assert result.epsilon - result.epsilon_lower <= 5e-3 * result.epsilon, (result.epsilon_lower, result.epsilon)
+    # and the log-S path's same-way rounding, stalled at 3.9 % (σ = 0.55, 500 steps, 10 epochs), is retried on the
+    # ratio grid when the refinement stalls
+    run = dp_sgd_epsilon(
+        dataset_size=50_000, batch_size=100, epochs=10, noise_multiplier=0.55, delta=1e-6, sampling="balls-and-bins"
+    )
+    assert run.epsilon - run.epsilon_lower <= 5e-3 * run.epsilon, (run.epsilon_lower, run.epsilon)

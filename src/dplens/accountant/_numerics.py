@@ -2,7 +2,7 @@
 
 scipy.special costs a fifth to a third of a second to import; the command line's RDP route (``dplens account --method
 rdp``) needs only log Γ, log Φ and log-sum-exp, and a one-epoch random allocation (:mod:`dplens.accountant.allocation`,
-issue 47: a whole process of ~0.3 s) only Φ, its inverse and a binomial tail, so they are here. Accuracy:
+issue 47: a whole process of ~0.3 s) only Φ and a binomial tail, so they are here (with Φ⁻¹). Accuracy:
 ``math.lgamma`` and ``math.erfc`` are accurate to a few ulps; the asymptotic branch of :func:`log_ndtr` (x < −37,
 where erfc underflows) has relative error below 1e-15 in log Φ; :func:`ndtri` is ``statistics.NormalDist.inv_cdf``
 (Wichura's AS 241, about 1e-16 relative); :func:`binomial_tail_bound` is an upper bound (see there).

@@ -57,7 +57,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from dplens.accountant import pld_engine as engine
-from dplens.accountant._numerics import binomial_tail_bound, log_ndtr, ndtr, ndtri
+from dplens.accountant._numerics import binomial_tail_bound, log_ndtr, ndtr
 
 __all__ = ["AllocationLaws", "allocation_laws", "allocation_pld", "coarse_grids"]
 
@@ -448,10 +448,6 @@ class _Parts:
         return _Law(losses=np.concatenate(self.losses), mass=np.concatenate(self.mass), infinity=infinity, error=error)
 
 
-#: The lower end's ladder draws: the sum of two coordinates exceeds its bound ``a`` with at most this probability.
-PAIR_FAILURE = 1e-3
-
-
 def _binned_down(pmf: np.ndarray, values: np.ndarray, drop: float) -> tuple[np.ndarray, np.ndarray]:
     """A sub-probability law below the one of ``pmf`` at ``values`` (increasing): its mass in bins by quantile, each
     bin's at its smallest value, and ``drop`` taken from the lowest bins."""
@@ -465,15 +461,6 @@ def _binned_down(pmf: np.ndarray, values: np.ndarray, drop: float) -> tuple[np.n
     cumulative = np.cumsum(weights)
     kept = cumulative - np.minimum(cumulative, drop)
     return low, np.diff(np.concatenate([[0.0], kept]))
-
-
-def _pair_bound(s: float, spacing: float) -> float:
-    """a with P(two merged coordinates sum above a) ≤ ``PAIR_FAILURE``: each above a/2 with at most half of it
-    (a merged value above a/2 needs Y above a/2 − h)."""
-    # Φ⁻¹ of the upper tail 1 − PAIR_FAILURE/4, as −Φ⁻¹(PAIR_FAILURE/4) (no rounding of 1 − p), nudged up by a relative
-    # 10⁻¹² so that its own rounding cannot make the tail above y larger than stated.
-    y = math.exp(-0.5 * s * s + s * -ndtri(0.25 * PAIR_FAILURE) * (1.0 + 1e-12))
-    return 2.0 * (y + spacing)
 
 
 def _lower_side(
@@ -512,11 +499,18 @@ def _lower_side(
     p_law = _composed([(m1, 1), (q, steps - 1)], spacing, scale, precision)
     q_values = _values(q_law, spacing) + steps * offset
     p_values = _values(p_law, spacing) + steps * offset
-    # The sum A of t − 2 coordinates (all below the ladder): A ≥ Σ of t − B, B two of them, so P(A > x) ≥
-    # P(Σ_t > x + a) − P(B > a); Σ_t ≥ its grid value + d_lo except with the deviation bound's failure.
+    # The others' sum beside one coordinate on the ladder: t − 1 coordinates in the grid, all plain (the ladder's is
+    # the tilted one) or one of them tilted — stochastically larger than a plain one (its ratio y to the plain law
+    # rises, and the merge is monotone), and of sub-probability mass body* ≤ 1, counted in ``ladder_mass`` — so the
+    # law of t − 1 plain merged coordinates bounds both from below: their grid sum plus the deviation bound for t − 1
+    # draws (failure ``failure``). (Σ_t less a bound on two coordinates, used before, lowered the others' sum by
+    # 2·(Y's 1 − 2.5·10⁻⁴ quantile): ~71 at σ = 0.8, where at t = 10 the ladder decides δ: the lower end 3.940 against
+    # pld-accounting's 4.009.)
     if steps > 2:
-        drop = failure + PAIR_FAILURE + q_law.round_off + q_law.outside
-        sums = _binned_down(q_law.pmf, q_values + d_lo_all - _pair_bound(s, spacing), drop)
+        rest_law = _composed([(q, steps - 1)], spacing, scale, precision)
+        rest_values = _values(rest_law, spacing) + (steps - 1) * offset
+        drop = failure + rest_law.round_off + rest_law.outside
+        sums = _binned_down(rest_law.pmf, rest_values + d_lo_rest, drop)
     else:  # the other coordinate: plain, or tilted (stochastically larger: its ratio to the plain law rises)
         sums = _binned_down(q, means, 0.0)
     remove = _Parts([_log(_ratio(p_values + d_lo_tilted, inclusion, steps))], [inclusion * p_law.pmf])
@@ -636,30 +630,43 @@ def allocation_laws(
             f"beyond the PLD engine's floating-point range (|loss| <= {engine.MAX_LOSS:g})"
         )
     fineness = _FINENESS.get() * _law_share(int(steps), loss_interval)
-    return _laws(float(sigma), int(steps), float(inclusion), fineness, _precision())
+    args = (float(sigma), int(steps), float(inclusion), fineness, _precision())
+    laws = _laws(*args, many=steps >= MANY_STEPS)
+    if loss_interval is None and math.isinf(laws.top) and steps < MANY_STEPS:
+        # The finest laws asked for (a fixed interval, or the refinement's last try) where the log-S path answered:
+        # the ratio grid with the many-steps treatment, where it fits, is far tighter (σ = 0.55, 500 steps, 10 epochs,
+        # δ = 10⁻⁶: [5.5688, 5.5798] against the log-S path's [5.4694, 5.6919], whose every pairwise sum rounds the
+        # same way), at 2-4x the cost.
+        ratio = _laws(*args, many=True)
+        if not math.isinf(ratio.top):
+            return ratio
+    return laws
 
 
 @functools.lru_cache(maxsize=3)  # 10⁴ steps at σ ≈ 0.6: ~150 MB each (a calibration visits ~10 σ: 2.6 GB at 32)
-def _laws(sigma: float, steps: int, inclusion: float, fineness: float, precision: float) -> AllocationLaws:
+def _laws(
+    sigma: float, steps: int, inclusion: float, fineness: float, precision: float, *, many: bool
+) -> AllocationLaws:
+    """``many``: the many-steps treatment (``MANY_STEPS`` on; below it only where :func:`allocation_laws` asks)."""
     s = 1.0 / sigma
     top = _top_of_grid(s, TOP_MASS)
     # The ladder above the grid keeps the tail's losses finite: the grid need only hold the sum's bulk (a finer grid,
     # a narrower window and less round-off for the same points), and at few steps enough of the tail that two
     # coordinates on the ladder (an infinite loss) stay negligible.
     # (Where the log-S path answers few steps — a heavy tail — it still does: a ratio grid is coarse near S = 0.)
-    limit = int((LINEAR_POINTS_MANY if steps >= MANY_STEPS else LINEAR_POINTS) * fineness)
+    limit = int((LINEAR_POINTS_MANY if many else LINEAR_POINTS) * fineness)
     finest = math.sqrt(math.expm1(s * s)) / (20.0 * fineness)
     spacing = _grid_spacing(sigma, steps, top, fineness)
-    if steps >= MANY_STEPS or not (top / spacing > limit or spacing > finest):
+    if many or not (top / spacing > limit or spacing > finest):
         bulk = LADDER_TOP * (steps + 40.0 * math.sqrt(steps * math.expm1(s * s)))
         top = min(top, max(bulk, _top_of_grid(s, LADDER_GRID_MASS)))
         spacing = _grid_spacing(sigma, steps, top, fineness)
-    if steps >= MANY_STEPS:
+    if many:
         # The lower end's deviation bound grows like h·√t (its O(h/t)·t share of S): finer where the grid allows.
         spread = math.sqrt(math.expm1(s * s))
         spacing = min(spacing, max(spread / (SPREAD_CELLS_MANY * fineness), top / (limit - 2)))
     heavy = top / spacing > limit or spacing > finest
-    if heavy and steps >= MANY_STEPS and _excess((limit - 2) * finest, s) <= TOP_MASS_MAX:
+    if heavy and many and _excess((limit - 2) * finest, s) <= TOP_MASS_MAX:
         # A heavier tail (σ ≲ 0.67) and many steps (where the log-S path's same-way rounding is loose): the grid stops
         # at its limit, more of the tail on the ladder.
         spacing = finest

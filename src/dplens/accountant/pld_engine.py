@@ -2082,6 +2082,7 @@ def _refine(
     current = _atom_interval(entries, min(FIRST_INTERVAL, resolving))
     best, failed, reason = None, 0.0, "the refinement ran out of rounds"
     refining = True  # events may coarsen their own discretisation with the interval (LossGrid.refining)
+    retried = False  # this round is the rerun of a stalled interval with the finest discretisations
     for _ in range(_MAX_ROUNDS):
         try:
             pld = compose(
@@ -2104,12 +2105,16 @@ def _refine(
         best = Bracket(lower=low, upper=high, interval=current, tolerance=tolerance, tolerance_met=False, pld=pld)
         if math.isinf(high) or _within(low, high, tolerance):
             return Bracket(lower=low, upper=high, interval=current, tolerance=tolerance, tolerance_met=True, pld=pld)
+        if retried and previous is not None and previous.upper - previous.lower < high - low:
+            best = previous  # the finest discretisations did not help here: the narrower certified bracket stands
+            break
+        retried = False
         following = _next_interval(current, best, previous, tolerance, refined=pld.refined_events > 0)
         reason = _stop_reason(current, following, failed, resolving, best)
         if reason is not None and refining:
             # An event's coarsened discretisation may be what stalled the bracket (σ = 0.8, 500 steps of a random
             # allocation: 0.255 % at a sixteenth of its points): the same interval once more with the finest ones.
-            refining = False
+            refining, retried = False, True
             continue
         if reason is not None:
             break
