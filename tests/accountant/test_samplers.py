@@ -442,3 +442,11 @@ def test_few_steps_low_noise_brackets_are_narrow_and_agree_with_pld_accounting()
         dataset_size=50_000, batch_size=100, epochs=10, noise_multiplier=0.55, delta=1e-6, sampling="balls-and-bins"
     )
     assert run.epsilon - run.epsilon_lower <= 5e-3 * run.epsilon, (run.epsilon_lower, run.epsilon)
+
+
+def test_an_infinite_upper_end_on_coarse_laws_is_retried_with_the_finest():
+    # σ = 0.7, 200 steps, δ = 1e-9: the refinement's coarse log-S laws carry error terms above δ, an infinite upper
+    # end that ended the refinement at once (the ledger's answer then fell back to RDP's 9.63 against a true ε ≈ 3.92)
+    result = Accountant().compose(RandomAllocation(noise_multiplier=0.7, steps=200), 1).epsilon_result(1e-9)
+    assert result.method is Method.PLD and math.isfinite(result.epsilon)
+    assert result.epsilon - result.epsilon_lower <= 5e-3 * result.epsilon, (result.epsilon_lower, result.epsilon)
