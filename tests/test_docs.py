@@ -106,6 +106,10 @@ def _build_site(out: Path) -> tuple[Path, str, float]:
 def test_the_site_builds_strictly_with_no_warning(site):
     out, log, elapsed = site
     warnings = [line for line in log.splitlines() if re.match(r"^\s*(WARNING|ERROR)\b", line)]
+    # The executed notebooks' kernel channels can log this from tornado's loop as they are torn down (seen once in
+    # stop 55's runs, the build itself passing strict): noise of the Jupyter client, not of the site. A notebook that
+    # fails to execute fails the strict build above.
+    warnings = [line for line in warnings if line != "ERROR:tornado.general:Uncaught exception in ZMQStream callback"]
     assert warnings == []
     assert (out / "index.html").is_file() and (out / "reference" / "cli.html").is_file()
     print(f"site built in {elapsed:.1f} s")
