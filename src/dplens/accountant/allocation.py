@@ -630,24 +630,25 @@ def allocation_laws(
             f"beyond the PLD engine's floating-point range (|loss| <= {engine.MAX_LOSS:g})"
         )
     fineness = _FINENESS.get() * _law_share(int(steps), loss_interval)
-    args = (float(sigma), int(steps), float(inclusion), fineness, _precision())
-    laws = _laws(*args, many=steps >= MANY_STEPS)
-    if loss_interval is None and math.isinf(laws.top) and steps < MANY_STEPS:
-        # The finest laws asked for (a fixed interval, or the refinement's last try) where the log-S path answered:
+    many = steps >= MANY_STEPS
+    if (
+        loss_interval is None
+        and not many
+        and _ratio_grid(sigma, steps, fineness, many=False) is None
+        and _ratio_grid(sigma, steps, fineness, many=True) is not None
+    ):
+        # The finest laws asked for (a fixed interval, or the refinement's last try) where the log-S path would answer:
         # the ratio grid with the many-steps treatment, where it fits, is far tighter (σ = 0.55, 500 steps, 10 epochs,
         # δ = 10⁻⁶: [5.5688, 5.5798] against the log-S path's [5.4694, 5.6919], whose every pairwise sum rounds the
         # same way), at 2-4x the cost.
-        ratio = _laws(*args, many=True)
-        if not math.isinf(ratio.top):
-            return ratio
-    return laws
+        many = True
+    return _laws(float(sigma), int(steps), float(inclusion), fineness, _precision(), many=many)
 
 
-@functools.lru_cache(maxsize=3)  # 10⁴ steps at σ ≈ 0.6: ~150 MB each (a calibration visits ~10 σ: 2.6 GB at 32)
-def _laws(
-    sigma: float, steps: int, inclusion: float, fineness: float, precision: float, *, many: bool
-) -> AllocationLaws:
-    """``many``: the many-steps treatment (``MANY_STEPS`` on; below it only where :func:`allocation_laws` asks)."""
+def _ratio_grid(sigma: float, steps: int, fineness: float, *, many: bool) -> tuple[float, int] | None:
+    """The ratio grid's (spacing, index of its top), or None where the tail is too heavy for it (the log-S path).
+
+    ``many``: the many-steps treatment (``MANY_STEPS`` on; below it only where :func:`allocation_laws` asks)."""
     s = 1.0 / sigma
     top = _top_of_grid(s, TOP_MASS)
     # The ladder above the grid keeps the tail's losses finite: the grid need only hold the sum's bulk (a finer grid,
@@ -673,11 +674,22 @@ def _laws(
         top = (limit - 2) * spacing
     top_index = max(2, math.ceil(top / spacing))
     if top_index > limit or spacing > finest:
+        return None
+    return spacing, top_index
+
+
+@functools.lru_cache(maxsize=3)  # 10⁴ steps at σ ≈ 0.6: ~150 MB each (a calibration visits ~10 σ: 2.6 GB at 32)
+def _laws(
+    sigma: float, steps: int, inclusion: float, fineness: float, precision: float, *, many: bool
+) -> AllocationLaws:
+    grid = _ratio_grid(sigma, steps, fineness, many=many)
+    if grid is None:
         # A heavy tail (small σ): the ratio grid would need too many points; work on log S instead.
         upper, lower = _heavy_laws(sigma, steps, inclusion)
         return AllocationLaws(
             sigma=sigma, steps=steps, inclusion=inclusion, spacing=LOG_INTERVAL, top=math.inf, upper=upper, lower=lower
         )
+    spacing, top_index = grid
     top = top_index * spacing
     scale = max(1.0, (top + 2.0 * steps) / 50.0)  # the engine works on values S/scale (its range is ±600)
     return AllocationLaws(
