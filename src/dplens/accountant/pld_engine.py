@@ -2105,7 +2105,7 @@ def _refine(
         best = Bracket(lower=low, upper=high, interval=current, tolerance=tolerance, tolerance_met=False, pld=pld)
         if math.isinf(high) and refining:
             # An infinite upper end on coarsened discretisations may be theirs, not the ledger's (a random allocation
-            # of 200 steps at σ = 0.7, δ = 10⁻⁹: the log-S path's error terms above δ): once more with the finest.
+            # of 200 steps at σ = 0.7, δ = 10⁻⁹: the former log-S laws' error terms above δ): once more with the finest.
             refining, retried = False, True
             continue
         if math.isinf(high) or _within(low, high, tolerance):
