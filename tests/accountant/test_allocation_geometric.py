@@ -9,6 +9,8 @@ import math
 import mpmath
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dplens.accountant import allocation
 
@@ -120,3 +122,30 @@ def test_the_heavy_tailed_one_epoch_bracket_is_narrow_and_fast_to_build():
     assert result.epsilon >= 5.3843 and result.epsilon_lower <= 5.4078
     assert 5.3937 <= result.epsilon <= 5.3987 and 5.3937 <= result.epsilon_lower <= 5.3987  # inside the former bracket
     assert result.epsilon - result.epsilon_lower <= 4e-4 * result.epsilon, (result.epsilon_lower, result.epsilon)
+
+
+@settings(max_examples=5, deadline=None, derandomize=True)
+@given(
+    sigma=st.floats(0.45, 0.68),
+    ratio=st.floats(1.02, 1.3),
+    steps=st.integers(2, 100),
+    more=st.integers(1, 100),
+    epochs=st.integers(1, 2),
+)
+def test_heavy_tailed_brackets_are_ordered_and_monotone(sigma, ratio, steps, more, epochs):
+    # Issue 47: lower ≤ upper, and both monotone in σ, the steps per epoch and the epochs — each upper end at least
+    # the lower end of a run that is more private (more noise, more steps to hide in, fewer epochs).
+    from dplens.accountant.compose import Accountant
+    from dplens.accountant.samplers import RandomAllocation
+
+    def bracket(noise: float, t: int, e: int):
+        result = Accountant().compose(RandomAllocation(noise_multiplier=noise, steps=t), e).epsilon_result(1e-6)
+        assert 0 < result.epsilon_lower <= result.epsilon < math.inf
+        return result.epsilon_lower, result.epsilon
+
+    low, high = bracket(sigma, steps, epochs)
+    assert bracket(sigma * ratio, steps, epochs)[0] <= high  # more noise
+    assert bracket(sigma, steps + more, epochs)[0] <= high  # more steps per epoch
+    if epochs > 1:
+        assert bracket(sigma, steps, epochs - 1)[0] <= high  # one epoch fewer
+    assert low <= high
