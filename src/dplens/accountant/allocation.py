@@ -935,153 +935,199 @@ def _rows(values: np.ndarray, offset: int, width: int, d_lo: int, d_hi: int) -> 
     return view[pad + offset - d_hi + 1 : pad + offset - d_lo + 1][::-1]
 
 
+@dataclass(slots=True)
+class _Sums:
+    """The pairwise sums accumulated onto one output grid (points ``lo`` + index): masses, moments (merged laws) and
+    their error bounds; ``terms`` bounds the number of terms added into any one point."""
+
+    lo: int
+    mass: np.ndarray
+    mass_error: np.ndarray
+    moment: np.ndarray | None
+    moment_error: np.ndarray | None
+    terms: int = 0
+
+    def add(self, at: slice, mass: np.ndarray, error: np.ndarray | None, moment=None, moment_error=None) -> None:
+        self.mass[at] += mass
+        if error is not None:
+            self.mass_error[at] += error
+        if moment is not None:
+            self.moment[at] += moment
+            self.moment_error[at] += moment_error
+
+
 def _geometric_sum(a: _GeometricLaw, b: _GeometricLaw, dz: float) -> _GeometricLaw:
     """The law of the sum of independent S_a and S_b, split (both laws split) or merged (both merged) onto the grid.
 
-    A pair of atoms i ≥ j (gap d = i − j) lands in [y_{i+f(d)}, y_{i+f(d)+1}] (:func:`_pair_table`). At the near gaps
-    (f ≥ 1) every gap is taken on its own: the pairs' mass, split by θ(d) (split laws) or merged at y_{i+f} with its
-    moment e^{−fΔz}·(r_i·m_j + m_i·r_j·e^{−dΔz}) (merged laws), summed over the gaps of one f. At the far gaps (f = 0)
-    the sums run over all j ≤ i − D: prefix sums of the other law (each accurate to a few ulps of itself, there being
-    nothing to subtract) weighted by e^{−dΔz}. A merged atom at or above y_{k+1} then joins the next point, so every
-    atom stays within its cell. Error bounds: the inputs' errors carried by the same (positive) operation, and each
-    step's rounding; a split pair's carried error is put on its upper point (the larger R)."""
+    A pair of atoms i ≥ j (gap d = i − j) lands in [y_{i+f(d)}, y_{i+f(d)+1}] (:func:`_pair_table`): the near gaps
+    (f ≥ 1) gap by gap (:func:`_add_near_gaps`), the far ones (f = 0) by prefix sums (:func:`_add_far_gaps`). A merged
+    atom at or above y_{k+1} then joins the next point, so every atom stays within its cell. Error bounds: the inputs'
+    errors carried by the same (positive) operation, and each step's rounding; a split pair's carried error is put on
+    its upper point (the larger R)."""
     u = _UNIT_ROUNDOFF
     merged = a.moment is not None
-    shifts, theta, slack, far_slack = _pair_table(dz)
-    near = shifts.size
-    longest = int(np.max(np.diff(np.flatnonzero(np.diff(np.concatenate([[-1], shifts, [-2]])) != 0))))
+    shifts = _pair_table(dz)[0]
     lo = min(a.start, b.start)
     size = max(a.start + a.mass.size, b.start + b.mass.size) - lo + int(shifts[0]) + 2
-    mass, mass_error = np.zeros(size), np.zeros(size)
-    moment, moment_error = (np.zeros(size), np.zeros(size)) if merged else (None, None)
-    terms = 0
+    zeros = [np.zeros(size) for _ in range(4 if merged else 2)]
+    out = _Sums(lo, zeros[0], zeros[1], *(zeros[2:] if merged else (None, None)))
     square = a is b  # the pairs (i, j) and (j, i) alike: one ordering, the gaps d ≥ 1 twice
-    orderings = [(a, a, True)] if square else [(a, b, True), (b, a, False)]
-    for first, second, tie in orderings:
-        n1, n2 = first.mass.size, second.mass.size
-        offset = first.start - second.start  # second's index of the pair (first's index p, gap d): p + offset − d
-        base = first.start - lo  # the output position of first's index 0 at f = 0
-        m1, e1 = first.mass, first.mass_error
-        # Near gaps.
-        d_lo, d_hi = max(0 if tie else 1, offset - n2 + 1), min(near, offset + n1)
-        rows = max(1, (1 << 19) // n1)
-        for c0 in range(d_lo, d_hi, rows):
-            c1 = min(d_hi, c0 + rows)
-            # Runs of one f within the chunk (the gap 0 of a square on its own: the others count twice), each summed
-            # over its gaps before the first law's factors are applied.
-            f_chunk = shifts[c0:c1]
-            cuts = np.diff(f_chunk) != 0
-            if square and c0 == 0 and c1 > 1:
-                cuts[0] = True
-            runs = np.concatenate([[0], np.flatnonzero(cuts) + 1])
-            weight = np.where(np.arange(c0, c1)[runs] >= 1, 2.0, 1.0)[:, None] if square else 1.0
-            run_slack = np.maximum.reduceat(slack[c0:c1], runs)[:, None]
-            rounding = (8.0 + longest) * u + run_slack  # products, θ and e^{−dΔz} (a few ulps), the run's sum
-            b_mass = _rows(second.mass, offset, n1, c0, c1)
-            b_error = _rows(second.mass_error, offset, n1, c0, c1)
-            sum_mass = np.add.reduceat(b_mass, runs, axis=0) * weight
-            sum_error = np.add.reduceat(b_error, runs, axis=0) * weight
-            pair = m1 * sum_mass
-            carried = e1 * (sum_mass + sum_error) + m1 * sum_error + rounding * pair
-            if merged:
-                fall = np.exp(-np.arange(c0, c1) * dz)[:, None]
-                sum_moment = np.add.reduceat(_rows(second.moment, offset, n1, c0, c1) * fall, runs, axis=0) * weight
-                sum_moment_error = (
-                    np.add.reduceat(_rows(second.moment_error, offset, n1, c0, c1) * fall, runs, axis=0) * weight
-                )
-                scale = np.exp(-f_chunk[runs] * dz)[:, None]
-                pair_moment = scale * (first.moment * sum_mass + m1 * sum_moment)
-                moment_carried = (
-                    scale
-                    * (
-                        first.moment_error * (sum_mass + sum_error)
-                        + first.moment * sum_error
-                        + e1 * (sum_moment + sum_moment_error)
-                        + m1 * sum_moment_error
-                    )
-                    + (rounding + 3.0 * u) * pair_moment
-                )
-                parts = [(0, pair, carried, pair_moment, moment_carried)]
-            else:
-                up = m1 * (np.add.reduceat(b_mass * theta[c0:c1, None], runs, axis=0) * weight)
-                up = np.minimum(up, pair)
-                # A pair's carried error on its upper point (the larger R); the split's own rounding (θ's) likewise.
-                parts = [(0, pair - up, None, None, None), (1, up, carried + u * pair, None, None)]
-            for r, f in enumerate(f_chunk[runs].tolist()):
-                for lift, part, part_error, part_moment, part_moment_error in parts:
-                    at = slice(base + f + lift, base + f + lift + n1)
-                    mass[at] += part[r]
-                    if part_error is not None:
-                        mass_error[at] += part_error[r]
-                    if part_moment is not None:
-                        moment[at] += part_moment[r]
-                        moment_error[at] += part_moment_error[r]
-            terms += 2 * runs.size
-        # Far gaps: all j ≤ i − D.
-        q_hi = np.clip(np.arange(n1) + offset - near + 1, 0, n2)
-        if not q_hi.any():
-            continue
-        weight = 2.0 if square else 1.0
-        rise = np.exp(np.arange(n2) * dz)  # to (q·Δz + 2) ulps
-        fall = np.exp(-(np.arange(n1) + offset) * dz)  # y_{second.start}/y_i, to (|·|Δz + 2) ulps
-        fall_error = (np.abs(np.arange(n1) + offset) * dz + 3.0) * u
-        spread = second.moment if merged else second.mass
-        spread_error = second.moment_error if merged else second.mass_error
-        w_mass, w_mass_rel = _prefix_at(second.mass, q_hi)
-        w_mass_error, _ = _prefix_at(second.mass_error, q_hi)
-        w_spread, w_spread_rel = _prefix_at(spread * rise, q_hi)
-        w_spread_error, _ = _prefix_at(spread_error * rise + (np.arange(n2) * dz + 3.0) * u * spread * rise, q_hi)
-        w_spread, w_spread_error = w_spread * fall, w_spread_error * fall * (1.0 + 4.0 * u)
-        w_spread_error += (w_spread_rel + fall_error) * w_spread
-        w_mass_error = w_mass_error * (1.0 + 4.0 * u) + w_mass_rel * w_mass
-        total = m1 * w_mass
-        total_error = e1 * (w_mass + w_mass_error) + m1 * w_mass_error + (u + far_slack) * total
-        at = slice(base, base + n1)
-        if merged:
-            far_moment = first.moment * w_mass + m1 * w_spread
-            far_moment_error = first.moment_error * (w_mass + w_mass_error) + first.moment * w_mass_error
-            far_moment_error += (
-                e1 * (w_spread + w_spread_error) + m1 * w_spread_error + (3.0 * u + far_slack) * far_moment
-            )
-            mass[at] += weight * total
-            mass_error[at] += weight * total_error
-            moment[at] += weight * far_moment
-            moment_error[at] += weight * far_moment_error
-        else:
-            up = np.minimum(m1 * w_spread / math.expm1(dz), total)
-            up_error = (e1 * (w_spread + w_spread_error) + m1 * w_spread_error) / math.expm1(dz) + 3.0 * u * up
-            mass[at] += weight * (total - up)
-            mass[base + 1 : base + 1 + n1] += weight * up
-            mass_error[base + 1 : base + 1 + n1] += weight * (total_error + up_error + u * total)
-        terms += 2
+    for first, second, tie in [(a, a, True)] if square else [(a, b, True), (b, a, False)]:
+        _add_near_gaps(out, first, second, dz, tie=tie, square=square)
+        _add_far_gaps(out, first, second, dz, square=square)
     # Each point is a sum of at most ``terms`` non-negative terms (and the doubling): that many ulps of it.
-    mass_error += (terms + 2) * u * mass
+    out.mass_error += (out.terms + 2) * u * out.mass
     if merged:
-        assert moment is not None and moment_error is not None
-        moment_error += (terms + 2) * u * moment
-        # An atom at or above y_{k+1} joins the next point (its moment over y_{k+1}: e^{−Δz} of it); all points are
-        # moved at once, so an atom moves by one point at most.
-        moved = np.flatnonzero((moment >= mass * math.exp(dz)) & (mass > 0))
-        if moved.size:
-            carried_parts = [mass[moved], mass_error[moved], moment[moved] * math.exp(-dz)]
-            carried_parts.append(moment_error[moved] * math.exp(-dz) + 3.0 * u * carried_parts[2])
-            for values, part in zip((mass, mass_error, moment, moment_error), carried_parts, strict=True):
-                values[moved] = 0.0
-                values[moved + 1] += part
-            mass_error += u * mass
-            moment_error += u * moment
-    # Trim: zeros at both ends, atoms under 10⁻³⁰⁰ at the low end (see _UNDERFLOW).
-    keep = np.flatnonzero(mass > 0)
+        out.moment_error += (out.terms + 2) * u * out.moment
+        _realign(out, dz)
+    return _trimmed(out)
+
+
+def _add_near_gaps(out: _Sums, first: _GeometricLaw, second: _GeometricLaw, dz: float, *, tie: bool, square: bool):
+    """The pairs at gaps d < D (f(d) ≥ 1), first's atom the larger: every gap on its own, the runs of one f summed
+    over their gaps before first's factors are applied (the gap 0 of a square on its own: the others count twice).
+    Split: each pair's mass to the two points by θ(d); merged: to y_{i+f} with its moment
+    e^{−fΔz}·(r_i·m_j + m_i·r_j·e^{−dΔz})."""
+    u = _UNIT_ROUNDOFF
+    merged = first.moment is not None
+    shifts, theta, slack, _ = _pair_table(dz)
+    longest = int(np.max(np.diff(np.flatnonzero(np.diff(np.concatenate([[-1], shifts, [-2]])) != 0))))
+    n1, n2 = first.mass.size, second.mass.size
+    offset = first.start - second.start  # second's index of the pair (first's index p, gap d): p + offset − d
+    base = first.start - out.lo  # the output position of first's index 0 at f = 0
+    m1, e1 = first.mass, first.mass_error
+    d_lo, d_hi = max(0 if tie else 1, offset - n2 + 1), min(shifts.size, offset + n1)
+    rows = max(1, (1 << 19) // n1)
+    for c0 in range(d_lo, d_hi, rows):
+        c1 = min(d_hi, c0 + rows)
+        f_chunk = shifts[c0:c1]
+        cuts = np.diff(f_chunk) != 0
+        if square and c0 == 0 and c1 > 1:
+            cuts[0] = True
+        runs = np.concatenate([[0], np.flatnonzero(cuts) + 1])
+        weight = np.where(np.arange(c0, c1)[runs] >= 1, 2.0, 1.0)[:, None] if square else 1.0
+        rounding = (8.0 + longest) * u + np.maximum.reduceat(slack[c0:c1], runs)[:, None]  # products, θ, e^{−dΔz}
+
+        window = (offset, n1, c0, c1, runs, weight)
+        sum_mass, sum_error = _run_sums(second.mass, window), _run_sums(second.mass_error, window)
+        pair = m1 * sum_mass
+        carried = e1 * (sum_mass + sum_error) + m1 * sum_error + rounding * pair
+        if merged:
+            fall = np.exp(-np.arange(c0, c1) * dz)[:, None]
+            sum_moment = _run_sums(second.moment, window, fall)
+            sum_moment_error = _run_sums(second.moment_error, window, fall)
+            scale = np.exp(-f_chunk[runs] * dz)[:, None]
+            pair_moment = scale * (first.moment * sum_mass + m1 * sum_moment)
+            moment_carried = (
+                scale
+                * (
+                    first.moment_error * (sum_mass + sum_error)
+                    + first.moment * sum_error
+                    + e1 * (sum_moment + sum_moment_error)
+                    + m1 * sum_moment_error
+                )
+                + (rounding + 3.0 * u) * pair_moment
+            )
+            parts = [(0, pair, carried, pair_moment, moment_carried)]
+        else:
+            up = np.minimum(m1 * _run_sums(second.mass, window, theta[c0:c1, None]), pair)
+            # A pair's carried error on its upper point (the larger R); the split's own rounding (θ's) likewise.
+            parts = [(0, pair - up, None, None, None), (1, up, carried + u * pair, None, None)]
+        for r, f in enumerate(f_chunk[runs].tolist()):
+            for lift, part, part_error, part_moment, part_moment_error in parts:
+                at = slice(base + f + lift, base + f + lift + n1)
+                out.add(
+                    at,
+                    part[r],
+                    None if part_error is None else part_error[r],
+                    None if part_moment is None else part_moment[r],
+                    None if part_moment_error is None else part_moment_error[r],
+                )
+        out.terms += 2 * runs.size
+
+
+def _run_sums(values: np.ndarray, window: tuple, factor: np.ndarray | None = None) -> np.ndarray:
+    """Σ over each run of gaps of values[p + offset − d] (times ``factor`` per gap), times the run's weight."""
+    offset, width, d_lo, d_hi, runs, weight = window
+    rows = _rows(values, offset, width, d_lo, d_hi)
+    return np.add.reduceat(rows if factor is None else rows * factor, runs, axis=0) * weight
+
+
+def _add_far_gaps(out: _Sums, first: _GeometricLaw, second: _GeometricLaw, dz: float, *, square: bool) -> None:
+    """The pairs at gaps d ≥ D (f = 0), first's atom the larger: all of second's atoms j ≤ i − D, by prefix sums of
+    second's masses and of its moments (split: its masses) weighted by e^{jΔz} — partial sums that are the sums wanted,
+    so each is accurate to a few ulps of itself. Split: the share e^{−dΔz}/(e^{Δz} − 1) of each pair goes up."""
+    u = _UNIT_ROUNDOFF
+    merged = first.moment is not None
+    far_slack = _pair_table(dz)[3]
+    near = _pair_table(dz)[0].size
+    n1, n2 = first.mass.size, second.mass.size
+    offset = first.start - second.start
+    base = first.start - out.lo
+    m1, e1 = first.mass, first.mass_error
+    q_hi = np.clip(np.arange(n1) + offset - near + 1, 0, n2)
+    if not q_hi.any():
+        return
+    weight = 2.0 if square else 1.0
+    rise = np.exp(np.arange(n2) * dz)  # to (q·Δz + 2) ulps
+    fall = np.exp(-(np.arange(n1) + offset) * dz)  # y_{second.start}/y_i, to (|·|Δz + 2) ulps
+    fall_error = (np.abs(np.arange(n1) + offset) * dz + 3.0) * u
+    spread = second.moment if merged else second.mass
+    spread_error = second.moment_error if merged else second.mass_error
+    w_mass, w_mass_rel = _prefix_at(second.mass, q_hi)
+    w_mass_error, _ = _prefix_at(second.mass_error, q_hi)
+    w_spread, w_spread_rel = _prefix_at(spread * rise, q_hi)
+    w_spread_error, _ = _prefix_at(spread_error * rise + (np.arange(n2) * dz + 3.0) * u * spread * rise, q_hi)
+    w_spread, w_spread_error = w_spread * fall, w_spread_error * fall * (1.0 + 4.0 * u)
+    w_spread_error += (w_spread_rel + fall_error) * w_spread
+    w_mass_error = w_mass_error * (1.0 + 4.0 * u) + w_mass_rel * w_mass
+    total = m1 * w_mass
+    total_error = e1 * (w_mass + w_mass_error) + m1 * w_mass_error + (u + far_slack) * total
+    at = slice(base, base + n1)
+    if merged:
+        far_moment = first.moment * w_mass + m1 * w_spread
+        far_moment_error = first.moment_error * (w_mass + w_mass_error) + first.moment * w_mass_error
+        far_moment_error += e1 * (w_spread + w_spread_error) + m1 * w_spread_error + (3.0 * u + far_slack) * far_moment
+        out.add(at, weight * total, weight * total_error, weight * far_moment, weight * far_moment_error)
+    else:
+        up = np.minimum(m1 * w_spread / math.expm1(dz), total)
+        up_error = (e1 * (w_spread + w_spread_error) + m1 * w_spread_error) / math.expm1(dz) + 3.0 * u * up
+        out.add(at, weight * (total - up), None)
+        out.add(slice(base + 1, base + 1 + n1), weight * up, weight * (total_error + up_error + u * total))
+    out.terms += 2
+
+
+def _realign(out: _Sums, dz: float) -> None:
+    """A merged atom at or above y_{k+1} joins the next point (its moment over y_{k+1}: e^{−Δz} of it); all points are
+    moved at once, so an atom moves by one point at most."""
+    u = _UNIT_ROUNDOFF
+    assert out.moment is not None and out.moment_error is not None
+    moved = np.flatnonzero((out.moment >= out.mass * math.exp(dz)) & (out.mass > 0))
+    if not moved.size:
+        return
+    carried = [out.mass[moved], out.mass_error[moved], out.moment[moved] * math.exp(-dz)]
+    carried.append(out.moment_error[moved] * math.exp(-dz) + 3.0 * u * carried[2])
+    for values, part in zip((out.mass, out.mass_error, out.moment, out.moment_error), carried, strict=True):
+        values[moved] = 0.0
+        values[moved + 1] += part
+    out.mass_error += u * out.mass
+    out.moment_error += u * out.moment
+
+
+def _trimmed(out: _Sums) -> _GeometricLaw:
+    """The accumulated law without the zeros at both ends and the atoms under 10⁻³⁰⁰ at the low end (see
+    ``_UNDERFLOW``)."""
+    keep = np.flatnonzero(out.mass > 0)
     if keep.size == 0:
         raise ArithmeticError("the law of S lost all its mass (a bug: please report it)")
-    first_kept = int(np.argmax(mass >= 1e-300)) if mass.max() >= 1e-300 else int(keep[0])
+    first_kept = int(np.argmax(out.mass >= 1e-300)) if out.mass.max() >= 1e-300 else int(keep[0])
     window = slice(min(first_kept, int(keep[-1])), int(keep[-1]) + 1)
     return _GeometricLaw(
-        start=lo + window.start,
-        mass=mass[window],
-        mass_error=mass_error[window],
-        moment=None if moment is None else moment[window],
-        moment_error=None if moment_error is None else moment_error[window],
+        start=out.lo + window.start,
+        mass=out.mass[window],
+        mass_error=out.mass_error[window],
+        moment=None if out.moment is None else out.moment[window],
+        moment_error=None if out.moment_error is None else out.moment_error[window],
     )
 
 
