@@ -1781,7 +1781,7 @@ def _add_mf_arguments(sgd: Any) -> None:
         "--monte-carlo",
         type=_positive_int,
         metavar="SAMPLES",
-        help="fixed-bins: add a Monte Carlo estimate under the verification rule, SAMPLES per direction",
+        help="fixed-bins, b-min-sep: add a Monte Carlo estimate under the verification rule, SAMPLES per direction",
     )
     mf.add_argument("--seed", type=int, help="--monte-carlo: the seed of its samples")
 

@@ -100,9 +100,130 @@ def test_monte_carlo_sits_below_the_unamplified_bound_and_is_reproducible():
 
 def test_monte_carlo_refusals():
     base = dict(dataset_size=160, batch_size=10, epochs=4, noise_multiplier=1.5, delta=1e-3, monte_carlo=10**5)
-    with pytest.raises(ValueError, match="applies to sampling 'fixed-bins' only"):
+    with pytest.raises(ValueError, match="applies to sampling 'fixed-bins' or 'b-min-sep' only"):
         mf_epsilon(mechanism="bsr", bands=4, sampling="cyclic", **base)
     signed = np.tril(np.ones((64, 64))) - 1.5 * np.eye(64)
     signed /= np.linalg.norm(signed, axis=0).max()
     with pytest.raises(ValueError, match="must be non-negative for the Monte Carlo"):
         mf_epsilon(mechanism="matrix", strategy=signed, sampling="fixed-bins", **base)
+
+
+# --------------------------------------------------------------------------------------------
+# b-min-sep sampling
+# --------------------------------------------------------------------------------------------
+
+
+def _b_min_sep_patterns(steps: int, separation: int, rate: float) -> dict[tuple[int, ...], float]:
+    """Every participation pattern of the stationary b-min-sep process over ``steps`` steps, with its probability."""
+    out: dict[tuple[int, ...], float] = {}
+
+    def walk(eligible: int, probability: float, taken: tuple[int, ...]) -> None:
+        if eligible >= steps:
+            out[taken] = out.get(taken, 0.0) + probability
+            return
+        walk(eligible + separation, probability * rate, (*taken, eligible))
+        if rate < 1:
+            walk(eligible + 1, probability * (1 - rate), taken)
+
+    start = 1.0 / (1.0 + (separation - 1) * rate)
+    walk(0, start, ())
+    for m in range(1, separation):
+        walk(m, rate * start, ())
+    return out
+
+
+@pytest.mark.parametrize(("separation", "rate"), [(1, 0.3), (2, 0.4), (3, 0.4), (3, 0.95), (4, 1.0)])
+def test_b_min_sep_loss_is_the_exact_likelihood_ratio(separation, rate):
+    # Against the sum over every participation pattern of the process (the exact mixture), on a 7-step strategy.
+    steps, sigma = 7, 0.8
+    coefficients = np.array([0.7, 0.5, 0.3, 0.2][:separation])
+    coefficients /= np.linalg.norm(coefficients)
+    patterns = _b_min_sep_patterns(steps, separation, rate)
+    assert sum(patterns.values()) == pytest.approx(1.0, abs=1e-12)
+    y = np.random.default_rng(3).standard_normal((steps, 6)) * sigma + 0.4
+    got = mc._b_min_sep_loss(mc._window_dots(y, coefficients), coefficients, separation, rate, sigma)
+    for column in range(y.shape[1]):
+        total = 0.0
+        for taken, probability in patterns.items():
+            mode = np.zeros(steps)
+            for s in taken:
+                rows = np.arange(s, min(steps, s + coefficients.size))
+                mode[rows] += coefficients[: rows.size]
+            total += probability * math.exp((mode @ y[:, column] - 0.5 * mode @ mode) / sigma**2)
+        assert got[column] == pytest.approx(math.log(total), abs=1e-12)
+
+
+def test_b_min_sep_participations_keep_their_separation_and_stationary_rate():
+    steps, separation, rate, samples = 120, 4, 0.2, 40_000
+    rows, cols = mc._participation_rows(steps, separation, rate, samples, np.random.default_rng(5))
+    order = np.lexsort((cols, rows))
+    rows, cols = rows[order], cols[order]
+    same = rows[1:] == rows[:-1]
+    assert np.all(np.diff(cols)[same] >= separation)
+    expected = 1.0 / (separation - 1 + 1.0 / rate)  # the stationary share of steps an example takes part in
+    for step in (0, 1, separation - 1, 60, steps - 1):
+        share = np.count_nonzero(cols == step) / samples
+        assert abs(share - expected) <= 5 * math.sqrt(expected * (1 - expected) / samples), step
+
+
+def test_b_min_sep_with_separation_one_is_poisson_dp_sgd():
+    """b = 1 and one band: each step takes part independently with probability p — DP-SGD under Poisson sampling,
+    whose certified PLD bracket is the reference."""
+    from dplens.accountant import events as ev
+
+    steps, rate, sigma, n = 10, 0.3, 1.0, 200_000
+    strategy = mf.banded_toeplitz_strategy([1.0], steps)
+    remove, add = mc.b_min_sep_losses(
+        strategy, min_separation=1, sampling_rate=rate, noise_multiplier=sigma, samples=n, rng=np.random.default_rng(2)
+    )
+    event = ev.PoissonSampled(sampling_rate=rate, event=ev.Gaussian(noise_multiplier=sigma))
+    for eps in (0.25, 1.0):
+        exact = pld.pld_delta([(event, steps)], eps)
+        for losses in (remove, add):
+            values = -np.expm1(np.minimum(eps - losses, 0.0))
+            assert mc._empirical_delta(losses, eps) <= exact.delta + 5 * values.std() / math.sqrt(n)
+        hat = max(mc._empirical_delta(remove, eps), mc._empirical_delta(add, eps))
+        assert abs(hat - exact.delta) <= 5 * values.std() / math.sqrt(n) + (exact.delta - exact.delta_lower)
+
+
+def test_b_min_sep_monte_carlo_sits_below_the_unamplified_bound_and_is_reproducible():
+    kw = dict(
+        mechanism="bandmf",
+        strategy=np.array([0.8, 0.5, 0.33]) / np.linalg.norm([0.8, 0.5, 0.33]),
+        sampling="b-min-sep",
+        min_separation=4,
+        dataset_size=400,
+        batch_size=40,
+        epochs=4,
+        noise_multiplier=1.0,
+        delta=1e-3,
+        monte_carlo=80_000,
+        seed=7,
+    )
+    r = mf_epsilon(**kw)
+    assert 0 < r.epsilon_monte_carlo < r.epsilon  # the estimate below the valid (unamplified) bound
+    payload = r.to_dict()
+    assert payload["epsilon"] == r.epsilon and payload["bound"] == "upper"
+    assert payload["monte_carlo"]["is_estimate"] and "b-min-sep" in payload["monte_carlo"]["dominating_pair"]
+    assert "rate 0.142857" in payload["monte_carlo"]["dominating_pair"]  # p = 1/(N/B − b + 1) = 1/7
+    assert mf_epsilon(**kw).epsilon_monte_carlo == r.epsilon_monte_carlo
+
+
+def test_b_min_sep_monte_carlo_refusals():
+    base = dict(
+        mechanism="bandmf",
+        sampling="b-min-sep",
+        dataset_size=400,
+        batch_size=40,
+        epochs=2,
+        noise_multiplier=1.0,
+        delta=1e-3,
+        monte_carlo=10**5,
+    )
+    three = np.array([0.8, 0.5, 0.33]) / np.linalg.norm([0.8, 0.5, 0.33])
+    with pytest.raises(ValueError, match="needs at most min_separation=2 bands; the strategy has 3"):
+        mf_epsilon(strategy=three, min_separation=2, **base)
+    with pytest.raises(ValueError, match="without a cap on participations"):
+        mf_epsilon(strategy=three, min_separation=4, max_participations=3, **base)
+    with pytest.raises(ValueError, match="batch_size=40 is too large for b-min-sep with min_separation=12"):
+        mf_epsilon(strategy=three, min_separation=12, **base)

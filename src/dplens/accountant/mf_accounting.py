@@ -667,18 +667,39 @@ def mf_epsilon(
 
 
 def _monte_carlo(run: _Run, sigma: float, delta: float, samples: int, seed: int | None) -> dict[str, Any]:
-    """The verified Monte Carlo estimate beside the bound (fixed bins only; :mod:`mf_monte_carlo`)."""
-    from dplens.accountant.mf_monte_carlo import fixed_bins_monte_carlo
+    """The verified Monte Carlo estimate beside the bound (fixed bins, b-min-sep; :mod:`mf_monte_carlo`)."""
+    from dplens.accountant import mf_monte_carlo as mc
 
-    if run.sampling != "fixed-bins":
-        raise ValueError(f"monte_carlo applies to sampling 'fixed-bins' only; got sampling={run.sampling!r}")
+    if run.sampling not in ("fixed-bins", "b-min-sep"):
+        raise ValueError(
+            f"monte_carlo applies to sampling 'fixed-bins' or 'b-min-sep' only; got sampling={run.sampling!r}"
+        )
     if run.relation is REPLACE_ONE:
         raise ValueError("monte_carlo is not offered under neighboring='replace_one' (its pair is add/remove)")
     if run.strategy is None:
         raise ValueError("monte_carlo needs the strategy's coefficients (--strategy FILE.npy)")
-    estimate = fixed_bins_monte_carlo(
-        run.strategy, period=run.period, noise_multiplier=sigma, delta=delta, samples=samples, seed=seed
-    )
+    if run.sampling == "fixed-bins":
+        estimate = mc.fixed_bins_monte_carlo(
+            run.strategy, period=run.period, noise_multiplier=sigma, delta=delta, samples=samples, seed=seed
+        )
+    else:
+        if run.max_participations is not None:
+            raise ValueError(
+                "monte_carlo models b-min-sep sampling without a cap on participations (jax_privacy's "
+                f"BMinSepSampling); got max_participations={run.max_participations}"
+            )
+        rate = mc.b_min_sep_rate(
+            dataset_size=run.dataset_size, batch_size=run.batch_size, min_separation=run.min_separation
+        )
+        estimate = mc.b_min_sep_monte_carlo(
+            run.strategy,
+            min_separation=run.min_separation,
+            sampling_rate=rate,
+            noise_multiplier=sigma,
+            delta=delta,
+            samples=samples,
+            seed=seed,
+        )
     return {"epsilon_monte_carlo": estimate.epsilon, "monte_carlo": estimate.to_dict()}
 
 

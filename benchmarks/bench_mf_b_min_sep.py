@@ -1,0 +1,112 @@
+"""b-min-sep BandMF: dplens's verified Monte Carlo estimate against jax_privacy 2.0's sampler (issue 48).
+
+    python benchmarks/bench_mf_b_min_sep.py [--samples N]   # prints the RESULTS.md rows
+
+For each configuration (a non-negative banded Toeplitz strategy of ``bands`` coefficients, T steps, separation b, the
+rate p of jax_privacy's ``BMinSepSampling`` with its warm start, σ): the seconds each library takes to draw ``N``
+privacy-loss samples per direction (both processes warm: imports and the first call excluded, best of two), dplens's
+verified ε at δ = 1e-3 beside the unamplified bound, and, on the *same* noise draws (the P-samples of dplens), the
+largest difference between jax_privacy's privacy loss and dplens's, whose recursion is checked against the exact
+sum over participation patterns in tests/accountant/test_mf_monte_carlo.py: for b ≥ 3 bands jax_privacy's loss
+reverses the truncated column norms of the last b − 1 steps (``squared_norms[-c.size+1:] = cumsum(c²)[:-1]``, where
+the column of step T − r keeps its first r coefficients).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from dplens.accountant import conversions
+from dplens.accountant import matrix_factorization as mf
+from dplens.accountant import mf_monte_carlo as mc
+
+#: (bands, T, b, p, σ)
+CASES = [(4, 500, 4, 0.05, 1.0), (8, 500, 8, 0.05, 1.0), (8, 2000, 16, 0.02, 1.5)]
+
+
+def _coefficients(bands: int) -> np.ndarray:
+    c = np.linspace(1.0, 0.3, bands)
+    return c / np.linalg.norm(c)
+
+
+def _best(function, repeats: int = 2) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def _row(case, samples: int) -> str:
+    from jax_privacy import batch_selection
+    from jax_privacy.experimental.monte_carlo import sample_generation
+
+    bands, steps, separation, rate, sigma = case
+    c = _coefficients(bands)
+    strategy = mf.banded_toeplitz_strategy(c, steps)
+    ours = _best(
+        lambda: mc.b_min_sep_losses(
+            strategy,
+            min_separation=separation,
+            sampling_rate=rate,
+            noise_multiplier=sigma,
+            samples=samples,
+            rng=np.random.default_rng(0),
+        )
+    )
+    plan = batch_selection.BMinSepSampling(sampling_prob=rate, iterations=steps, min_sep=separation, warm_start=True)
+
+    def theirs_both() -> None:
+        for positive in (True, False):
+            sample_generation.get_privacy_loss_sample(
+                plan, sigma, c, seed=1, positive_sample=positive, num_samples=samples
+            )
+
+    theirs = _best(theirs_both)
+    estimate = mc.b_min_sep_monte_carlo(
+        strategy,
+        min_separation=separation,
+        sampling_rate=rate,
+        noise_multiplier=sigma,
+        delta=1e-3,
+        samples=samples,
+        seed=0,
+    )
+    sens = mf.minsep_sensitivity(strategy, min_separation=separation).value
+    unamplified = conversions.gdp_epsilon(sens * (1 + mf.SENSITIVITY_MARGIN) / sigma, 1e-3)
+    # The same noise through both losses (P-samples: y = σz + Cx).
+    rng = np.random.default_rng(3)
+    y = rng.standard_normal((steps, 2000)) * sigma
+    rows, cols = mc._participation_rows(steps, separation, rate, 2000, rng)
+    for band, value in enumerate(c.tolist()):
+        inside = cols + band < steps
+        y[cols[inside] + band, rows[inside]] += value
+    our_loss = mc._b_min_sep_loss(mc._window_dots(y, c), c, separation, rate, sigma)
+    their_loss = sample_generation.compute_privacy_loss(plan, y, sigma, c)
+    gap = float(np.max(np.abs(np.asarray(their_loss) - our_loss)))
+    return (
+        f"| {bands}, {steps}, {separation}, {rate:g}, {sigma:g} | {samples} | {theirs:.2f} s | {ours:.2f} s | "
+        f"{theirs / ours:.1f}× | {estimate.epsilon:.4f} ({estimate.epsilon_remove:.4f}, {estimate.epsilon_add:.4f}) | "
+        f"{unamplified:.3f} | {gap:.2e} |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=100_000, help="privacy-loss samples per direction")
+    args = parser.parse_args()
+    print(
+        "| bands, T, b, p, σ | samples per direction | jax_privacy 2.0 | dplens | ratio | "
+        "dplens verified ε at δ = 1e-3 (remove, add) | unamplified ε | max abs loss gap, same draws |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for case in CASES:
+        print(_row(case, args.samples), flush=True)
+
+
+if __name__ == "__main__":
+    main()
