@@ -883,7 +883,10 @@ def _coordinate(s: float, dz: float) -> tuple[_GeometricLaw, _GeometricLaw, floa
     split_mass[:-1] += mass - up
     split_mass[1:] += up
     # The share sent up: its own relative error (the moment's, expm1's and the division's), and the subtraction's.
-    up_error = (relative + 8.0 * u) * up
+    # The share's integrand φ·expm1(x − kΔz)/expm1(Δz) is O(Δz) where its derivatives are not: its own quadrature bound
+    # (the Leibniz terms of expm1's derivatives add 1 = s/s to (|z| + √(2n))/s) relative to its ~Δz/2 of the cell.
+    up_relative = relative + _quadrature_error(dz, np.maximum(z_max, tilted_max) + s, s) * 2.0 / dz
+    up_error = (up_relative + 8.0 * u) * up
     split_error[:-1] += relative * mass + up_error + u * mass
     split_error[1:] += up_error
     split = _GeometricLaw(start=k_lo, mass=split_mass, mass_error=split_error + 2.0 * u * split_mass)
@@ -1031,8 +1034,9 @@ def _add_near_gaps(out: _Sums, first: _GeometricLaw, second: _GeometricLaw, dz: 
             parts = [(0, pair, carried, pair_moment, moment_carried)]
         else:
             up = np.minimum(m1 * _run_sums(second.mass, window, theta[c0:c1, None]), pair)
-            # A pair's carried error on its upper point (the larger R); the split's own rounding (θ's) likewise.
-            parts = [(0, pair - up, None, None, None), (1, up, carried + u * pair, None, None)]
+            # Both parts' errors on the upper point (the larger R): the inputs' errors split between the parts as the
+            # pairs do (θ and 1 − θ), the roundings of the share up counted for it and again for the part below.
+            parts = [(0, pair - up, None, None, None), (1, up, carried + (2.0 * rounding + u) * pair, None, None)]
         for r, f in enumerate(f_chunk[runs].tolist()):
             for lift, part, part_error, part_moment, part_moment_error in parts:
                 at = slice(base + f + lift, base + f + lift + n1)
@@ -1093,7 +1097,7 @@ def _add_far_gaps(out: _Sums, first: _GeometricLaw, second: _GeometricLaw, dz: f
         up = np.minimum(m1 * w_spread / math.expm1(dz), total)
         up_error = (e1 * (w_spread + w_spread_error) + m1 * w_spread_error) / math.expm1(dz) + 3.0 * u * up
         out.add(at, weight * (total - up), None)
-        out.add(slice(base + 1, base + 1 + n1), weight * up, weight * (total_error + up_error + u * total))
+        out.add(slice(base + 1, base + 1 + n1), weight * up, weight * (total_error + 2.0 * up_error + u * total))
     out.terms += 2
 
 
