@@ -109,3 +109,16 @@ def test_per_user_clipping_refuses_what_it_cannot_do():
         per_user_optimizer(torch.optim.SGD(model.parameters(), lr=1.0), expected_users_per_batch=1.0)
     with pytest.raises(ValueError, match="expected_users_per_batch must be a number > 0"):
         per_user_optimizer(optimizer, expected_users_per_batch=0)
+
+
+def test_a_step_that_draws_no_user_is_a_noise_only_step():
+    rows = np.ones((3, 2))
+    model, optimizer, inputs = _private(rows, sigma=0.0)
+    users = per_user_optimizer(optimizer, expected_users_per_batch=2.0)
+    empty = inputs[:0]
+    users.zero_grad()
+    model(empty).sum().backward()
+    users.set_users([])
+    before = next(model.parameters()).detach().clone()
+    users.step()  # σ = 0: nothing moves, and nothing fails on the empty batch
+    assert torch.equal(next(model.parameters()).detach(), before)

@@ -99,6 +99,8 @@ def _per_user_class() -> type:
             """The user of each row of the coming batch (a sequence or tensor of integer labels, one per example);
             consumed by the next ``step()``."""
             labels = torch.as_tensor(users)
+            if labels.numel() == 0:  # a step that drew no user (as_tensor([]) is float)
+                labels = labels.reshape(0).to(torch.int64)
             if labels.ndim != 1 or labels.dtype.is_floating_point or labels.dtype == torch.bool:
                 raise ValueError(
                     f"per_user_optimizer: set_users needs a 1-D sequence of integer user labels; got shape "
@@ -119,7 +121,7 @@ def _per_user_class() -> type:
                 raise ValueError(
                     f"per_user_optimizer: set_users was given {len(users)} users for a batch of {rows} examples"
                 )
-            grads = [g.reshape(rows, -1) for g in self.grad_samples]
+            grads = [g.reshape(g.shape[0], math.prod(g.shape[1:])) for g in self.grad_samples]  # also 0 rows
             labels, inverse = torch.unique(users.to(grads[0].device), return_inverse=True)
             per_user = [torch.zeros(len(labels), g.shape[1], dtype=g.dtype, device=g.device) for g in grads]
             for total, g in zip(per_user, grads, strict=True):
