@@ -1,6 +1,6 @@
 """b-min-sep BandMF: dplens's verified Monte Carlo estimate against jax_privacy 2.0's sampler (issue 48).
 
-    python benchmarks/bench_mf_b_min_sep.py [--samples N]   # prints the RESULTS.md rows
+    python benchmarks/bench_mf_b_min_sep.py [--samples N] [--opake PYTHON]   # prints the RESULTS.md rows
 
 For each configuration (a non-negative banded Toeplitz strategy of ``bands`` coefficients, T steps, separation b, the
 rate p of jax_privacy's ``BMinSepSampling`` with its warm start, σ): the seconds each library takes to draw ``N``
@@ -10,11 +10,18 @@ largest difference between jax_privacy's privacy loss and dplens's, whose recurs
 sum over participation patterns in tests/accountant/test_mf_monte_carlo.py: for b ≥ 3 bands jax_privacy's loss
 reverses the truncated column norms of the last b − 1 steps (``squared_norms[-c.size+1:] = cumsum(c²)[:-1]``, where
 the column of step T − r keeps its first r coefficients).
+
+``--opake PYTHON`` (a Python 3.13 with ``opake==0.16.1``): opake-dpftrl's own b-min-sep accountant (Monte Carlo PLD,
+``b_min_sep(mf_gaussian(σ, band_mf_strategy(bands=b)), n_steps=T, p0=B/N)``, its BandMF coefficients optimised by
+opake for T) beside dplens's verified estimate on the *same* coefficients (read off opake's strategy), 10⁶ samples
+per direction.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import time
 
 import numpy as np
@@ -95,10 +102,66 @@ def _row(case, samples: int) -> str:
     )
 
 
+#: (bands = b, T, p0 = B/N, σ, δ) for the opake comparison
+OPAKE_CASES = [(4, 40, 0.1, 1.0, 1e-3), (8, 200, 0.05, 1.0, 1e-3)]
+
+_OPAKE = """
+import json, sys, time
+import numpy as np
+from opake.dpftrl.accounting.amplification import b_min_sep
+from opake.dpftrl.accounting.mechanisms import mf_gaussian
+from opake.dpftrl.noise import band_mf_strategy
+bands, steps, p0, sigma, delta = json.loads(sys.argv[1])
+process = b_min_sep(mf_gaussian(sigma, band_mf_strategy(bands=bands)), n_steps=steps, p0=p0)
+start = time.perf_counter()
+epsilon = process.epsilon_at(delta)
+seconds = time.perf_counter() - start
+coefficients = np.asarray(process.inner.strategy.coefficients(n_steps=steps)).ravel().tolist()
+print(json.dumps({"epsilon": epsilon, "seconds": seconds, "coefficients": coefficients}))
+"""
+
+
+def _opake_rows(python: str) -> list[str]:
+    rows = [
+        "| bands = b, T, p0 = B/N, σ, δ | opake-dpftrl 0.16.1 ε (its MC PLD) | its time | dplens verified ε (remove, "
+        "add), 10⁶ samples per direction, seed 0 | dplens time |",
+        "|---|---|---|---|---|",
+    ]
+    for bands, steps, p0, sigma, delta in OPAKE_CASES:
+        done = subprocess.run(
+            [python, "-c", _OPAKE, json.dumps([bands, steps, p0, sigma, delta])],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        theirs = json.loads(done.stdout.strip().splitlines()[-1])
+        strategy = mf.banded_toeplitz_strategy(theirs["coefficients"], steps)
+        start = time.perf_counter()
+        ours = mc.b_min_sep_monte_carlo(
+            strategy,
+            min_separation=bands,
+            sampling_rate=mc.b_min_sep_rate(dataset_size=round(1000 / p0), batch_size=1000, min_separation=bands),
+            noise_multiplier=sigma,
+            delta=delta,
+            samples=10**6,
+            seed=0,
+        )
+        seconds = time.perf_counter() - start
+        rows.append(
+            f"| {bands}, {steps}, {p0:g}, {sigma:g}, {delta:g} | {theirs['epsilon']:.4f} | {theirs['seconds']:.1f} s | "
+            f"{ours.epsilon:.4f} ({ours.epsilon_remove:.4f}, {ours.epsilon_add:.4f}) | {seconds:.1f} s |"
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=100_000, help="privacy-loss samples per direction")
+    parser.add_argument("--opake", metavar="PYTHON", help="a Python with opake 0.16.1: compare its b-min-sep ε")
     args = parser.parse_args()
+    if args.opake:
+        print("\n".join(_opake_rows(args.opake)))
+        return
     print(
         "| bands, T, b, p, σ | samples per direction | jax_privacy 2.0 | dplens | ratio | "
         "dplens verified ε at δ = 1e-3 (remove, add) | unamplified ε | max abs loss gap, same draws |"
