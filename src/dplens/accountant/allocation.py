@@ -363,6 +363,11 @@ def _ladder_atoms(
     return losses, np.outer(masses, weights).ravel()
 
 
+#: log(1/η) of the others' lower deviation bound beside a ladder coordinate in the add direction (η = e^{-69} ≈ 10⁻³⁰:
+#: the failure's mass, at an infinite loss, is t·ν·η).
+_LADDER_TAIL_LOG = 69.0
+
+
 def _upper_side(
     sigma: float, steps: int, inclusion: float, spacing: float, top_index: int, scale: float, precision: float
 ) -> _Side:
@@ -429,12 +434,22 @@ def _upper_side(
         remove.add(*_ladder_atoms(values_l, (1.0 - inclusion) * steps * q_ladder, plain_other, inclusion, steps))
         error += (1.0 - inclusion) * (plain.round_off + plain.outside + steps * nu * others[2])
         infinity += (1.0 - inclusion) * 0.5 * steps * (steps - 1) * nu * nu
+    # Add direction, a draw with a coordinate on the ladder: S̃ ≥ c + the others' sum, and that sum of t − 1
+    # independent non-negative split coordinates is below its mean by x with probability ≤ exp(−x²/(2(t − 1)E[Y²]))
+    # (Maurer's lower tail for non-negative summands): S̃ ≥ c + x_lo but on that event (at an infinite loss). At
+    # 10⁸ steps, c ≈ 1930 alone put 3·10⁻⁸ of mass at the loss log(t/c) ≈ 10.9, a window the engine could not refine.
+    first = float(np.dot(atoms[1:], grid) + np.dot(q_ladder, values_l))
+    second = float(np.dot(atoms[1:], grid * grid) + np.dot(q_ladder, values_l * values_l))
+    others_low = max(
+        0.0, (steps - 1) * first * (1.0 - 1e-12) - math.sqrt(2.0 * (steps - 1) * second * _LADDER_TAIL_LOG)
+    )
+    ladder_floor = grid[-1:] + others_low
     return _Side(
         remove=remove.law(infinity=min(infinity, 1.0), error=error),
         add=_Law(
-            losses=np.append(-_log(_ratio(q_values, inclusion, steps)), -_log(_ratio(grid[-1:], inclusion, steps))),
+            losses=np.append(-_log(_ratio(q_values, inclusion, steps)), -_log(_ratio(ladder_floor, inclusion, steps))),
             mass=np.append(q_law.pmf, min(1.0, steps * nu)),
-            infinity=0.0,
+            infinity=min(1.0, steps * nu) * math.exp(-_LADDER_TAIL_LOG) if others_low > 0 else 0.0,
             error=2.0 * q_law.round_off + q_law.outside,
         ),
     )
