@@ -436,8 +436,9 @@ def _upper_side(
         infinity += (1.0 - inclusion) * 0.5 * steps * (steps - 1) * nu * nu
     # Add direction, a draw with a coordinate on the ladder: S̃ ≥ c + the others' sum, and that sum of t − 1
     # independent non-negative split coordinates is below its mean by x with probability ≤ exp(−x²/(2(t − 1)E[Y²]))
-    # (Maurer's lower tail for non-negative summands): S̃ ≥ c + x_lo but on that event (at an infinite loss). At
-    # 10⁸ steps, c ≈ 1930 alone put 3·10⁻⁸ of mass at the loss log(t/c) ≈ 10.9, a window the engine could not refine.
+    # (Maurer, "A bound on the deviation probability for sums of non-negative random variables", 2003, Theorem 1):
+    # S̃ ≥ c + x_lo but on that event (at an infinite loss). At 10⁸ steps, c ≈ 1930 alone put 3·10⁻⁸ of mass at the
+    # loss log(t/c) ≈ 10.9, a window the engine could not refine.
     first = float(np.dot(atoms[1:], grid) + np.dot(q_ladder, values_l))
     second = float(np.dot(atoms[1:], grid * grid) + np.dot(q_ladder, values_l * values_l))
     others_low = max(
