@@ -181,3 +181,23 @@ def test_monte_carlo_keys_beside_the_bound(tmp_path, capsys):
     assert code == 0 and payload["bound"] == "upper" and payload["epsilon_monte_carlo"] < payload["epsilon"]
     assert payload["monte_carlo"]["samples_per_direction"] == 100000 and payload["monte_carlo"]["is_estimate"]
     assert "delta_accounting" in payload["monte_carlo"] and payload["monte_carlo"]["delta"] == 1e-3
+
+
+def test_b_min_sep_gets_a_verified_monte_carlo_estimate_beside_the_unamplified_bound(capsys, tmp_path):
+    path = tmp_path / "bandmf3.npy"
+    coefficients = np.array([0.8, 0.5, 0.33])
+    np.save(path, coefficients / np.linalg.norm(coefficients))
+    argv = ["dp-sgd", "--mechanism", "bandmf", "--strategy", str(path), "--sampling", "b-min-sep"]
+    argv += ["--min-separation", "4", "--dataset-size", "400", "--batch-size", "40", "--epochs", "4"]
+    argv += ["--noise-multiplier", "1", "--delta", "1e-3", "--monte-carlo", "80000", "--seed", "1"]
+    code = main([*argv, "--json"])
+    out, err = capsys.readouterr()
+    payload = json.loads(out)
+    assert code == 0 and err == "" and payload["bound"] == "upper" and payload["sampling"] == "b-min-sep"
+    assert 0 < payload["epsilon_monte_carlo"] < payload["epsilon"]  # the estimate below the unamplified bound
+    assert payload["monte_carlo"]["is_estimate"] and "b-min-sep" in payload["monte_carlo"]["dominating_pair"]
+    assert main(argv) == 0 and "Monte Carlo ESTIMATE" in capsys.readouterr().out
+    # a batch too large for the separation: one line, exit 2
+    code = main([*argv[:8], "12", *argv[9:]])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and "too large for b-min-sep with min_separation=12" in err
