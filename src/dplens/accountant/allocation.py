@@ -1079,8 +1079,8 @@ def _add_far_gaps(out: _Sums, first: _GeometricLaw, second: _GeometricLaw, dz: f
     so each is accurate to a few ulps of itself. Split: the share e^{−dΔz}/(e^{Δz} − 1) of each pair goes up."""
     u = _UNIT_ROUNDOFF
     merged = first.moment is not None
-    far_slack = _pair_table(dz)[3]
-    near = _pair_table(dz)[0].size
+    shifts, _, _, far_slack = _pair_table(dz)
+    near = shifts.size
     n1, n2 = first.mass.size, second.mass.size
     offset = first.start - second.start
     base = first.start - out.lo
