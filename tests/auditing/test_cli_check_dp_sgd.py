@@ -47,6 +47,18 @@ STEPS = textwrap.dedent(
     def outside(n, rng):
         while True:
             yield np.array([0, n])
+
+    def _closures():
+        def step(g, rng):
+            return good(g, rng)
+
+        def sampler(n, rng):
+            while True:
+                yield rng.choice(n, 50, replace=False)
+
+        return step, sampler
+
+    local_step, local_sampler = _closures()
     """
 )
 BASE = ["--noise-multiplier", "1", "--max-grad-norm", "1", "--batch-size", "50", "--delta", "1e-5", "--quiet"]
@@ -117,6 +129,28 @@ def test_bad_input_is_one_line_exit_two(steps_module, capsys, extra, words):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--step", "{m}:local_step"], "the step function '{m}:local_step' cannot be sent to worker processes"),
+        (
+            ["--step", "{m}:good", "--sampler-function", "{m}:local_sampler"],
+            "the sampler function '{m}:local_sampler' cannot be sent to worker processes",
+        ),
+    ],
+)
+def test_a_function_workers_cannot_receive_is_named(steps_module, capsys, monkeypatch, extra, words):
+    # forkserver is what the pool uses once JAX or a GPU torch is loaded: the task is pickled, and a closure is not
+    monkeypatch.setenv("DPLENS_START_METHOD", "forkserver")
+    extra = [part.format(m=steps_module) for part in extra]
+    argv = ["check-dp-sgd", *extra, "--steps", "5", "--dataset-size", "5000", *BASE, "--trials", "50", "--workers", "2"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words.format(m=steps_module) in err and "Traceback" not in err, err
+    monkeypatch.setenv("DPLENS_START_METHOD", "fork")  # forked workers inherit the closure: it runs
+    assert main([*argv, "--json"]) == 0
 
 
 def test_neither_steps_nor_epochs(steps_module, capsys):

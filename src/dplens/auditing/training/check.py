@@ -18,6 +18,7 @@ in the result (``stated_assumptions``), its JSON and the report.
 
 from __future__ import annotations
 
+import pickle
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -211,6 +212,31 @@ def _sampler(function: Any, decl: Declaration) -> BatchSource:
     return BatchSource(decl.sampler, decl.dataset_size, decl.batch_size, decl.steps, function, name)
 
 
+def _check_sendable(step: StepSubject, source: BatchSource, workers: int, scheduler: Any) -> None:
+    """Name the user function a process pool cannot receive, before any training runs.
+
+    With workers > 1 the local pool pickles the task unless it forks (``runner.choose_start_method``: forkserver or
+    spawn once JAX, a GPU torch or TensorFlow is loaded); the runner's own message cannot say which function failed.
+    """
+    from dplens.auditing import runner
+
+    if workers <= 1 or scheduler is not None or runner.choose_start_method()[0] == "fork":
+        return
+    # a framework subject (Opacus, jax_privacy) is sent whole by its own adapter; a framework-free step is user code
+    parts = [("step function", step.name, step.step)] if step.kind == "framework-free" else []
+    if source.is_user:
+        parts.append(("sampler function", source.name, source.function))
+    for role, name, function in parts:
+        try:
+            pickle.dumps(function)
+        except Exception as err:  # PicklingError, AttributeError ("Can't pickle local object"), TypeError
+            raise ValueError(
+                f"check_dp_sgd: the {role} {name!r} cannot be sent to worker processes (workers={workers}; "
+                f"{type(err).__name__}: {err}); define it at module level (not as a lambda or closure), or use "
+                "workers=1"
+            ) from None
+
+
 def check_dp_sgd(
     subject: Any,
     *,
@@ -269,6 +295,7 @@ def check_dp_sgd(
     assumptions = stated_assumptions(assume_finite_gradients=assume_finite_gradients)
     step = subject if isinstance(subject, StepSubject) else StepSubject(subject)
     source = _sampler(sampler_function, decl)
+    _check_sendable(step, source, workers, scheduler)
     chosen = trials is None
     trials = default_trials(total) if chosen else trials
     run = dict(trials=trials, seed=seed, workers=workers, scheduler=scheduler, progress=progress)
