@@ -221,12 +221,16 @@ class MakePrivate:
 
     ``physical_loader``: make_private is handed a loader of physical batches of that size (the accountant's rate and
     the expected batch size are then the physical ones: "accounted at the physical batch size");
-    ``ignore_skips``: the optimizer ignores BatchMemoryManager's skip signals (noise added at every physical step)."""
+    ``ignore_skips``: the optimizer ignores BatchMemoryManager's skip signals (noise added at every physical step);
+    ``planted``: one of :data:`PLANTED_OPTIMIZERS`, a bug planted in the wrapped optimizer's own methods."""
 
-    def __init__(self, *, sigma=SIGMA, clip=C, poisson=True, physical_loader=None, ignore_skips=False, **options):
+    def __init__(
+        self, *, sigma=SIGMA, clip=C, poisson=True, physical_loader=None, ignore_skips=False, planted=None, **options
+    ):
         self.sigma, self.clip, self.poisson = sigma, clip, poisson
         self.physical_loader, self.ignore_skips, self.options = physical_loader, ignore_skips, options
-        self.__qualname__ = f"MakePrivate(sigma={sigma}, clip={clip}, poisson={poisson})"
+        self.planted = planted
+        self.__qualname__ = f"MakePrivate(sigma={sigma}, clip={clip}, poisson={poisson}, planted={planted})"
 
     def __call__(self, module, optimizer, loader):
         import warnings
@@ -249,11 +253,62 @@ class MakePrivate:
             )
         if self.ignore_skips:
             wrapped[1].signal_skip_step = _no_skip
+        if self.planted is not None:
+            optimizer = wrapped[1]
+            setattr(optimizer, *PLANTED_OPTIMIZERS[self.planted](optimizer))
         return wrapped
 
 
 def _no_skip(do_skip=True):
     return None
+
+
+def _rank_one_noise(optimizer):
+    """add_noise drawing one normal per parameter tensor, broadcast over it: every direction orthogonal to the
+    all-ones vector is noiseless."""
+    import torch
+    from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processed
+
+    def add_noise():
+        std = optimizer.noise_multiplier * optimizer.max_grad_norm
+        for p in optimizer.params:
+            _check_processed_flag(p.summed_grad)
+            draw = torch.normal(0.0, std, size=(), generator=optimizer.generator)
+            p.grad = (p.summed_grad + draw).view_as(p)
+            _mark_as_processed(p.summed_grad)
+
+    return "add_noise", add_noise
+
+
+def _actual_batch_scale(optimizer):
+    """scale_grad dividing by the batch's realised size instead of the expected one (Opacus issue 420)."""
+
+    def scale_grad():
+        for p in optimizer.params:
+            grads = p.grad_sample if isinstance(p.grad_sample, list) else [p.grad_sample]
+            p.grad /= max(1, sum(int(g.shape[0]) for g in grads))
+
+    return "scale_grad", scale_grad
+
+
+def _reseeded_generator(optimizer):
+    """add_noise re-seeding the optimizer's noise generator to the same state before every step."""
+    import torch
+
+    original = optimizer.add_noise
+
+    def add_noise():
+        optimizer.generator = torch.Generator().manual_seed(0)
+        original()
+
+    return "add_noise", add_noise
+
+
+PLANTED_OPTIMIZERS = {
+    "rank-one": _rank_one_noise,
+    "actual-batch": _actual_batch_scale,
+    "reseeded-generator": _reseeded_generator,
+}
 
 
 class Loader:
@@ -293,6 +348,15 @@ OPACUS_CASES = {
     ),
     "Opacus accounted at the physical batch size (50)": _opacus_case(
         MakePrivate(physical_loader=50), "poisson", "poisson", "gradient_accumulation", physical=50
+    ),
+    "Opacus rank-one noise (one draw broadcast over each tensor)": _opacus_case(
+        MakePrivate(planted="rank-one"), "poisson", "poisson", "noise_gaussian_independent"
+    ),
+    "Opacus normalised by the actual batch size (issue 420)": _opacus_case(
+        MakePrivate(planted="actual-batch"), "poisson", "poisson", "normalisation"
+    ),
+    "Opacus noise generator re-seeded before every step": _opacus_case(
+        MakePrivate(planted="reseeded-generator"), "poisson", "poisson", "fresh_noise"
     ),
     "Opacus noise added at every physical step (50): DEVIATION": _opacus_case(
         MakePrivate(ignore_skips=True), "poisson", "poisson", "DEVIATION:gradient_accumulation", physical=50
