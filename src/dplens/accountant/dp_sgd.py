@@ -235,8 +235,9 @@ def _run_allocation(sampler, relation, sigma, n, b, steps) -> _Plan:
 
 def _run_fixed_size(sampler, relation, sigma, n, b, steps) -> _Plan:
     q = b / n
-    # Substitution: Wang, Balle, Kasiviswanathan (2019) for the upper bound (σ relative to the 2C sensitivity); the
-    # record +1 replaced by −1 among others at −1 is the Poisson pair at q with σ/2 (attained).
+    # Substitution (σ relative to the 2C sensitivity): the PLD route's symmetrised Poisson pair at q with σ/2, which
+    # dominates every step (pld_engine), beside Wang, Balle, Kasiviswanathan (2019) on the RDP route; the record +1
+    # replaced by −1 among others at −1 is the Poisson pair at q with σ/2 itself (attained).
     step = ev.SampledWithoutReplacement(sample_size=b, dataset_size=n, event=_gaussian(sigma / 2.0, REPLACE_ONE))
     if relation is ZERO_OUT:
         # A zeroed record is a substituted one (the same N), so the substitution bound holds. The Poisson pair at q is

@@ -815,6 +815,84 @@ def _(event: ev.PoissonSampled, grid: LossGrid) -> EventPld:
     return EventPld(remove=discretise(remove, grid), add=discretise(add, grid))
 
 
+def _symmetrised_losses(remove: PrivacyLoss) -> PrivacyLoss:
+    """The symmetric pair (P_S, Q_S) whose profile equals ``remove``'s at every ε ≥ 0.
+
+    With ω the law of the remove pair's loss L under P and ω′ under Q: P_S keeps ω on L > 0, puts ω′'s mass of L ∈ dm
+    at −m, and an atom at 0 of 1 − P(L > 0) − Q(L > 0); Q_S is its mirror (Q_S-mass at ℓ = P_S-mass at −ℓ), so
+    dP_S/dQ_S = e^ℓ, and (Q_S, P_S) has the same loss law as (P_S, Q_S). δ_S(ε) = E[(1 − e^{ε − L})₊] reads only
+    L > ε, so it equals the remove pair's for ε ≥ 0. The atom is ≥ 0 for the subsampled Gaussian's remove pair: L > 0
+    ⟺ x > ½ (σ′ units), and Q(x > ½) = Φ̄ ≤ (1 − q)Φ + qΦ̄ = P(x ≤ ½) since Φ ≥ ½.
+    """
+    assert remove.masses is not None and remove.truncation is not None and not len(remove.atoms)
+    zero = np.zeros(1)
+    _, p_pos, _, q_pos = (float(part[0]) for part in remove.masses(zero))
+    atom = max(0.0, 1.0 - p_pos - q_pos)
+    total = p_pos + q_pos  # the continuous mass of each side
+
+    def masses(losses: np.ndarray):
+        positive = losses >= 0
+        _, p_above, _, q_above = remove.masses(np.abs(losses))  # P(L > |l|), Q(L > |l|) of the remove pair
+        # l ≥ 0: P_S(L > l) = P(L > l), Q_S(L > l) = Q(L > l); l < 0: P_S(L ≤ l) = Q(L > −l), Q_S(L ≤ l) = P(L > −l).
+        sf_p = np.where(positive, p_above, total - q_above)
+        cdf_p = np.where(positive, total - p_above, q_above)
+        sf_q = np.where(positive, q_above, total - p_above)
+        cdf_q = np.where(positive, total - q_above, p_above)
+        return cdf_p, sf_p, cdf_q, sf_q
+
+    def truncation(tail: float) -> tuple[float, float]:
+        high = max(0.0, remove.truncation(tail)[1])  # below −high: Q(L > high) ≤ P(L > high) ≤ tail (Q = e^{−L}P)
+        return -high, high
+
+    return PrivacyLoss(masses=masses, truncation=truncation, atoms=((0.0, atom, atom),) if atom > 0 else ())
+
+
+@loss_distribution.register
+def _(event: ev.SampledWithoutReplacement, grid: LossGrid) -> EventPld:
+    """A fixed-size subset of B of the N records each step (sampling without replacement), replace-one adjacency:
+    the symmetrised remove pair of the Poisson-subsampled Gaussian at γ = B/N (:func:`_symmetrised_losses`).
+
+    The inner Gaussian's σ′ is relative to the base mechanism's replace-one sensitivity (σ/2 for DP-SGD: a replaced
+    record moves the sum by up to 2C), as for the RDP route (Wang, Balle, Kasiviswanathan 2019). Why the pair
+    dominates every step, for every α = e^ε ≥ 0 (so the composition of the runs is dominated by its composition:
+    Zhu, Dong, Wang 2022, arXiv 2106.08567, Theorem 10):
+
+    1. Couple the batches of D and D′ (x ↦ x′): a uniform (B − 1)-subset R of the other records, one more other
+       record r ∉ R, and x in the batch with probability γ independently (the batch is R ∪ {x}, else R ∪ {r}). Given
+       (R, r) the two outputs are (1 − γ)A + γB and (1 − γ)A + γB′ with A, B, B′ Gaussians of σ′ whose centres are
+       at most 1 (σ′ units) apart pairwise; H_{e^ε} is jointly convex, so it suffices to bound such a triple.
+    2. For ε ≥ 0, advanced joint convexity (Balle, Barthe, Gaboardi 2018, arXiv 1807.01647, Theorem 2) is the
+       pointwise identity H_{e^ε}((1 − γ)A + γB ‖ (1 − γ)A + γB′) = γ·H_{e^{ε′}}(B ‖ (1 − β)A + βB′),
+       e^{ε′} = 1 + (e^ε − 1)/γ, β = e^{ε − ε′}; convexity in the second argument and the Gaussian curve's
+       monotonicity in the distance bound it by γ·δ_{N(1, σ′²)‖N(0, σ′²)}(ε′), which the remove pair
+       ((1 − γ)N(0, σ′²) + γN(1, σ′²), N(0, σ′²)) attains (A = B′). The relation is symmetric, so this bounds
+       both orders of (D, D′).
+    3. For α = e^ε < 1, H_α(M(D) ‖ M(D′)) = 1 − α + α·H_{1/α}(M(D′) ‖ M(D)) ≤ 1 − α + α·δ_S(−ε) = H_α(P_S ‖ Q_S), by
+       step 2 and the symmetry of (P_S, Q_S).
+
+    Zero-out (a record replaced by a zero-gradient one) is a replacement, so the pair bounds it too. The remove pair
+    itself is attained (the record at +C, its replacement and every other record at −C), so its composition is the
+    lower end of the bracket (:mod:`dplens.accountant.dp_sgd`); only the pair's negative losses differ.
+    """
+    replacements = (ev.NeighboringRelation.REPLACE_ONE, ev.NeighboringRelation.REPLACE_SPECIAL)
+    if event.neighboring is not ev.NeighboringRelation.REPLACE_ONE or grid.neighboring not in replacements:
+        raise UnsupportedEventError(
+            f"the PLD engine models sampling without replacement under replace-one adjacency (or zero-out, a "
+            f"replacement by the null record); got {event!r} in a {grid.neighboring.value} ledger"
+        )
+    sigma = effective_noise_multiplier(event.event)
+    if sigma is None:
+        raise UnsupportedEventError(
+            f"the PLD engine models sampling without replacement of Gaussians only; got {event!r}"
+        )
+    if math.isinf(sigma):
+        return EventPld(remove=discretise(PrivacyLoss(masses=None, atoms=((0.0, 1.0, 1.0),)), grid))
+    if event.sampling_rate == 1.0:
+        return gaussian_pld(1.0 / sigma, grid)
+    remove, _ = _subsampled_gaussian_losses(event.sampling_rate, sigma)
+    return EventPld(remove=discretise(_symmetrised_losses(remove), grid))
+
+
 #: Truncated Poisson is modelled by the engine when a step truncates a batch holding the record with at most this
 #: probability (that step's loss is then counted as infinite); above it dp-accounting's mixture answers.
 MAX_TRUNCATION = 1e-18
