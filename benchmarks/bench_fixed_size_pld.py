@@ -37,8 +37,7 @@ def main() -> None:
     from dplens.accountant import events as ev
 
     print(
-        "| N, B, epochs, σ, δ (T) | PLD bracket [lower, upper] | width | time | RDP route (WBK19) "
-        "| dp-accounting RDP |"
+        "| N, B, epochs, σ, δ (T) | PLD bracket [lower, upper] | width | time | RDP route (WBK19) | dp-accounting RDP |"
     )
     print("|---|---|---|---|---|---|")
     for n, b, epochs, sigma, delta in CONFIGURATIONS:
