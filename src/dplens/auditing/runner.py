@@ -596,15 +596,22 @@ def _run_inherited(index: int, trials: int, seed: np.random.SeedSequence) -> np.
     return _INHERITED_TASK(index, trials, seed)
 
 
-def _check_picklable(task: ChunkTask) -> None:
+def pickling_error(value: Any) -> str | None:
+    """Why ``value`` cannot be sent to a worker process that is not forked ("TypeName: message"), or None."""
     try:
-        pickle.dumps(task)
+        pickle.dumps(value)
     except Exception as err:  # PicklingError, AttributeError ("Can't pickle local object"), TypeError
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def _check_picklable(task: ChunkTask) -> None:
+    why = pickling_error(task)
+    if why is not None:
         raise ValueError(
-            f"workers > 1: the audit's code cannot be sent to worker processes on this platform "
-            f"({type(err).__name__}: {err}); define score and target functions at module level (not as a lambda "
-            "or closure), or use workers=1"
-        ) from None
+            f"workers > 1: the audit's code cannot be sent to worker processes on this platform ({why}); define "
+            "score and target functions at module level (not as a lambda or closure), or use workers=1"
+        )
 
 
 def _stop_pool(pool: futures.ProcessPoolExecutor, *, kill: bool) -> None:

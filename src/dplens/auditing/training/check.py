@@ -18,7 +18,6 @@ in the result (``stated_assumptions``), its JSON and the report.
 
 from __future__ import annotations
 
-import pickle
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -227,14 +226,12 @@ def _check_sendable(step: StepSubject, source: BatchSource, workers: int, schedu
     if source.is_user:
         parts.append(("sampler function", source.name, source.function))
     for role, name, function in parts:
-        try:
-            pickle.dumps(function)
-        except Exception as err:  # PicklingError, AttributeError ("Can't pickle local object"), TypeError
+        why = runner.pickling_error(function)
+        if why is not None:
             raise ValueError(
-                f"check_dp_sgd: the {role} {name!r} cannot be sent to worker processes (workers={workers}; "
-                f"{type(err).__name__}: {err}); define it at module level (not as a lambda or closure), or use "
-                "workers=1"
-            ) from None
+                f"check_dp_sgd: the {role} {name!r} cannot be sent to worker processes (workers={workers}; {why}); "
+                "define it at module level (not as a lambda or closure), or use workers=1"
+            )
 
 
 def check_dp_sgd(
