@@ -133,3 +133,96 @@ def test_the_bracket_of_a_fixed_size_run_holds_the_poisson_pair_and_beats_the_re
     exact_pair = Accountant().compose(poisson, count=100).epsilon_result(1e-5)
     assert result.epsilon_lower <= exact_pair.epsilon and exact_pair.epsilon_lower <= result.epsilon
     assert result.epsilon < accountant.epsilon(1e-5, method="rdp")
+
+
+# --- the attained zero-out pair: a zeroed record among others at −C (samplers.ZeroedInFixedSizeBatch)
+
+
+@pytest.mark.parametrize(("rate", "sigma"), [(0.01, 1.0), (0.3, 0.7), (0.9, 2.0)])
+def test_the_two_mixture_loss_masses_match_roots_found_independently(rate, sigma):
+    # The loss from scipy's log-densities, its minimum and the two ends of {ℓ ≤ l} by Brent's method, the masses from
+    # scipy's normal CDF: against the engine's bisection on its own loss.
+    from scipy import optimize
+
+    from dplens.accountant import pld_engine
+
+    remove, add = pld_engine.two_mixture_losses(rate, sigma, 2.0, 1.0)
+
+    def log_mixture(x, high):
+        return np.logaddexp(
+            math.log1p(-rate) + stats.norm.logpdf(x, 0, sigma), math.log(rate) + stats.norm.logpdf(x, high, sigma)
+        )
+
+    def loss(x):
+        return float(log_mixture(x, 2.0) - log_mixture(x, 1.0))
+
+    def cdf(x, high):
+        return (1 - rate) * stats.norm.cdf(x, 0, sigma) + rate * stats.norm.cdf(x, high, sigma)
+
+    x_star = optimize.minimize_scalar(loss, bounds=(-20 * sigma, 1.5), method="bounded", options={"xatol": 1e-12}).x
+    floor = loss(x_star)
+    levels = np.array([0.9 * floor, 0.5 * floor, 0.1 * floor, 0.0, 0.3, 1.5, 4.0])
+    cdf_p, sf_p, cdf_q, sf_q = remove.masses(levels)
+    for i, level in enumerate(levels):
+        x2 = optimize.brentq(lambda x, level=level: loss(x) - level, x_star, 2 + 40 * sigma, xtol=1e-14)
+        if level < 0:
+            x1 = optimize.brentq(lambda x, level=level: loss(x) - level, -40 * sigma, x_star, xtol=1e-14)
+        else:
+            x1 = -math.inf
+        assert cdf_p[i] == pytest.approx(cdf(x2, 2.0) - cdf(x1, 2.0), rel=1e-9, abs=1e-15)
+        assert cdf_q[i] == pytest.approx(cdf(x2, 1.0) - cdf(x1, 1.0), rel=1e-9, abs=1e-15)
+        assert cdf_p[i] + sf_p[i] == pytest.approx(1.0, abs=1e-12)
+        assert cdf_q[i] + sf_q[i] == pytest.approx(1.0, abs=1e-12)
+    below_floor = remove.masses(np.array([1.1 * floor]))
+    assert below_floor[0][0] == 0.0 and below_floor[2][0] == 0.0
+    add_cdf_p, _, add_cdf_q, _ = add.masses(-levels)  # the reverse pair: L_add = −ℓ, X ~ Q
+    assert np.allclose(add_cdf_p, sf_q, rtol=1e-12) and np.allclose(add_cdf_q, sf_p, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("rate", "sigma"), [(0.05, 1.0), (0.3, 2.0)])
+def test_the_zeroed_record_pair_is_bracketed_around_its_exact_profile(rate, sigma):
+    from scipy import integrate
+
+    from dplens.accountant.samplers import ZeroedInFixedSizeBatch
+
+    event = ZeroedInFixedSizeBatch(noise_multiplier=sigma, sampling_rate=rate)
+
+    def mixture(x, high):
+        return (1 - rate) * stats.norm.pdf(x, 0, sigma) + rate * stats.norm.pdf(x, high, sigma)
+
+    for e in EPSILONS:
+        for first, second in ((2.0, 1.0), (1.0, 2.0)):  # both directions
+            exact = integrate.quad(
+                lambda x, a=first, b=second, e=e: max(0.0, mixture(x, a) - math.exp(e) * mixture(x, b)),
+                -12 * sigma,
+                2 + 12 * sigma,
+                points=[0.5, 1.0, 1.5],
+                limit=400,
+                epsabs=1e-13,
+            )[0]
+            accountant = Accountant(neighboring=ev.NeighboringRelation.REPLACE_SPECIAL).compose(event)
+            assert exact <= accountant.delta(e, method="pld") + 1e-12, (e, first, exact)
+    # the bracket's lower end: below the larger direction's exact δ at each ε
+    result = Accountant(neighboring=ev.NeighboringRelation.REPLACE_SPECIAL).compose(event).epsilon_result(1e-3)
+    assert result.epsilon_lower <= result.epsilon
+
+
+def test_a_zeroed_record_in_fixed_size_batches_gets_the_attained_pair_as_its_lower_end():
+    import dplens
+
+    zero_out = dplens.dp_sgd_epsilon(
+        dataset_size=60_000, batch_size=256, epochs=10, noise_multiplier=1.1, delta=1e-5, sampling="fixed-size"
+    )
+    poisson = dplens.dp_sgd_epsilon(dataset_size=60_000, batch_size=256, epochs=10, noise_multiplier=1.1, delta=1e-5)
+    replaced = dplens.dp_sgd_epsilon(
+        dataset_size=60_000,
+        batch_size=256,
+        epochs=10,
+        noise_multiplier=1.1,
+        delta=1e-5,
+        sampling="fixed-size",
+        neighboring="replace_one",
+    )
+    # zero-out: [the zeroed record's attained pair, the substitution bound], far above the Poisson ε
+    assert poisson.epsilon < zero_out.epsilon_lower < zero_out.epsilon == replaced.epsilon
+    assert zero_out.epsilon_lower < replaced.epsilon_lower

@@ -10,9 +10,10 @@ steps per epoch for the samplers that work in epochs.
 
 Every result carries ``epsilon`` — an upper bound on the true ε of the run under its sampler and neighbouring
 relation — and ``epsilon_lower``: the certified lower end of the bracket where the accounted pair is attained
-(Poisson, balls-and-bins, fixed bins, fixed-size subsets under zero-out, cyclic), or the best known lower bound where
-it is not (shuffled batches: Chua et al.'s constructions; truncated Poisson and substitution: an attained pair of a
-smaller sampling rate or noise). The truth lies in [epsilon_lower, epsilon]. The calibrated σ satisfies ε(σ) ≤ target.
+(Poisson, balls-and-bins, fixed bins, cyclic), or the best known lower bound where it is not (shuffled batches: Chua
+et al.'s constructions; truncated Poisson: an attained pair of a smaller sampling rate; fixed-size subsets: the
+attained pair below the symmetrised one that bounds them). The truth lies in [epsilon_lower, epsilon]. The
+calibrated σ satisfies ε(σ) ≤ target.
 """
 
 from __future__ import annotations
@@ -244,12 +245,16 @@ def _run_fixed_size(sampler, relation, sigma, n, b, steps) -> _Plan:
         # NOT an upper bound here: a record in the batch displaces another from it (B − 1 others instead of B), so with
         # the others at −C the two sides are (1 − q)N(0) + qN(2C) against (1 − q)N(0) + qN(C) after a shift — at
         # N = 2, B = 1, σ = 1, ε = 1 its δ is 0.0587 against the Poisson pair's 0.0289 (tests/accountant/
-        # test_dp_sgd_fixed_size.py). The Poisson pair at q stays a lower end: the others at 0 attain it.
+        # test_dp_sgd_fixed_size.py). That pair (the others at −C) is attained, and so is the Poisson pair at q (the
+        # others at 0): the larger of their certified lower ends is the bracket's.
+        from dplens.accountant.samplers import ZeroedInFixedSizeBatch
+
         notes = (
             "under zero-out a fixed-size subset per step is accounted as a substitution (a record in the batch "
-            "displaces another, so the Poisson pair at q = B/N is only the bracket's lower end)",
+            "displaces another); the lower end is the attained pair of a zeroed record among others at -C",
         )
-        lower = (((_poisson(q, sigma), steps),),)
+        zeroed = ZeroedInFixedSizeBatch(noise_multiplier=sigma, sampling_rate=q)
+        lower = (((_poisson(q, sigma), steps),), ((zeroed, steps),))
         return _planned(
             sampler,
             relation,

@@ -676,6 +676,87 @@ def _subsampled_gaussian_losses(q: float, sigma: float) -> tuple[PrivacyLoss, Pr
     )
 
 
+def two_mixture_losses(rate: float, sigma: float, high: float, low: float) -> tuple[PrivacyLoss, PrivacyLoss]:
+    """Both directions of P = (1 − γ)N(0, σ²) + γN(high, σ²) against Q = (1 − γ)N(0, σ²) + γN(low, σ²), 0 < low < high
+    (γ = ``rate``): the remove direction (X ~ P) and the reverse pair.
+
+    The loss ℓ(x) = log(dP/dQ)(x) falls, then rises. ℓ′(x)·σ² = high·s_high(x) − low·s_low(x), s_m the posterior
+    weight of N(m, σ²); it vanishes where (high − low)·γ/(1 − γ) = low·e^{−a(x)} − high·e^{−b(x)} (a, b the two
+    components' exponents (2mx − m²)/(2σ²)), whose right side falls from +∞ to a negative minimum at x = (high + low)/2
+    and then rises to 0⁻, so ℓ′ has one root x*. Hence {ℓ ≤ l} is [x₁(l), x₂(l)] for ℓ(x*) < l < 0 (ℓ → 0⁻ as
+    x → −∞) and (−∞, x₂(l)] for l ≥ 0; both ends by bisection on their branch.
+    """
+    log_rate, log_rest = math.log(rate), math.log1p(-rate)
+    var = sigma * sigma
+
+    def loss(x):
+        up = np.logaddexp(log_rest, log_rate + (2 * high * x - high * high) / (2 * var))
+        down = np.logaddexp(log_rest, log_rate + (2 * low * x - low * low) / (2 * var))
+        return up - down
+
+    def slope_sign(x: float) -> float:
+        def weight(m: float) -> float:
+            return 1.0 / (1.0 + math.exp(min(700.0, log_rest - log_rate - (2 * m * x - m * m) / (2 * var))))
+
+        return high * weight(high) - low * weight(low)
+
+    far_left = -60.0 * sigma - high  # every component's mass below it is below 1e-780: zero in doubles
+    left, right = far_left, (high + low) / 2  # the slope is negative at far_left, positive at (high + low)/2
+    for _ in range(90):
+        middle = (left + right) / 2
+        left, right = (middle, right) if slope_sign(middle) < 0 else (left, middle)
+    x_star = right
+    floor = float(loss(np.array(x_star)))
+
+    def solve(level: np.ndarray, lo: float, hi: float, *, increasing: bool) -> np.ndarray:
+        lo_x, hi_x = np.full(level.shape, lo), np.full(level.shape, hi)
+        for _ in range(90):
+            middle = (lo_x + hi_x) / 2
+            above = loss(middle) > level
+            to_hi = above if increasing else ~above
+            hi_x, lo_x = np.where(to_hi, middle, hi_x), np.where(to_hi, lo_x, middle)
+        return (lo_x + hi_x) / 2
+
+    def interval(levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        inside = levels > floor
+        level = np.where(inside, levels, floor)
+        # For x > 0, ℓ(x) ≥ log(γ/2) + (high − low)(2x − high − low)/(2σ²): past ``reach`` ℓ exceeds every level.
+        top = float(np.max(np.maximum(level, 0.0))) if level.size else 0.0
+        reach = high + 10 * sigma + var * (top + math.log(2 / rate) + 1) / (high - low)
+        x2 = solve(level, x_star, reach, increasing=True)
+        x1 = np.where(level < 0, solve(np.minimum(level, 0.0), far_left, x_star, increasing=False), -np.inf)
+        return np.where(inside, x1, x_star), np.where(inside, x2, x_star)
+
+    def mixture(x: np.ndarray, centre: float) -> tuple[np.ndarray, np.ndarray]:
+        below_0, above_0 = normal_tails(x / sigma)
+        below_c, above_c = normal_tails((x - centre) / sigma)
+        return (1 - rate) * below_0 + rate * below_c, (1 - rate) * above_0 + rate * above_c
+
+    def remove_masses(losses: np.ndarray):
+        x1, x2 = interval(np.asarray(losses, dtype=float))
+        (cdf_p1, _), (cdf_p2, sf_p2) = mixture(x1, high), mixture(x2, high)
+        (cdf_q1, _), (cdf_q2, sf_q2) = mixture(x1, low), mixture(x2, low)
+        # P(L ≤ l) = P(x₁ ≤ X ≤ x₂); P(L > l) = P(X < x₁) + P(X > x₂)
+        return np.maximum(cdf_p2 - cdf_p1, 0.0), cdf_p1 + sf_p2, np.maximum(cdf_q2 - cdf_q1, 0.0), cdf_q1 + sf_q2
+
+    def add_masses(losses: np.ndarray):
+        cdf_p, sf_p, cdf_q, sf_q = remove_masses(-np.asarray(losses, dtype=float))  # L_add ≤ l ⟺ ℓ ≥ −l
+        return sf_q, cdf_q, sf_p, cdf_p
+
+    def remove_truncation(tail: float) -> tuple[float, float]:
+        # Above x = high + zσ every component has tail ≤ Φ(−z); below, ℓ ≥ ℓ(x*).
+        return floor, float(loss(np.array(high + normal_quantile_bound(tail) * sigma)))
+
+    def add_truncation(tail: float) -> tuple[float, float]:
+        low_end, high_end = remove_truncation(tail)
+        return -high_end, -low_end
+
+    return (
+        PrivacyLoss(masses=remove_masses, truncation=remove_truncation, alignment=floor),
+        PrivacyLoss(masses=add_masses, truncation=add_truncation, alignment=-floor),
+    )
+
+
 def _mixture_losses(sigma: float, shifts: np.ndarray, probs: np.ndarray) -> tuple[PrivacyLoss, PrivacyLoss]:
     """Both directions of a mixture of Gaussians against one Gaussian (dp-accounting's ``MixtureOfGaussiansDpEvent``;
     Choquette-Choo et al. 2023, arXiv 2310.15526, §4): P = Σᵢ pᵢ N(cᵢ, σ²), Q = N(0, σ²) (remove) and the reverse

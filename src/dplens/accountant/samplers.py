@@ -51,6 +51,7 @@ __all__ = [
     "RandomAllocation",
     "ShuffleMaxStatistic",
     "ShuffledBatches",
+    "ZeroedInFixedSizeBatch",
 ]
 
 ZERO_OUT = ev.NeighboringRelation.REPLACE_SPECIAL
@@ -338,6 +339,30 @@ class ShuffleMaxStatistic(ev.Event):
         _check_relation("the shuffle max statistic", self.neighboring, _ALLOCATION_RELATIONS)
 
 
+@ev.register_event
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ZeroedInFixedSizeBatch(ev.Event):
+    """A lower-bound construction for a fixed-size subset step (B of N records afresh each step) under zero-out: the
+    differing record's gradient is +C, every other record's −C and the null record's 0. A batch without the record
+    holds B others (−B·C); one with it (probability γ = B/N) holds B − 1 others and the record, so, centred at −B·C,
+    it is shifted by 2C under D and by C under D′ (the null record displaces another too):
+
+        P = (1 − γ)N(0, σ²) + γN(2, σ²),  Q = (1 − γ)N(0, σ²) + γN(1, σ²)  (clip units),
+
+    an attained pair, both directions (:func:`~dplens.accountant.pld_engine.two_mixture_losses`). Its ε is far above
+    the Poisson pair at γ (the others at 0), which a zeroed record under fixed-size batches does not obey.
+    """
+
+    noise_multiplier: float
+    sampling_rate: float
+    neighboring: ev.NeighboringRelation = ZERO_OUT
+
+    def __post_init__(self) -> None:
+        ev._positive("noise_multiplier", self.noise_multiplier)
+        ev._probability("sampling_rate", self.sampling_rate)
+        _check_relation("a zeroed record in a fixed-size batch", self.neighboring, (ZERO_OUT,))
+
+
 # --------------------------------------------------------------------------------------------
 # Interpreters
 # --------------------------------------------------------------------------------------------
@@ -353,6 +378,20 @@ def _(event: RandomAllocation, grid: pld_engine.LossGrid) -> pld_engine.EventPld
     from dplens.accountant import allocation
 
     return allocation.allocation_pld(event.noise_multiplier, event.steps, event.inclusion, grid)
+
+
+@pld_engine.loss_distribution.register
+def _(event: ZeroedInFixedSizeBatch, grid: pld_engine.LossGrid) -> pld_engine.EventPld:
+    if grid.neighboring is not ZERO_OUT:
+        raise UnsupportedEventError(f"a zeroed record in a fixed-size batch is accounted under zero-out; got {event!r}")
+    if event.sampling_rate == 0.0:
+        return pld_engine.EventPld(
+            remove=pld_engine.discretise(pld_engine.PrivacyLoss(masses=None, atoms=((0.0, 1.0, 1.0),)), grid)
+        )
+    if event.sampling_rate == 1.0:  # every batch holds the record: N(2, σ²) against N(1, σ²)
+        return pld_engine.gaussian_pld(1.0 / event.noise_multiplier, grid)
+    remove, add = pld_engine.two_mixture_losses(event.sampling_rate, event.noise_multiplier, 2.0, 1.0)
+    return pld_engine.EventPld(remove=pld_engine.discretise(remove, grid), add=pld_engine.discretise(add, grid))
 
 
 @pld_engine.loss_distribution.register

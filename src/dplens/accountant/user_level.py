@@ -555,12 +555,18 @@ def _lower_of(run: UserLevelRun, delta: float, result: Any) -> tuple[float | Non
         )
     from dplens.accountant.dp_sgd import _lower_end
 
-    if run.uses_group_privacy:  # an attained pair's lower end (a construction), or the one-example run's
+    if run.uses_group_privacy:  # an attained pair's lower end (a construction), and the one-example run's
+        # A user with one example is a user with at most K: the example-level lower end bounds the user's too (under
+        # zero-out with fixed-size batches it is the larger one: the others at −C, not at 0).
+        single = _lower_end(run.record_run(), delta, _Unbracketed(epsilon=result.epsilon))
         pair = run.lower_pair()
-        if pair is not None:
-            lower = _shifted_lower(run, delta, min(result.epsilon, _pair_upper(run, pair, delta)), pair)
-        else:
-            lower = _lower_end(run.record_run(), delta, _Unbracketed(epsilon=result.epsilon))
+        lower = (
+            None
+            if pair is None
+            else _shifted_lower(run, delta, min(result.epsilon, _pair_upper(run, pair, delta)), pair)
+        )
+        found = [value for value in (lower, single) if value is not None]
+        lower = max(found) if found else None
         return lower, (None if lower is None else "lower bound")
     if run.unamplified_mu() is None and not run._as_record:
         lower = _shifted_lower(run, delta, result.epsilon)
