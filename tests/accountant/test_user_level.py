@@ -461,3 +461,34 @@ def test_a_zeroed_example_under_fixed_size_batches_exceeds_the_poisson_pair():
         noise_multiplier=1.0, dataset_size=100, batch_size=10, epochs=1, sampling="fixed-size", max_examples_per_user=2
     )
     assert run.neighboring.value == "zero_out" and run.group_base().neighboring.value == "replace_one"
+
+
+def test_the_fixed_size_user_mixture_is_not_a_dominating_pair_at_epsilon_zero():
+    """Why dplens does not take Σₖ Hyp(k)·N(2k, σ²) against N(0, σ²) as the upper bound of a fixed-size user.
+
+    Two examples of one user, the others' gradients 0, the user's +C in D and −C in D′: each step's outputs are
+    Σₖ Hyp(k)·N(k, σ²) against Σₖ Hyp(k)·N(−k, σ²), whose total variation (δ at ε = 0) is Σₖ Hyp(k)·(2Φ(k/σ) − 1)
+    exactly (every component pair crosses at 0) — the joint-convexity bound, which the mixture against one Gaussian
+    falls strictly short of when two or more k ≥ 1 carry mass. mpmath, 30 digits.
+    """
+    with mpmath.workdps(30):
+        _check_the_mixture_falls_short(20, 6, mpmath.mpf(1))
+
+
+def _check_the_mixture_falls_short(n, b, sigma):
+    weights = [mpmath.binomial(2, k) * mpmath.binomial(n - 2, b - k) / mpmath.binomial(n, b) for k in range(3)]
+    configuration = sum(w * (2 * mpmath.ncdf(k / sigma) - 1) for k, w in enumerate(weights))
+
+    def excess(x):  # the mixture's density above N(0, σ²)'s
+        mixture = sum(w * mpmath.npdf(x, 2 * k, sigma) for k, w in enumerate(weights))
+        return max(mixture - mpmath.npdf(x, 0, sigma), 0)
+
+    # the mixture exceeds N(0, σ²) exactly beyond its one crossing (the likelihood ratio increases in x)
+    crossing = mpmath.findroot(
+        lambda x: sum(w * mpmath.exp((4 * k * x - 4 * k * k) / (2 * sigma**2)) for k, w in enumerate(weights)) - 1, 0.5
+    )
+    claimed = sum(w * (1 - mpmath.ncdf((crossing - 2 * k) / sigma)) for k, w in enumerate(weights)) - (
+        1 - mpmath.ncdf(crossing / sigma)
+    )
+    assert abs(claimed - mpmath.quad(excess, [-12, crossing, 16])) < 1e-20
+    assert configuration > claimed + mpmath.mpf("0.008")  # 0.3771 against 0.3689
