@@ -492,3 +492,23 @@ def _check_the_mixture_falls_short(n, b, sigma):
     )
     assert abs(claimed - mpmath.quad(excess, [-12, crossing, 16])) < 1e-20
     assert configuration > claimed + mpmath.mpf("0.008")  # 0.3771 against 0.3689
+
+
+def test_fixed_size_users_get_the_label_pair_where_it_is_below_group_privacy():
+    common = dict(dataset_size=200_000, batch_size=1000, epochs=25, noise_multiplier=1.5, delta=1e-6)
+    example = dp_sgd_epsilon(**common, sampling="fixed-size", neighboring="replace_one")
+    values = []
+    for k in (2, 4):
+        user = user_level_epsilon(**common, sampling="fixed-size", max_examples_per_user=k, neighboring="replace_one")
+        run = UserLevelRun(
+            **{key: v for key, v in common.items() if key != "delta"},
+            sampling="fixed-size",
+            max_examples_per_user=k,
+            neighboring="replace_one",
+        )
+        group = Accountant().compose(GroupPrivacy(event=run.group_base().standard_event(), group_size=k))
+        assert user.epsilon < group.epsilon(1e-6)  # 15.5 against 22.6 at K = 2
+        assert "label pair" in user.details and "label pair" in user.bracket_note
+        assert example.epsilon <= user.epsilon and user.epsilon_lower <= user.epsilon
+        values.append(user)
+    assert values[0].epsilon <= values[1].epsilon and values[0].epsilon_lower <= values[1].epsilon_lower

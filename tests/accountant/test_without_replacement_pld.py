@@ -226,3 +226,71 @@ def test_a_zeroed_record_in_fixed_size_batches_gets_the_attained_pair_as_its_low
     # zero-out: [the zeroed record's attained pair, the substitution bound], far above the Poisson ε
     assert poisson.epsilon < zero_out.epsilon_lower < zero_out.epsilon == replaced.epsilon
     assert zero_out.epsilon_lower < replaced.epsilon_lower
+
+
+# --- a user with K examples under fixed-size batches: the label pair (samplers.FixedSizeUserStep)
+
+
+def _user_step_delta(n, b, sigma, gradients, replaced, other, steps, epsilons, width=1e-4):
+    """A lower bound on δ(ε) of ``steps`` fixed-size steps (B of N afresh) for a user whose examples have 1-D clipped
+    gradients ``gradients`` in D and ``replaced`` in D′, every other example ``other``: the exact output law of a
+    step (every subset of the user's examples, by its hypergeometric weight), cells merged and losses rounded down."""
+    import itertools
+
+    k = len(gradients)
+    parts_p, parts_q = [], []
+    for size in range(k + 1):
+        if size > b or b - size > n - k:
+            continue
+        for subset in itertools.combinations(range(k), size):
+            # P(this subset exactly) = C(N − K, B − |S|) / C(N, B)
+            weight = math.comb(n - k, b - size) / math.comb(n, b)
+            rest = (b - size) * other
+            parts_p.append((weight, rest + sum(gradients[i] for i in subset)))
+            parts_q.append((weight, rest + sum(replaced[i] for i in subset)))
+    centres = [c for _, c in parts_p + parts_q]
+    low, high = min(centres) - 12 * sigma, max(centres) + 12 * sigma
+    edges = np.linspace(low, high, int((high - low) / (sigma / 400)) + 1)
+
+    def cells(parts):
+        return sum(w * np.diff(stats.norm.cdf(edges, loc=c, scale=sigma)) for w, c in parts)
+
+    p, q = cells(parts_p), cells(parts_q)
+    keep = (p > 0) & (q > 0)
+    index = np.floor(np.log(p[keep] / q[keep]) / width).astype(int)
+    start = int(index.min())
+    pmf = np.bincount(index - start, weights=p[keep])
+    composed = pmf
+    for _ in range(steps - 1):
+        composed = np.maximum(signal.fftconvolve(composed, pmf), 0.0)
+    losses = (steps * start + np.arange(composed.size)) * width
+    return [float(np.sum(composed * np.maximum(0.0, 1.0 - np.exp(e - losses)))) for e in epsilons]
+
+
+def test_the_user_label_pair_bounds_every_configuration_of_two_and_three_examples():
+    from dplens.accountant.user_level import UserLevelRun, fixed_size_user_ledger
+
+    n, b, sigma, steps = 12, 3, 1.0, 3
+    rng = np.random.default_rng(11)
+    for k in (2, 3):
+        run = UserLevelRun(
+            noise_multiplier=sigma,
+            dataset_size=n,
+            batch_size=b,
+            epochs=steps * b / n,
+            sampling="fixed-size",
+            max_examples_per_user=k,
+            neighboring="replace_one",
+        )
+        assert run.steps == steps
+        accountant = Accountant(neighboring=REPLACE_ONE).compose(fixed_size_user_ledger(run))
+        upper = [accountant.delta(e, method="pld") for e in EPSILONS]
+        configurations = [
+            ([1.0] * k, [-1.0] * k, 0.0),  # the symmetric one that exceeds Ganesh's mixture at ε = 0
+            ([1.0] * k, [-1.0] * k, -1.0),  # aligned: the mixture's own configuration
+            ([1.0] * k, [0.0] * k, -1.0),  # zeroed out among others at −C
+        ] + [(list(rng.uniform(-1, 1, k)), list(rng.uniform(-1, 1, k)), float(rng.uniform(-1, 1))) for _ in range(3)]
+        for gradients, replaced, other in configurations:
+            mine = _user_step_delta(n, b, sigma, gradients, replaced, other, steps, EPSILONS)
+            for e, value, bound in zip(EPSILONS, mine, upper, strict=True):
+                assert value <= bound, (k, gradients, replaced, other, e, value, bound)

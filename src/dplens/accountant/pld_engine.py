@@ -970,8 +970,41 @@ def _(event: ev.SampledWithoutReplacement, grid: LossGrid) -> EventPld:
         return EventPld(remove=discretise(PrivacyLoss(masses=None, atoms=((0.0, 1.0, 1.0),)), grid))
     if event.sampling_rate == 1.0:
         return gaussian_pld(1.0 / sigma, grid)
-    remove, _ = _subsampled_gaussian_losses(event.sampling_rate, sigma)
-    return EventPld(remove=discretise(_symmetrised_losses(remove), grid))
+    return EventPld(remove=discretise(symmetrised_subsampled_gaussian(event.sampling_rate, sigma), grid))
+
+
+def symmetrised_subsampled_gaussian(rate: float, sigma: float) -> PrivacyLoss:
+    """The symmetrised remove pair of the Poisson-subsampled Gaussian at ``rate`` (:func:`_symmetrised_losses`)."""
+    return _symmetrised_losses(_subsampled_gaussian_losses(rate, sigma)[0])
+
+
+def label_mixture(parts: list[tuple[float, PrivacyLoss]]) -> PrivacyLoss:
+    """The pair that draws a public label i with probability wᵢ and then runs pair i: its privacy loss is pair i's
+    (the label has the same law on both sides), so its masses are the weighted sums and its atoms the weighted atoms.
+    ``parts``: (wᵢ, loss of pair i), Σwᵢ = 1, each with a continuous part and a truncation."""
+    weights = [w for w, _ in parts]
+
+    def masses(losses: np.ndarray):
+        total = [np.zeros(np.shape(losses)) for _ in range(4)]
+        for w, part in parts:
+            for column, value in zip(total, part.masses(losses), strict=True):
+                column += w * value
+        return tuple(total)
+
+    def truncation(tail: float) -> tuple[float, float]:
+        ends = [part.truncation(tail) for _, part in parts]
+        return min(lo for lo, _ in ends), max(hi for _, hi in ends)
+
+    atoms: dict[float, list[float]] = {}
+    for w, part in parts:
+        for loss, p, q in np.asarray(part.atoms, dtype=float).reshape(-1, 3):
+            found = atoms.setdefault(float(loss), [0.0, 0.0])
+            found[0] += w * p
+            found[1] += w * q
+    assert math.isclose(math.fsum(weights), 1.0, rel_tol=1e-12)
+    return PrivacyLoss(
+        masses=masses, truncation=truncation, atoms=tuple((loss, p, q) for loss, (p, q) in sorted(atoms.items()))
+    )
 
 
 #: Truncated Poisson is modelled by the engine when a step truncates a batch holding the record with at most this

@@ -48,6 +48,7 @@ from dplens.accountant.rdp import UnsupportedEventError
 __all__ = [
     "CyclicBatches",
     "FixedBins",
+    "FixedSizeUserStep",
     "RandomAllocation",
     "ShuffleMaxStatistic",
     "ShuffledBatches",
@@ -363,6 +364,50 @@ class ZeroedInFixedSizeBatch(ev.Event):
         _check_relation("a zeroed record in a fixed-size batch", self.neighboring, (ZERO_OUT,))
 
 
+@ev.register_event
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FixedSizeUserStep(ev.Event):
+    """One fixed-size step (B of N examples afresh) for a user with at most K examples, substitution (zero-out is a
+    substitution by null examples): a pair that dominates it for every order, used as the user-level upper bound.
+
+    ``rate`` = γ = P(J ≥ 1), J ~ Hypergeometric(N, K, B) the user's examples in the batch; ``labels`` the counts j ≥ 1
+    kept and ``weights`` λⱼ = P(J = j)/γ over them (the tail beyond is the caller's δ, :func:`user_level`). The pair:
+    a public label j ~ λ, then the symmetrised Poisson remove pair at γ of a Gaussian at distance 2j (noise σ, clip
+    units; :func:`~dplens.accountant.pld_engine.symmetrised_subsampled_gaussian` at σ/(2j)). Why it dominates (needs
+    N − K ≥ B):
+
+    1. Couple the batches: a uniform order t₁ … t_K of the user's examples, a uniform B-subset of the others in a
+       uniform order u₁ … u_B, and J independent; the batch is {t₁ … t_J} ∪ {u_{J+1} … u_B} (given J, uniform parts).
+       Given the orders, the outputs are Σⱼ P(J = j)·N(c + vⱼ, σ²) and Σⱼ P(J = j)·N(c + v′ⱼ, σ²) with v₀ = v′₀ = 0,
+       vⱼ = Σ_{i ≤ j}(g_{tᵢ} − h_{uᵢ}), v′ⱼ the same with the replacements: |vⱼ|, |v′ⱼ|, |vⱼ − v′ⱼ| ≤ 2j. H_{e^ε} is
+       jointly convex, so these pairs suffice.
+    2. For ε ≥ 0, advanced joint convexity (Balle, Barthe, Gaboardi 2018, Theorem 2) on the common component N(c):
+       H = γ·H_{e^{ε′}}(P₊ ‖ (1 − β)N(c) + βQ₊), e^{ε′} = 1 + (e^ε − 1)/γ; convexity in the second argument, then
+       joint convexity over j (weights λ on both sides), bound it by γ·Σⱼ λⱼ·δ_{N(2j)‖N(0)}(ε′) — which is this
+       pair's profile at ε (per label, the same identity with N(c) = N(0) = Q). The relation is symmetric, so both
+       orders obey it; for ε < 0 the pair's symmetry gives the rest, as for one example
+       (:class:`~dplens.accountant.events.SampledWithoutReplacement`, argued in ``pld_engine``).
+
+    Against the mixture Σⱼ P(J = j)·N(2j) vs N(0) (Ganesh 2024, not a per-step dominating pair: ``user_level``) it
+    reveals j: the cost is small where γ is small (J ≥ 2 rarely).
+    """
+
+    noise_multiplier: float
+    rate: float
+    labels: tuple[int, ...]
+    weights: tuple[float, ...]
+    neighboring: ev.NeighboringRelation = REPLACE_ONE
+
+    def __post_init__(self) -> None:
+        ev._positive("noise_multiplier", self.noise_multiplier)
+        if not (0.0 < self.rate < 1.0):
+            raise ValueError(f"rate must be in (0, 1); got {self.rate!r}")
+        if not self.labels or len(self.labels) != len(self.weights) or min(self.labels) < 1:
+            raise ValueError(f"labels must be counts >= 1, one weight each; got {self.labels!r}, {self.weights!r}")
+        if not math.isclose(math.fsum(self.weights), 1.0, rel_tol=1e-9) or min(self.weights) < 0:
+            raise ValueError(f"weights must be a distribution; got {self.weights!r}")
+
+
 # --------------------------------------------------------------------------------------------
 # Interpreters
 # --------------------------------------------------------------------------------------------
@@ -378,6 +423,19 @@ def _(event: RandomAllocation, grid: pld_engine.LossGrid) -> pld_engine.EventPld
     from dplens.accountant import allocation
 
     return allocation.allocation_pld(event.noise_multiplier, event.steps, event.inclusion, grid)
+
+
+@pld_engine.loss_distribution.register
+def _(event: FixedSizeUserStep, grid: pld_engine.LossGrid) -> pld_engine.EventPld:
+    if grid.neighboring not in _FIXED_SIZE_RELATIONS:
+        raise UnsupportedEventError(
+            f"a fixed-size user step is accounted under substitution or zero-out; got {event!r}"
+        )
+    parts = [
+        (w, pld_engine.symmetrised_subsampled_gaussian(event.rate, event.noise_multiplier / (2 * j)))
+        for j, w in zip(event.labels, event.weights, strict=True)
+    ]
+    return pld_engine.EventPld(remove=pld_engine.discretise(pld_engine.label_mixture(parts), grid))
 
 
 @pld_engine.loss_distribution.register

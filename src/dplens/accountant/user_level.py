@@ -34,7 +34,9 @@ end (a user with one example is a user with at most K). Under substitution (``re
 its step's sum by up to 2C: the bound is then 2K·√P/σ-GDP.
 
 Fixed-size subsets (B of the N examples drawn afresh each step) and truncated Poisson may put a user's examples in
-every step. Their upper bound is **group privacy** of the example-level run: under zero-out, substitution or
+every step. Their upper bound is **group privacy** of the example-level run — for fixed-size subsets with N − K ≥ B
+the smaller of it and the label pair of :class:`~dplens.accountant.samplers.FixedSizeUserStep` (the user's count in
+each batch revealed, a per-step dominating pair; :func:`fixed_size_user_ledger`): under zero-out, substitution or
 add/remove, a user's K examples are a path of K single-example neighbours, so Mironov's RDP group bound (2017, Prop. 2)
 and the (ε, δ) group lemma on the privacy profile (:class:`~dplens.accountant.group.GroupPrivacy`) hold — valid, not
 tight. For fixed-size batches the example-level run is taken under substitution (Wang, Balle, Kasiviswanathan 2019)
@@ -82,6 +84,7 @@ __all__ = [
     "binomial_tail_bound",
     "els_step",
     "fixed_size_step",
+    "fixed_size_user_ledger",
     "parse_histogram",
     "user_epsilons",
     "user_level_epsilon",
@@ -580,13 +583,19 @@ def _lower_of(run: UserLevelRun, delta: float, result: Any) -> tuple[float | Non
     return lower, (None if lower is None else "lower bound")
 
 
-def _group_note(run: UserLevelRun, lower: float | None, upper: float) -> str | None:
-    """(group privacy) why the bracket is wide and what gives a tight user-level number."""
+def _group_note(run: UserLevelRun, lower: float | None, upper: float, *, label_pair: bool = False) -> str | None:
+    """(group privacy, or the fixed-size label pair) why the bracket is wide and what gives a tight user-level
+    number."""
     if not run.uses_group_privacy:
         return None
     width = "" if lower is None or not math.isfinite(upper) else f" ({upper / max(lower, 1e-300):.3g}x its lower end)"
+    kind = (
+        "the label pair of fixed-size user steps (the user's count in each batch revealed)"
+        if label_pair
+        else ("group privacy")
+    )
     return (
-        f"the upper bound is group privacy{width}, valid but loose; for a tight user-level epsilon use "
+        f"the upper bound is {kind}{width}, valid but loose; for a tight user-level epsilon use "
         "sampling='poisson' (Ganesh 2024's mixture, certified) or user_sampling"
     )
 
@@ -643,6 +652,70 @@ def _details(run: UserLevelRun) -> str:
     return text
 
 
+def fixed_size_user_ledger(run: UserLevelRun) -> ev.Event | None:
+    """(fixed-size batches, K ≥ 2, N − K ≥ B) the user's upper-bound ledger: T runs of the label pair of
+    :class:`~dplens.accountant.samplers.FixedSizeUserStep` (J's law cut at k_max like :func:`fixed_size_step`) and the
+    cut's δ over the run as an ApproxDp(0, δ): conditioned on J ≤ k_max at every step (probability 1 − δ, the same
+    under D and D′) the run is the cut one. None where it does not apply (the coupling needs B others)."""
+    from dplens.accountant.approx_dp import ApproxDp
+    from dplens.accountant.samplers import FixedSizeUserStep
+
+    k, n, b = int(run.max_examples_per_user or 1), run.dataset_size, run.batch_size
+    if run._as_record or run.sampler is not Sampler.FIXED_SIZE or k < 2 or n - k < b:
+        return None
+    steps = run.steps
+    mixture, eta = fixed_size_step(1.0, k, n, b, TRUNCATION_DELTA / steps)
+    if not isinstance(mixture, ev.MixtureOfGaussians) or mixture.sensitivities[0] != 0:
+        return None
+    nothing = mixture.sampling_probs[0]
+    rate = 1.0 - nothing
+    if not 0.0 < rate < 1.0:
+        return None
+    labels = tuple(int(j) for j in mixture.sensitivities[1:])
+    weights = tuple(w / rate for w in mixture.sampling_probs[1:])
+    total = math.fsum(weights)
+    step = FixedSizeUserStep(
+        noise_multiplier=float(run.noise_multiplier),
+        rate=rate,
+        labels=labels,
+        weights=tuple(w / total for w in weights),
+    )
+    composed = ev.SelfComposed(event=step, count=steps)
+    if eta == 0:
+        return composed
+    cut = -math.expm1(steps * math.log1p(-eta))
+    return ev.Composed(
+        events=(composed, ApproxDp(epsilon=0.0, delta=cut, neighboring=ev.NeighboringRelation.REPLACE_ONE))
+    )
+
+
+def _fixed_size_user_bound(run: UserLevelRun, delta: float, method: Any, result: Any) -> tuple[Any, bool]:
+    """(``result``, False), or (the label pair's PLD answer, True) where it is smaller (both bound the user's ε)."""
+    import dataclasses
+
+    from dplens.accountant.compose import Accountant
+    from dplens.accountant.routes import Method
+
+    ledger = fixed_size_user_ledger(run)
+    if ledger is None or method not in (Method.BEST, Method.PLD):
+        return result, False
+    try:
+        found = (
+            Accountant(neighboring=ev.NeighboringRelation.REPLACE_ONE)
+            .compose(ledger)
+            .epsilon_result(delta, method=Method.PLD, lower=False)
+        )
+    except (ValueError, OverflowError):  # out of the engine's range: group privacy stands
+        return result, False
+    if not found.epsilon < result.epsilon:
+        return result, False
+    details = (
+        f"the label pair of fixed-size user steps (samplers.FixedSizeUserStep, a per-step dominating pair) by PLD: "
+        f"{found.details} (group privacy gave {result.epsilon:.6g})"
+    )
+    return dataclasses.replace(result, epsilon=found.epsilon, method=found.method, details=details), True
+
+
 def user_level_epsilon(
     *,
     dataset_size: int,
@@ -693,6 +766,11 @@ def user_level_epsilon(
         run = _user_run(noise_multiplier, dict(shape, neighboring=ev.ADD_REMOVE), unit)
         details += "; zero-out has the same dominating pair as add/remove"
     result = Accountant().compose(run).epsilon_result(delta, method=as_method(method))
+    result, label_pair = _fixed_size_user_bound(run, delta, as_method(method), result)
+    if label_pair:
+        details = details.replace(
+            "upper bound = group privacy", "upper bound = the label pair of fixed-size user steps (below group privacy)"
+        )
     lower, kind = _lower_of(run, result.delta, result)
     return DpSgdPrivacy(
         epsilon=result.epsilon,
@@ -715,7 +793,7 @@ def user_level_epsilon(
         user_sampling=bool(user_sampling),
         users=users,
         truncation_delta=run.truncation_delta() or None,
-        bracket_note=_group_note(run, lower, result.epsilon),
+        bracket_note=_group_note(run, lower, result.epsilon, label_pair=label_pair),
     )
 
 
