@@ -227,3 +227,38 @@ def test_b_min_sep_monte_carlo_refusals():
         mf_epsilon(strategy=three, min_separation=4, max_participations=3, **base)
     with pytest.raises(ValueError, match="batch_size=40 is too large for b-min-sep with min_separation=12"):
         mf_epsilon(strategy=three, min_separation=12, **base)
+
+
+@pytest.mark.parametrize(("bands", "steps", "separation", "rate"), [(1, 9, 1, 0.3), (3, 20, 3, 0.4), (4, 37, 6, 0.2)])
+def test_b_min_sep_chunks_are_the_recursion_on_the_drawn_outputs(bands, steps, separation, rate):
+    # A chunk's P-side exponents come from the band of CᵀC on the participations; against the window dots of the
+    # output y = σz + Cx itself, on the chunk's own draws (its generator: the normals, then the participations).
+    sigma, k = 0.9, 50
+    coefficients = np.linspace(1.0, 0.4, bands)
+    coefficients /= np.linalg.norm(coefficients)
+    chunks = mc._BMinSepChunks(coefficients, steps=steps, separation=separation, rate=rate, noise_multiplier=sigma, k=k)
+    seed = np.random.SeedSequence(4)
+    remove, add = chunks.losses(seed)
+    rng = np.random.Generator(np.random.SFC64(seed))
+    y = rng.standard_normal((steps, k)) * sigma
+    rows, cols = mc._participation_rows(steps, separation, rate, k, rng)
+    assert rows.size > k // 2
+    expected_add = -mc._b_min_sep_loss(mc._window_dots(y, coefficients), coefficients, separation, rate, sigma)
+    for band, value in enumerate(coefficients):
+        inside = cols + band < steps
+        y[cols[inside] + band, rows[inside]] += value
+    expected_remove = mc._b_min_sep_loss(mc._window_dots(y, coefficients), coefficients, separation, rate, sigma)
+    np.testing.assert_allclose(add, expected_add, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(remove, expected_remove, rtol=0, atol=1e-11)
+    again = chunks.losses(seed)  # the buffers reused: the same draws give the same losses
+    np.testing.assert_array_equal(again[0], remove)
+
+
+def test_b_min_sep_losses_do_not_depend_on_the_number_of_workers():
+    strategy = mf.banded_toeplitz_strategy(np.array([0.8, 0.6]) / np.linalg.norm([0.8, 0.6]), 30)
+    kw = dict(min_separation=2, sampling_rate=0.2, noise_multiplier=1.0, samples=150_001)
+    one = mc.b_min_sep_losses(strategy, **kw, rng=np.random.default_rng(9), workers=1)
+    two = mc.b_min_sep_losses(strategy, **kw, rng=np.random.default_rng(9), workers=2)
+    assert one[0].shape == one[1].shape == (150_001,)
+    np.testing.assert_array_equal(one[0], two[0])
+    np.testing.assert_array_equal(one[1], two[1])

@@ -27,7 +27,10 @@ participations' columns never share a row, so under the pair (the example's part
 P = N(Cx, σ²I) against Q = N(0, σ²I)) the likelihood ratio is a sum over participation patterns that a backward
 recursion over the steps evaluates exactly (their Eq. 2): V_i = (1 − p)·V_{i+1} + p·e^{ℓ_i}·V_{i+b}, V_{≥T} = 1,
 ℓ_i = (⟨c, y_{i:i+b}⟩ − ‖c_{:T−i}‖²/2)/σ², and L = log((V_0 + p·Σ_{m<b} V_m)/(1 + (b − 1)p)) over the start states
-(:func:`b_min_sep_losses`). The same verification rule releases its ε.
+(:func:`b_min_sep_losses`). The same verification rule releases its ε. The sampler draws T normals a sample, which
+serve both directions: ℓ under Q is a window GEMM of the normals, under P the same plus the band of CᵀC on the
+participations (a second GEMM on a 0/1 array), and the recursion runs in linear space on W_i = V_i/(1 − p)^{T−i}
+(one multiply and one add a cell), chunk by chunk on one thread per CPU with buffers reused.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ __all__ = [
 ]
 
 _CHUNK_CELLS = 4_000_000  # samples × t per chunk (32 MB of float64)
+_B_MIN_SEP_CHUNK_CELLS = 2_000_000  # samples × T per b-min-sep chunk (a worker holds four such arrays, 64 MB)
 
 
 def _kl(a: float, b: float) -> float:
@@ -300,62 +304,197 @@ def _participation_rows(steps: int, separation: int, rate: float, samples: int, 
     return np.concatenate(rows), np.concatenate(cols)
 
 
+def _band_blocks(band, rows: int = 16):
+    """The block rows of the banded matrix A with A[i, i + m] = band[i, m] (steps × width): (t0, t1, A[t0:t1,
+    t0:t1 + width − 1]) for every 16 steps."""
+    import numpy as np
+
+    steps, width = band.shape
+    blocks = []
+    for t0 in range(0, steps, rows):
+        t1 = min(steps, t0 + rows)
+        block = np.zeros((t1 - t0, t1 - t0 + width - 1))
+        for r in range(t1 - t0):
+            block[r, r : r + width] = band[t0 + r]
+        blocks.append((t0, t1, block))
+    return blocks
+
+
+def _banded_product(blocks, padded, out) -> None:
+    """``out`` = A·``padded`` for A given by :func:`_band_blocks` (``padded`` has the steps + width − 1 rows the band
+    reads; ``out``'s rows may be strided), by GEMMs of 16 steps × 512 columns: BLAS speed for a handful of
+    multiply-adds a cell, and each call below OpenBLAS's threading threshold (a worker thread's GEMM does not wake
+    BLAS threads that would compete with the other workers)."""
+    import numpy as np
+
+    columns = padded.shape[1]
+    for t0, t1, block in blocks:
+        for c0 in range(0, columns, 512):
+            c1 = min(columns, c0 + 512)
+            np.matmul(block, padded[t0 : t0 + block.shape[1], c0:c1], out=out[t0:t1, c0:c1])
+
+
 def _window_dots(y, coefficients):
-    """⟨c, y_{i:i+b}⟩ for every step i and column of ``y`` (T × samples), the window cut at the last step; in blocks
-    of 16 steps, so that the b passes run in cache."""
+    """⟨c, y_{i:i+b}⟩ for every step i and column of ``y`` (T × samples), the window cut at the last step."""
     import numpy as np
 
     steps, samples = y.shape
-    bands = coefficients.size
-    padded = np.concatenate([y, np.zeros((bands, samples))])
+    padded = np.concatenate([y, np.zeros((coefficients.size - 1, samples))])
     dots = np.empty_like(y)
-    scratch = np.empty((16, samples))
-    for t0 in range(0, steps, 16):
-        t1 = min(steps, t0 + 16)
-        block, part = dots[t0:t1], scratch[: t1 - t0]
-        np.multiply(padded[t0:t1], coefficients[0], out=block)
-        for k in range(1, bands):
-            np.multiply(padded[t0 + k : t1 + k], coefficients[k], out=part)
-            block += part
+    _banded_product(_band_blocks(np.tile(coefficients, (steps, 1))), padded, dots)
     return dots
+
+
+def _gram_band(coefficients, steps: int):
+    """G[i, d + b − 1] = ⟨C e_i, C e_{i+d}⟩ for |d| < b (zero where i + d is outside [0, T)): the rows of C below T
+    only, so the columns of the last steps are cut."""
+    import numpy as np
+
+    bands = coefficients.size
+    band = np.zeros((steps, 2 * bands - 1))
+    for d in range(bands):
+        band[:, bands - 1 + d] = band[:, bands - 1 - d] = float(np.dot(coefficients[d:], coefficients[: bands - d]))
+    for i in {*range(min(bands, steps)), *range(max(0, steps - 2 * bands), steps)}:  # the band's two ends
+        for d in range(-(bands - 1), bands):
+            j = i + d
+            if not 0 <= j < steps:
+                band[i, bands - 1 + d] = 0.0
+            elif max(i, j) + bands > steps:
+                rows = range(max(i, j), min(min(i, j) + bands, steps))
+                band[i, bands - 1 + d] = math.fsum(coefficients[r - i] * coefficients[r - j] for r in rows)
+    return band
+
+
+def _truncated_norms(coefficients, steps: int):
+    """‖C e_i‖² for every step i: ‖c‖², and the first T − i coefficients' over the last b steps."""
+    import numpy as np
+
+    norms = np.full(steps, float(np.sum(coefficients**2)))
+    for i in range(max(0, steps - coefficients.size), steps):
+        norms[i] = float(np.sum(coefficients[: steps - i] ** 2))
+    return norms
 
 
 def _b_min_sep_loss(dots, coefficients, separation: int, rate: float, noise_multiplier: float):
     """L(y) of the b-min-sep pair for each column, from its window dots (:func:`_window_dots`), by the backward
-    recursion of the module docstring. In linear space, each column rescaled by its largest value every 16 steps (and
-    whenever a value passes 10²⁰⁰), its logarithm kept aside; at a rate above 0.9 (where a value may fall by e^{ℓ}
-    at every step) in log space."""
+    recursion of the module docstring."""
     import numpy as np
 
-    steps, samples = dots.shape
-    bands = coefficients.size
-    norms = np.full(steps, float(np.sum(coefficients**2)))
-    for i in range(max(0, steps - bands), steps):
-        norms[i] = float(np.sum(coefficients[: steps - i] ** 2))
-    ell = (dots - 0.5 * norms[:, None]) / noise_multiplier**2
-    stay = 1.0 - rate
-    scale = np.zeros(samples)
-    if rate > 0.9:
-        log_stay = math.log(stay) if stay > 0 else -math.inf
-        ahead = np.zeros((separation, samples))  # log V at i + 1 … i + b, circularly: row (i mod b)
-        for i in range(steps - 1, -1, -1):
-            take = math.log(rate) + ell[i] + ahead[i % separation]
-            ahead[i % separation] = np.logaddexp(log_stay + ahead[(i + 1) % separation], take)
-    else:
-        np.exp(ell, out=ell)
-        ahead = np.ones((separation, samples))  # V / e^scale at i + 1 … i + b, circularly
-        for i in range(steps - 1, -1, -1):
-            value = stay * ahead[(i + 1) % separation] + rate * ell[i] * ahead[i % separation]
-            ahead[i % separation] = value
-            if i % 16 == 0 or value.max() > 1e200:
-                top = ahead.max(axis=0)
-                ahead /= top
-                scale += np.log(top)
-        ahead = np.log(ahead)
-    # Start states: eligible at 0 (weight 1) or first eligible at m ∈ [1, b) (weight p each).
-    ahead[1:] += math.log(rate)
-    top = ahead.max(axis=0)
-    return scale + top + np.log(np.exp(ahead - top).sum(axis=0)) - math.log1p((separation - 1) * rate)
+    steps = dots.shape[0]
+    log_a, _ = _linear_scale(separation, rate)
+    exponent = (dots - 0.5 * _truncated_norms(coefficients, steps)[:, None]) / noise_multiplier**2 + log_a
+    return _loss_from_exponents(np.ascontiguousarray(exponent), separation, rate)
+
+
+def _linear_scale(separation: int, rate: float) -> tuple[float, bool]:
+    """(log a, whether the linear-space recursion applies): W_i = V_i/(1 − p)^{T−i} obeys W_i = W_{i+1} + a·e^{ℓ_i}
+    W_{i+b} with a = p/(1 − p)^b, one multiply and one add a cell. Log space instead where p > 0.9 (a value may fall
+    by e^{ℓ} at every step) or (1 − p)^b is below 1e-87."""
+    if rate >= 1.0:
+        return 0.0, False
+    log_stay = math.log1p(-rate)
+    return math.log(rate) - separation * log_stay, rate <= 0.9 and -separation * log_stay < 200
+
+
+def _loss_from_exponents(exponent, separation: int, rate: float):
+    """L for each column from ℓ_i + log a (steps × columns, contiguous; overwritten): the recursion in linear space
+    (:func:`_linear_scale`), every value bounded as it grows (log(1 + max a·e^{ℓ_i}) added a step) and the columns
+    rescaled by their largest value before the bound passes e^600, the logarithms kept aside; in log space where the
+    linear one does not apply or a·e^{ℓ} would pass e^300."""
+    import numpy as np
+
+    steps, columns = exponent.shape
+    log_a, linear = _linear_scale(separation, rate)
+    row_top = exponent.max(axis=1)
+    if not linear or row_top.max() > 300:
+        return _loss_in_log_space(exponent - log_a, separation, rate)
+    log_stay = math.log1p(-rate)
+    terms = np.exp(exponent, out=exponent)
+    growth = np.log1p(np.exp(row_top)).tolist()
+    if separation == 1:
+        terms += 1.0  # W_i = W_{i+1}·(1 + a e^{ℓ_i})
+    ahead = np.empty((separation, columns))  # W at i + 1 … i + b, circularly: row (i mod b)
+    for j in range(separation):
+        ahead[(steps + j) % separation] = math.exp(j * log_stay)  # W_{T+j} = (1 − p)^j (V = 1 past the end)
+    scale = np.zeros(columns)
+    bound = 0.0
+    for i in range(steps - 1, -1, -1):
+        if bound + growth[i] > 600:
+            top = ahead.max(axis=0)
+            ahead /= top
+            scale += np.log(top)
+            bound = 0.0
+        bound += growth[i]
+        row = ahead[i % separation]
+        row *= terms[i]
+        if separation > 1:
+            row += ahead[(i + 1) % separation]
+    # Rows 0 … b − 1 hold W_0 … W_{b−1}; V_m = (1 − p)^{T−m} W_m.
+    log_v = np.log(ahead) + scale + ((steps - np.arange(separation)) * log_stay)[:, None]
+    return _start_states(log_v, separation, rate)
+
+
+def _loss_in_log_space(ell, separation: int, rate: float):
+    """The recursion on log V (one logaddexp a cell): for p > 0.9 and extreme ℓ."""
+    import numpy as np
+
+    steps, columns = ell.shape
+    log_stay = math.log1p(-rate) if rate < 1 else -math.inf
+    ahead = np.zeros((separation, columns))  # log V at i + 1 … i + b, circularly: row (i mod b)
+    for i in range(steps - 1, -1, -1):
+        take = math.log(rate) + ell[i] + ahead[i % separation]
+        ahead[i % separation] = np.logaddexp(log_stay + ahead[(i + 1) % separation], take)
+    return _start_states(ahead, separation, rate)
+
+
+def _start_states(log_v, separation: int, rate: float):
+    """L = log((V_0 + p·Σ_{0<m<b} V_m)/(1 + (b − 1)p)): eligible at 0 (weight 1) or first eligible at m ∈ [1, b)
+    (weight p each), from log V_0 … log V_{b−1} (one row each)."""
+    import numpy as np
+
+    log_v[1:] += math.log(rate)
+    top = log_v.max(axis=0)
+    return top + np.log(np.exp(log_v - top).sum(axis=0)) - math.log1p((separation - 1) * rate)
+
+
+class _BMinSepChunks:
+    """One worker's buffers and the strategy's constants, reused chunk after chunk (fresh 100 MB arrays a chunk
+    would cost their page faults each time)."""
+
+    def __init__(self, coefficients, *, steps: int, separation: int, rate: float, noise_multiplier: float, k: int):
+        import numpy as np
+
+        self.steps, self.separation, self.rate, self.k = steps, separation, rate, k
+        self.pad = pad = coefficients.size - 1
+        self.noise = np.zeros((steps + pad, k))  # the last b − 1 rows stay zero
+        self.present = np.zeros((steps + 2 * pad, k))  # 1 at (step + b − 1, sample) of a participation, else 0
+        self.exponents = np.empty((steps, 2, k))  # (step, [add: y under Q, remove: y under P], sample)
+        self.window = _band_blocks(np.tile(coefficients / noise_multiplier, (steps, 1)))
+        self.gram = _band_blocks(_gram_band(coefficients, steps) / noise_multiplier**2)
+        log_a, _ = _linear_scale(separation, rate)
+        self.offset = (log_a - 0.5 * _truncated_norms(coefficients, steps) / noise_multiplier**2)[:, None]
+
+    def losses(self, seed: Any):
+        """(remove, add) losses of self.k samples from the generator ``seed`` starts. With y = σz under Q and
+        σz + Cx under P: ℓ_i + log a = ⟨c, z_{i:i+b}⟩/σ + log a − ‖C e_i‖²/2σ² under Q, plus (CᵀC x)_i/σ² under P
+        (the band of CᵀC on the participations x: one GEMM of 2b − 1 bands instead of a second window)."""
+        import numpy as np
+
+        rng = np.random.Generator(np.random.SFC64(seed))
+        steps, k = self.steps, self.k
+        rng.standard_normal(out=self.noise[:steps])
+        add, remove = self.exponents[:, 0], self.exponents[:, 1]
+        _banded_product(self.window, self.noise, add)
+        rows, cols = _participation_rows(steps, self.separation, self.rate, k, rng)
+        cells = (cols + self.pad) * k + rows
+        flat = self.present.reshape(-1)
+        flat[cells] = 1.0
+        _banded_product(self.gram, self.present, remove)
+        flat[cells] = 0.0
+        add += self.offset
+        remove += add
+        loss = _loss_from_exponents(self.exponents.reshape(steps, 2 * k), self.separation, self.rate)
+        return loss[k:], -loss[:k]
 
 
 def b_min_sep_losses(
@@ -366,40 +505,42 @@ def b_min_sep_losses(
     noise_multiplier: float,
     samples: int,
     rng: Any,
+    workers: int | None = None,
 ):
     """Privacy-loss samples of the b-min-sep pair (module docstring): (remove: L under P, add: −L under Q), each of
-    ``samples`` draws, in chunks of about 4·10⁶ cells. Each chunk's noise serves both directions (y = σz under Q,
-    σz + Cx under P): each direction's samples are still independent draws of its own law, which is all the
-    verification rule uses (a claim is released only if it passes in each direction on that direction's samples)."""
+    ``samples`` draws, in chunks of about 2·10⁶ cells on ``workers`` threads (default: the CPUs this process may
+    use, at most 8; numpy releases the GIL in its loops). Each chunk draws from its own generator, seeded from
+    ``rng`` in order, so the samples do not depend on the number of workers. Each chunk's noise serves both
+    directions (y = σz under Q, σz + Cx under P): each direction's samples are still independent draws of its own
+    law, which is all the verification rule uses (a claim is released only if it passes in each direction on that
+    direction's samples)."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import local
+
     import numpy as np
 
     coefficients = _check_banded(strategy, min_separation)
     steps = strategy.steps
-    chunk = max(1, _CHUNK_CELLS // steps)
-    remove, add = [], []
-    done = 0
-    while done < samples:
-        k = min(chunk, samples - done)
-        y = rng.standard_normal((steps, k))
-        y *= noise_multiplier
-        add.append(
-            -_b_min_sep_loss(
-                _window_dots(y, coefficients), coefficients, min_separation, sampling_rate, noise_multiplier
-            )
-        )
-        rows, cols = _participation_rows(steps, min_separation, sampling_rate, k, rng)
-        flat_y = y.reshape(-1)  # a view: (step, sample) at step·k + sample
-        for band, value in enumerate(coefficients.tolist()):
-            inside = cols + band < steps
-            # No cell twice: a sample's participations are b ≥ bands apart, so (step, sample) pairs never repeat.
-            flat_y[(cols[inside] + band) * k + rows[inside]] += value
-        remove.append(
-            _b_min_sep_loss(
-                _window_dots(y, coefficients), coefficients, min_separation, sampling_rate, noise_multiplier
-            )
-        )
-        done += k
-    return np.concatenate(remove), np.concatenate(add)
+    k = max(1, _B_MIN_SEP_CHUNK_CELLS // steps)
+    sizes = [min(k, samples - start) for start in range(0, samples, k)]
+    seeds = np.random.SeedSequence(rng.integers(2**63, size=4).tolist()).spawn(len(sizes))
+    if workers is None:
+        workers = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    buffers = local()
+    shape = dict(steps=steps, separation=min_separation, rate=sampling_rate, noise_multiplier=noise_multiplier)
+
+    def chunk(index: int):
+        size = sizes[index]
+        if size != k:  # the last, smaller chunk: its own buffers
+            return _BMinSepChunks(coefficients, **shape, k=size).losses(seeds[index])
+        if not hasattr(buffers, "chunks"):
+            buffers.chunks = _BMinSepChunks(coefficients, **shape, k=k)
+        return buffers.chunks.losses(seeds[index])
+
+    with ThreadPoolExecutor(max(1, min(workers, len(sizes)))) as pool:
+        parts = list(pool.map(chunk, range(len(sizes))))
+    return np.concatenate([remove for remove, _ in parts]), np.concatenate([add for _, add in parts])
 
 
 def b_min_sep_monte_carlo(
