@@ -262,3 +262,16 @@ def test_b_min_sep_losses_do_not_depend_on_the_number_of_workers():
     assert one[0].shape == one[1].shape == (150_001,)
     np.testing.assert_array_equal(one[0], two[0])
     np.testing.assert_array_equal(one[1], two[1])
+
+
+@pytest.mark.parametrize(("separation", "rate"), [(1, 0.3), (4, 0.05), (7, 0.5)])
+def test_the_linear_recursion_rescales_like_the_log_space_one(separation, rate):
+    # 3000 steps whose terms grow by up to e^60 a step: the linear-space recursion rescales many times (its growth
+    # bound passes e^600) and must agree with the log-space recursion on the same ℓ.
+    log_a, linear = mc._linear_scale(separation, rate)
+    assert linear
+    ell = np.random.default_rng(8).normal(0.0, 20.0, size=(3000, 40)) + np.linspace(-5, 40, 40)
+    assert np.log1p(np.exp(ell + log_a).max(axis=1)).sum() > 50 * 600
+    linear_loss = mc._loss_from_exponents(ell + log_a, separation, rate)
+    log_loss = mc._loss_in_log_space(ell.copy(), separation, rate)
+    np.testing.assert_allclose(linear_loss, log_loss, rtol=1e-10, atol=1e-8)
