@@ -182,7 +182,7 @@ def _finite_vector(name: str, values: Any):
         raise ValueError(f"{name} must be a non-empty 1-D array; got shape {a.shape!r}")
     if not np.all(np.isfinite(a)):
         raise ValueError(
-            f"{name} must be finite; got {a[~np.isfinite(a)][0]!r} at index {int(np.argmin(np.isfinite(a)))}"
+            f"{name} must be finite; got {float(a[~np.isfinite(a)][0])!r} at index {int(np.argmin(np.isfinite(a)))}"
         )
     return a
 
@@ -302,11 +302,11 @@ def dense_strategy(matrix: Any, *, steps: int | None = None, name: str = "matrix
     bad = ~np.isfinite(m)
     if bad.any():
         i, j = (int(v[0]) for v in np.nonzero(bad))
-        raise ValueError(f"strategy must be finite; got {m[i, j]!r} at ({i}, {j})")
+        raise ValueError(f"strategy must be finite; got {float(m[i, j])!r} at ({i}, {j})")
     upper = np.triu(m, 1)
     if upper.any():
         i, j = (int(v[0]) for v in np.nonzero(upper))
-        raise ValueError(f"strategy must be lower-triangular; got {m[i, j]!r} above the diagonal at ({i}, {j})")
+        raise ValueError(f"strategy must be lower-triangular; got {float(m[i, j])!r} above the diagonal at ({i}, {j})")
     norm = float(np.linalg.norm(m, axis=0).max())
     if abs(norm - 1.0) > NORM_TOLERANCE:
         raise ValueError(
