@@ -515,3 +515,15 @@ def test_module_doctests_with_pld_examples(module):
 
     result = doctest.testmod(importlib.import_module(f"dplens.accountant.{module}"))
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_bounded_range_rdp_keeps_its_value_at_huge_orders():
+    # log x* rounds to ε once α > ~1e16: P(L = t) and D_α then came out 0 where D_α ≈ ε (an RDP below the truth,
+    # whose conversion at such α would have claimed ε ≈ 0). D_α is non-decreasing in α with limit ε.
+    from dplens.accountant.selection import bounded_range_rdp
+
+    alpha = np.array([2.0, 1e3, 1e12, 1e16, 1e17, 1e20, 1e30, np.inf])
+    for epsilon in (0.01, 1.0, 5.0, 800.0):
+        value = bounded_range_rdp(alpha, epsilon=epsilon)
+        assert np.all(np.diff(value) >= -1e-12 * epsilon), (epsilon, value)
+        assert np.all(value[3:] >= epsilon * (1 - 1e-12)), (epsilon, value)

@@ -72,12 +72,15 @@ def bounded_range_rdp(alpha: np.ndarray, *, epsilon: float) -> np.ndarray:
     log_c = -(a - 1.0) * eps  # c = e^{−(α−1)ε}
     c = np.exp(log_c)
     big_e = math.exp(eps) if eps < 700 else math.inf
-    # x* = (α − 1)(e^ε − c)/(α(1 − c)), clipped to [1, e^ε]; in logs to survive large ε.
+    # x* = (α − 1)(e^ε − c)/(α(1 − c)), clipped to [1, e^ε]; in logs to survive large ε, and as d = log x* − ε
+    # (≈ −1/α at large α) so that 1 − x*/e^ε keeps its digits: log x* alone rounds to ε once α > ~1e16, which made
+    # P(L = t) and then D_α zero where it is ≈ ε.
     with np.errstate(divide="ignore", over="ignore"):
-        log_x = np.log(a - 1.0) - np.log(a) + eps + np.log1p(-np.exp(log_c - eps)) - np.log(-np.expm1(log_c))
-    log_x = np.clip(log_x, 0.0, eps)
+        d = np.log1p(-1.0 / a) + np.log1p(-np.exp(log_c - eps)) - np.log(-np.expm1(log_c))
+    d = np.clip(d, -eps, 0.0)
+    log_x = eps + d
     # D = t + log(a(1 − c) + c)/(α − 1), a = (e^ε − x)/(e^ε − 1) = P(L = t).
-    prob_top = -np.expm1(log_x - eps) / -math.expm1(-eps) if math.isfinite(big_e) else -np.expm1(log_x - eps)
+    prob_top = -np.expm1(d) / -math.expm1(-eps) if math.isfinite(big_e) else -np.expm1(d)
     inner = prob_top * (1.0 - c) + c
     value = log_x + np.log(inner) / (a - 1.0)
     return np.where(np.isinf(alpha), eps, np.clip(value, 0.0, eps))
