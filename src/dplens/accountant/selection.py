@@ -40,6 +40,7 @@ from dplens.accountant import finite_pld as fpld
 from dplens.accountant import pld, rdp
 from dplens.accountant.curves import PrivacyProfile, RdpCurve, check_alpha
 from dplens.accountant.rdp import UnsupportedEventError
+from dplens.accountant.selection_profile import truncated_negative_binomial_gamma
 
 __all__ = [
     "ExponentialMechanism",
@@ -264,37 +265,12 @@ for _cls in _SELECTION:
 # --------------------------------------------------------------------------------------------
 
 
-def _tnb_mean(gamma: float, shape: float) -> float:
-    """E[K] of the truncated negative binomial (PS22 Definition 1): η(1 − γ)/(γ(1 − γ^η)); η = 0: (1/γ − 1)/log(1/γ)."""
-    if gamma >= 1.0:
-        return 1.0
-    log_gamma = math.log(gamma)
-    if shape == 0:
-        return (1.0 / gamma - 1.0) / -log_gamma
-    return shape * (1.0 - gamma) / (gamma * -math.expm1(shape * log_gamma))
-
-
-def truncated_negative_binomial_gamma(mean: float, shape: float) -> float:
-    """γ of the truncated negative binomial with E[K] = ``mean`` (shape η > −1), rounded down (a larger
-    log(1/γ) only loosens PS22 Theorem 2's bound)."""
-    if shape == 1:
-        return 1.0 / mean
-    lo, hi = 0.0, 1.0  # E[K] decreases from ∞ (γ → 0) to 1 (γ = 1)
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if mid <= 0 or hi - lo <= 1e-15 * hi:
-            break
-        if _tnb_mean(mid, shape) > mean:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
 @ev.register_event
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RepeatAndSelect(ev.Event):
     """Run ``event`` K times (K random with mean ``mean``) and release the best run only (Papernot & Steinke 2022).
+    Accounted by PS22's RDP bound and by the profile bound of :mod:`~dplens.accountant.selection_profile` (the
+    exact route): the best route is the smaller.
 
     ``shape`` selects K's distribution as in dp-accounting's ``RepeatAndSelectDpEvent``: ∞ Poisson (PS22 Thm 6),
     1 geometric, 0 logarithmic, other η > −1 truncated negative binomial (PS22 Thm 2). ``mean`` ≥ 1.
@@ -302,8 +278,9 @@ class RepeatAndSelect(ev.Event):
     Example:
         >>> from dplens.accountant.compose import Accountant
         >>> run = ev.SelfComposed(event=ev.Gaussian(noise_multiplier=5.0), count=10)
-        >>> round(Accountant().compose(RepeatAndSelect(event=run, mean=10, shape=1)).epsilon(1e-6), 3)  # one run: 3.131
-        5.734
+        >>> study = Accountant().compose(RepeatAndSelect(event=run, mean=10, shape=1))
+        >>> round(study.epsilon(1e-6, method="rdp"), 3), round(study.epsilon(1e-6), 3)  # one run: 3.131
+        (5.734, 5.586)
     """
 
     event: ev.Event
@@ -413,3 +390,10 @@ def _(event: RepeatAndSelect) -> RdpCurve:
     function = _RepeatAndSelectCurve(base, float(event.mean), float(event.shape))
     kind = "Poisson" if math.isinf(event.shape) else f"TNB(shape={event.shape:g})"
     return RdpCurve.from_function(function, description=f"RepeatAndSelect({kind}, mean={event.mean:g})")
+
+
+@pld.privacy_profile.register
+def _(event: RepeatAndSelect) -> PrivacyProfile:
+    from dplens.accountant.selection_profile import repeat_and_select_profile
+
+    return repeat_and_select_profile(event)

@@ -60,7 +60,9 @@ def tuning_event(run: ev.Event, *, distribution: str, mean: float, shape: float 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TuningEpsilon:
-    """A study's ε (an upper bound: Papernot–Steinke on RDP), with one run's bound beside it (the study's is ≥ it)."""
+    """A study's ε (an upper bound: the smaller of Papernot–Steinke on RDP and the profile bound of
+    :mod:`~dplens.accountant.selection_profile`), each route's value, and one run's bound beside it (the study's
+    is reported ≥ it)."""
 
     epsilon: float
     delta: float
@@ -69,6 +71,8 @@ class TuningEpsilon:
     mean: float
     shape: float
     method: str
+    epsilon_rdp: float | None = None
+    epsilon_profile: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +81,7 @@ class TuningEpsilon:
             "one_run_epsilon": self.one_run_epsilon,
             "tuning": {"distribution": self.distribution, "mean_runs": self.mean, "shape": _finite(self.shape)},
             "method": self.method,
+            "routes": {"rdp": self.epsilon_rdp, "profile": self.epsilon_profile},
             "includes_tuning": True,
         }
 
@@ -88,24 +93,35 @@ def _finite(value: float) -> float | str:
 def tuning_epsilon(
     run: ev.Event, *, distribution: str, mean: float, delta: float, shape: float | None = None
 ) -> TuningEpsilon:
-    """ε at δ of a tuning study of ``run`` (see :func:`tuning_event`), and one run's ε on the same route.
+    """ε at δ of a tuning study of ``run`` (see :func:`tuning_event`), and one run's ε (dplens's tightest route).
 
-    The study's bound is never below one run's: PS22's RDP bound adds non-negative terms to the run's curve (E[K] ≥ 1),
-    so after the same conversion it is at least the run's; the maximum only guards the floating point. (Both are upper
-    bounds; one run's ε is not claimed as a lower bound on the study's.)
+    The study's ε is the smaller of two valid upper bounds: Papernot & Steinke's RDP bound (PS22 Theorems 2 and 6,
+    converted by Canonne–Kamath–Steinke) and the privacy-profile bound of
+    :mod:`~dplens.accountant.selection_profile` (derived here from the run's profile; tighter at larger per-run ε,
+    looser in the high-privacy regime with many runs). It is reported at least one run's ε (the maximum of two upper
+    bounds on the study is one too).
 
     Example (a DP-SGD run, 10 runs on average, geometric):
         >>> from dplens.accountant.dp_sgd import DpSgdRun
         >>> run = DpSgdRun(noise_multiplier=1.1, dataset_size=60000, batch_size=256, epochs=10)
         >>> out = tuning_epsilon(run, distribution="geometric", mean=10, delta=1e-5)
-        >>> out.epsilon > out.one_run_epsilon
-        True
+        >>> out.epsilon > out.one_run_epsilon, out.epsilon == min(out.epsilon_rdp, out.epsilon_profile)
+        (True, True)
     """
     from dplens.accountant.compose import Accountant, Method
+    from dplens.accountant.rdp import UnsupportedEventError
 
     study = tuning_event(run, distribution=distribution, mean=mean, shape=shape)
-    one = Accountant().compose(run).epsilon(delta, method=Method.RDP)
-    total = Accountant().compose(study).epsilon(delta, method=Method.RDP)
+    one = Accountant().compose(run).epsilon(delta)
+    by_rdp = Accountant().compose(study).epsilon(delta, method=Method.RDP)
+    try:
+        by_profile = Accountant().compose(study).epsilon(delta, method=Method.EXACT)
+    except (UnsupportedEventError, OverflowError):  # no profile of the run: RDP stands
+        by_profile = None
+    if by_profile is not None and by_profile < by_rdp:
+        total, method = by_profile, "privacy profile of the selection (dplens.accountant.selection_profile)"
+    else:
+        total, method = by_rdp, "rdp (Papernot & Steinke 2022)"
     return TuningEpsilon(
         epsilon=max(total, one),
         delta=float(delta),
@@ -113,5 +129,7 @@ def tuning_epsilon(
         distribution=distribution,
         mean=study.mean,
         shape=study.shape,
-        method="rdp (Papernot & Steinke 2022)",
+        method=method,
+        epsilon_rdp=by_rdp,
+        epsilon_profile=by_profile,
     )
