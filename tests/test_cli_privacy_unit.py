@@ -151,7 +151,9 @@ def test_tuning_runs_put_the_search_in_the_epsilon(capsys):
     expected = tuning_epsilon(run_event, distribution="geometric", mean=10, delta=1e-5)
     assert code == 0 and payload["epsilon"] == expected.epsilon and payload["includes_tuning"] is True
     assert payload["epsilon"] > payload["epsilon_one_run"] and payload["epsilon_lower"] is None
-    assert payload["tuning"] == {"distribution": "geometric", "mean_runs": 10.0, "shape": 1.0}
+    routes = {"rdp": expected.epsilon_rdp, "profile": expected.epsilon_profile}
+    assert payload["tuning"] == {"distribution": "geometric", "mean_runs": 10.0, "shape": 1.0, "routes": routes}
+    assert payload["epsilon"] == max(min(routes.values()), payload["epsilon_one_run"])
 
 
 @pytest.mark.parametrize(

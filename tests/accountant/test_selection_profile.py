@@ -89,4 +89,4 @@ def test_tuning_epsilon_reports_both_routes():
     out = tuning_epsilon(run, distribution="poisson", mean=10, delta=1e-5)
     assert out.epsilon == min(out.epsilon_rdp, out.epsilon_profile) and out.epsilon_profile < out.epsilon_rdp
     assert out.epsilon > out.one_run_epsilon and "privacy profile" in out.method
-    assert out.to_dict()["routes"] == {"rdp": out.epsilon_rdp, "profile": out.epsilon_profile}
+    assert out.to_dict()["tuning"]["routes"] == {"rdp": out.epsilon_rdp, "profile": out.epsilon_profile}

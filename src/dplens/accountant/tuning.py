@@ -79,9 +79,13 @@ class TuningEpsilon:
             "epsilon": self.epsilon,
             "delta": self.delta,
             "one_run_epsilon": self.one_run_epsilon,
-            "tuning": {"distribution": self.distribution, "mean_runs": self.mean, "shape": _finite(self.shape)},
+            "tuning": {
+                "distribution": self.distribution,
+                "mean_runs": self.mean,
+                "shape": _finite(self.shape),
+                "routes": {"rdp": self.epsilon_rdp, "profile": self.epsilon_profile},
+            },
             "method": self.method,
-            "routes": {"rdp": self.epsilon_rdp, "profile": self.epsilon_profile},
             "includes_tuning": True,
         }
 
