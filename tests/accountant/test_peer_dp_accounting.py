@@ -280,9 +280,11 @@ def test_peer_case(case_id, dp_event, relation, count, delta, lower):
         # Same PLD engine (dp-accounting's): the answers agree to the grid.
         assert ours >= reference["pld"] - 10 * _interval(dp_event), (ours, reference)
     elif "rdp" in reference:
-        # RDP-only types (zCDP, repeat-and-select): the same theorems, α continuous instead of on dp-accounting's
-        # grid: no more than a few percent tighter.
-        assert ours >= 0.95 * reference["rdp"], (ours, reference)
+        # RDP-only types in dp-accounting (zCDP, repeat-and-select): dplens's RDP route takes the same theorems, α
+        # continuous instead of on dp-accounting's grid: no more than a few percent tighter. Repeat-and-select also
+        # has dplens's profile bound (selection_profile, tested against exact selections), which BEST may take.
+        by_rdp = acc.epsilon(delta, method="rdp") if case_id.startswith("repeat_and_select") else ours
+        assert by_rdp >= 0.95 * reference["rdp"] and ours <= by_rdp, (ours, by_rdp, reference)
 
 
 @pytest.mark.slow
