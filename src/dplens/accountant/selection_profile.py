@@ -26,10 +26,11 @@ same with D and D′ exchanged (the base profile's other direction).
 
 **Numerics, all rounded up.** Ψ is the minimum over a grid of ε₃ (each line is a valid bound); the integral is an
 upper Riemann sum on a grid geometric towards 0 and 1 (Ψ and φ′ are non-decreasing, so on [u_i, u_{i+1}] the
-integrand is at most (φ′(Ψ(u_{i+1})) − γ₂φ′(u_i))₊); the minimum over ε₁ is over a grid of [0, ε] (each point a valid
-bound); δ_Q is the base event's exact profile where dplens has one, else its pessimistic PLD profile; 1 − φ(1 − δ) is
+integrand is at most (φ′(Ψ(u_{i+1})) − γ₂φ′(u_i))₊), tabulated on a grid of log γ₂ and read at the grid point below
+(the integral is non-increasing in γ₂); the minimum over ε₁ is over a grid of [0, ε] (each point a valid bound);
+δ_Q is the base event's exact profile where dplens has one, else its pessimistic PLD profile; 1 − φ(1 − δ) is
 evaluated without cancellation. For the truncated negative binomial, γ is solved from the mean and rounded down
-(:func:`~dplens.accountant.selection.truncated_negative_binomial_gamma`): a larger mean.
+(:func:`truncated_negative_binomial_gamma`): a larger mean.
 """
 
 from __future__ import annotations
