@@ -4,9 +4,10 @@ Papernot & Steinke, "Hyperparameter Tuning with Renyi Differential Privacy" (ICL
 number of runs K is random — geometric, truncated negative binomial (TNB, shape η > −1; η = 0 logarithmic, η = 1
 geometric) or Poisson — releasing the best run costs only a little more than one run (Theorems 2 and 6), whereas a
 fixed number of runs composes. :class:`~dplens.accountant.selection.RepeatAndSelect` is that event (accounted on the
-RDP route, as dp-accounting's ``RepeatAndSelectDpEvent``); this module names the distributions the way a study states
-them and checks their parameters. A tighter privacy-profile route (Koskela, Redberg, Wang, ICML 2024) is not
-implemented: every tuning ε here is Papernot–Steinke's RDP bound.
+RDP route, as dp-accounting's ``RepeatAndSelectDpEvent``, and by the privacy-profile bound of
+:mod:`~dplens.accountant.selection_profile`, derived here: the smaller is reported); this module names the
+distributions the way a study states them and checks their parameters. Koskela, Redberg and Wang's profile analysis
+(ICML 2024) is not implemented (its theorem was not at hand).
 
 A fixed number of runs N with all N released (or the best of a fixed N) is *not* this event: it is N-fold
 composition (``SelfComposed(run, N)``), which :func:`tuning_event` refuses to mislabel.
