@@ -56,7 +56,7 @@ from dplens.accountant import matrix_factorization as mf
 if TYPE_CHECKING:
     from dplens.accountant.mf_renyi import FixedBinsRdp
 
-__all__ = ["MECHANISMS", "SAMPLINGS", "MfPrivacy", "mf_epsilon", "mf_noise_multiplier"]
+__all__ = ["MECHANISMS", "SAMPLINGS", "MfPrivacy", "fixed_bins_epsilon", "mf_epsilon", "mf_noise_multiplier"]
 
 MECHANISMS = ("bandmf", "blt", "bsr", "nu-ftrl", "matrix")
 SAMPLINGS = (
@@ -664,6 +664,34 @@ def mf_epsilon(
     )
     extra = _monte_carlo(run, sigma, delta, monte_carlo, seed) if monte_carlo is not None else {}
     return _privacy(run, sigma, delta, _account(run, sigma, delta, tolerance), **extra)
+
+
+def fixed_bins_epsilon(
+    strategy: mf.Strategy,
+    *,
+    period: int,
+    noise_multiplier: float,
+    delta: float,
+    mechanism: str = "bandmf",
+    monte_carlo: int | None = None,
+    seed: int | None = None,
+) -> MfPrivacy:
+    """:func:`mf_epsilon` under fixed bins for a reader that knows the cycle (``period`` steps) and the strategy's T
+    but not N and B (jax_privacy's ``BallsInBinsSampling``, opake's ``balls_in_bins``): fixed bins depend on t and T
+    only, so the run is stated as N = t examples in batches of one (the output's ``dataset_size``/``batch_size``)."""
+    period = mf._check_int("period", period)
+    return mf_epsilon(
+        mechanism=mechanism,
+        sampling="fixed-bins",
+        strategy=strategy,
+        dataset_size=period,
+        batch_size=1,
+        epochs=strategy.steps / period,
+        noise_multiplier=noise_multiplier,
+        delta=delta,
+        monte_carlo=monte_carlo,
+        seed=seed,
+    )
 
 
 def _monte_carlo(run: _Run, sigma: float, delta: float, samples: int, seed: int | None) -> dict[str, Any]:

@@ -93,7 +93,7 @@ def batch_selection_mf_epsilon(
 
     ``monte_carlo``: samples per direction of the estimate beside the bound (balls-in-bins and b-min-sep)."""
     from dplens.accountant import matrix_factorization as mf
-    from dplens.accountant.mf_accounting import bandmf_epsilon, mf_epsilon
+    from dplens.accountant.mf_accounting import bandmf_epsilon, fixed_bins_epsilon
 
     kind = type(batch_selection).__name__
     try:
@@ -121,14 +121,9 @@ def batch_selection_mf_epsilon(
         )
     built = mf.toeplitz_strategy(strategy, steps, normalize=False)
     if kind == "BallsInBinsSampling":
-        period = int(batch_selection.cycle_length)
-        return mf_epsilon(
-            mechanism="bandmf",
-            sampling="fixed-bins",
-            strategy=built,
-            dataset_size=period,  # fixed bins depend on the cycle and T only: one example a bin stands for any N
-            batch_size=1,
-            epochs=steps / period,
+        return fixed_bins_epsilon(
+            built,
+            period=int(batch_selection.cycle_length),
             noise_multiplier=noise_multiplier,
             delta=delta,
             monte_carlo=monte_carlo,

@@ -47,12 +47,16 @@ def _field(value: Any, name: str, what: str) -> Any:
         raise ValueError(f"{what} must be an opake-dpftrl 0.16 object with {name!r}; got {kind}") from None
 
 
-def _strategy(process: Any, steps: int, min_sep: int, max_participations: int | None):
+def _bands(strategy: Any) -> int:
+    """b of an opake strategy: its ``bands`` (BandMF), 1 for the identity."""
+    return 1 if type(strategy).__name__ == "IdentityStrategy" else int(_field(strategy, "bands", "the strategy"))
+
+
+def _strategy(inner: Any, steps: int, min_sep: int, max_participations: int | None):
     """(dplens Strategy with largest column norm 1, its coefficients as opake gives them, σ relative to it, the
-    mechanism's name, b) of ``process.inner``."""
+    mechanism's name) of an opake ``MfGaussian``."""
     from dplens.accountant import matrix_factorization as mf
 
-    inner = _field(process, "inner", "process")
     if type(inner).__name__ != "MfGaussian":
         raise ValueError(f"process.inner must be opake's MfGaussian (mf_gaussian(...)); got {type(inner).__name__}")
     sigma = float(_field(inner, "noise_multiplier", "process.inner"))
@@ -73,8 +77,7 @@ def _strategy(process: Any, steps: int, min_sep: int, max_participations: int | 
     name = "bandmf" if kind in ("BandMfStrategy", "IdentityStrategy") else "matrix"
     built = mf.toeplitz_strategy(coefficients, steps, name=f"opake {kind}", normalize=True)
     sigma /= math.sqrt(math.fsum(c * c for c in coefficients[:steps]))  # σ relative to C/‖c‖ (module docstring)
-    bands = int(getattr(strategy, "bands", built.bands)) if kind != "IdentityStrategy" else 1
-    return built, coefficients, sigma, name, bands
+    return built, coefficients, sigma, name
 
 
 def _batch_of(p0: float) -> tuple[int, int]:
@@ -90,7 +93,7 @@ def opake_epsilon(process: Any, *, delta: float, monte_carlo: int | None = None,
     """ε at ``delta`` of the training an opake-dpftrl accounting ``process`` describes, as dplens accounts it
     (:class:`~dplens.accountant.mf_accounting.MfPrivacy`; the module docstring gives the mapping). ``monte_carlo``:
     samples per direction of the verified estimate beside the bound (b-min-sep and balls-in-bins)."""
-    from dplens.accountant.mf_accounting import bandmf_epsilon, mf_epsilon
+    from dplens.accountant.mf_accounting import bandmf_epsilon, fixed_bins_epsilon, mf_epsilon
 
     kind = type(process).__name__
     steps = _field(process, "n_steps", "process")
@@ -100,7 +103,9 @@ def opake_epsilon(process: Any, *, delta: float, monte_carlo: int | None = None,
     if kind == "CyclicPoisson":
         if monte_carlo is not None:
             raise ValueError("monte_carlo does not apply to opake's poisson(...): its bound is certified")
-        _, coefficients, sigma, _, bands = _strategy(process, steps, 1, None)
+        inner = _field(process, "inner", "process")
+        bands = _bands(_field(inner, "strategy", "process.inner"))
+        _, coefficients, sigma, _ = _strategy(inner, steps, 1, None)
         if any(coefficients[bands:]):
             raise ValueError(f"the strategy has nonzero coefficients beyond its {bands} bands: not BandMF")
         return bandmf_epsilon(
@@ -113,9 +118,9 @@ def opake_epsilon(process: Any, *, delta: float, monte_carlo: int | None = None,
             num_examples=getattr(process, "dataset_size", None),
         )
     if kind == "BMinSep":
-        probe = _field(process.inner, "strategy", "process.inner")
-        bands = 1 if type(probe).__name__ == "IdentityStrategy" else int(_field(probe, "bands", "the strategy"))
-        strategy, _, sigma, name, _ = _strategy(process, steps, bands, -(-steps // bands))
+        inner = _field(process, "inner", "process")
+        bands = _bands(_field(inner, "strategy", "process.inner"))
+        strategy, _, sigma, name = _strategy(inner, steps, bands, -(-steps // bands))
         n, b = _batch_of(float(process.p0))
         return mf_epsilon(
             mechanism=name,
@@ -132,16 +137,13 @@ def opake_epsilon(process: Any, *, delta: float, monte_carlo: int | None = None,
         )
     if kind == "BallsInBins":
         period = int(process.num_bins)
-        strategy, _, sigma, name, _ = _strategy(process, steps, period, steps // period)
-        return mf_epsilon(
-            mechanism=name,
-            sampling="fixed-bins",
-            strategy=strategy,
-            dataset_size=period,
-            batch_size=1,
-            epochs=steps / period,
+        strategy, _, sigma, name = _strategy(_field(process, "inner", "process"), steps, period, steps // period)
+        return fixed_bins_epsilon(
+            strategy,
+            period=period,
             noise_multiplier=sigma,
             delta=delta,
+            mechanism=name,
             monte_carlo=monte_carlo,
             seed=seed,
         )
@@ -150,7 +152,7 @@ def opake_epsilon(process: Any, *, delta: float, monte_carlo: int | None = None,
             raise ValueError("monte_carlo does not apply to a bare mf_gaussian(...): it is accounted unamplified")
         min_sep = int(_field(process, "min_sep", "process"))
         most = getattr(process, "max_participations", None)
-        strategy, _, sigma, name, _ = _strategy(_Bare(process), steps, min_sep, most)
+        strategy, _, sigma, name = _strategy(process, steps, min_sep, most)
         return mf_epsilon(
             mechanism=name,
             sampling="min-sep",
@@ -166,10 +168,3 @@ def opake_epsilon(process: Any, *, delta: float, monte_carlo: int | None = None,
     raise ValueError(
         f"process must be opake's poisson(...), b_min_sep(...), balls_in_bins(...) or mf_gaussian(...); got {kind}"
     )
-
-
-class _Bare:
-    """A bare MfGaussian seen as its own inner (so that :func:`_strategy` reads it like an amplifier's)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
