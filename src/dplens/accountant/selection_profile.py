@@ -205,10 +205,23 @@ def _base_profile(event: ev.Event) -> PrivacyProfile:
         return pld.pld_profile([(event, 1)], neighboring=relation)
 
 
-@functools.lru_cache(maxsize=64)
 def repeat_and_select_profile(event: Any) -> PrivacyProfile:
     """The profile of a :class:`~dplens.accountant.selection.RepeatAndSelect` event: the bound above in each
-    direction of its base event's profile."""
+    direction of its base event's profile (cached per event: a report asks for it several times, and each direction
+    tabulates its integral once)."""
+    try:
+        hash(event)
+    except TypeError:  # an event with an unhashable field: no cache
+        return _profile(event)
+    return _cached_profile(event)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_profile(event: Any) -> PrivacyProfile:
+    return _profile(event)
+
+
+def _profile(event: Any) -> PrivacyProfile:
     base = _base_profile(event.event)
     kind = "Poisson" if math.isinf(event.shape) else f"TNB(shape={event.shape:g})"
     mean, shape = float(event.mean), float(event.shape)

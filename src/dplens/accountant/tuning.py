@@ -118,9 +118,10 @@ def tuning_epsilon(
 
     study = tuning_event(run, distribution=distribution, mean=mean, shape=shape)
     one = Accountant().compose(run).epsilon(delta)
-    by_rdp = Accountant().compose(study).epsilon(delta, method=Method.RDP)
+    accountant = Accountant().compose(study)
+    by_rdp = accountant.epsilon(delta, method=Method.RDP)
     try:
-        by_profile = Accountant().compose(study).epsilon(delta, method=Method.EXACT)
+        by_profile = accountant.epsilon(delta, method=Method.EXACT)
     except (UnsupportedEventError, OverflowError):  # no profile of the run: RDP stands
         by_profile = None
     if by_profile is not None and by_profile < by_rdp:
